@@ -1,0 +1,112 @@
+"""What one poller tick costs on live NVML, per GPU, and whether the slow-cadence thread
+(PCIe throughput, per-process utilization, energy) stalls it.
+
+    python bench/nvml_cost.py [--ticks 60] [--json OUT]
+
+Phase "quiet": the slow thread has done its first pass and sleeps.
+Phase "slow busy": the slow thread runs back to back (worst case) while ticks are timed.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from gputui.telemetry.nvml import NvmlSource  # noqa: E402
+
+
+def stats(xs):
+    xs = sorted(xs)
+    return {
+        "mean_ms": round(1000 * statistics.fmean(xs), 3),
+        "p50_ms": round(1000 * xs[len(xs) // 2], 3),
+        "p95_ms": round(1000 * xs[int(len(xs) * 0.95) - 1], 3),
+        "max_ms": round(1000 * xs[-1], 3),
+    }
+
+
+def timed_ticks(src, n, spacing):
+    costs = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        src.sample()
+        costs.append(time.perf_counter() - t0)
+        time.sleep(spacing)
+    return costs
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ticks", type=int, default=60)
+    ap.add_argument("--spacing", type=float, default=0.05)
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    out = {}
+    t0 = time.perf_counter()
+    src = NvmlSource(slow_interval=3600)
+    info = src.open()
+    out["open_s"] = round(time.perf_counter() - t0, 4)
+    n = len(info.devices)
+    out["gpus"] = n
+    out["gpu_names"] = [d.name for d in info.devices]
+    t0 = time.perf_counter()
+    topo = src.read_topology()
+    out["read_topology_s"] = round(time.perf_counter() - t0, 4)
+    out["topology_levels"] = topo.levels if topo else None
+    time.sleep(1.0)  # let the first slow pass finish
+    out["slow_pass_s"] = src.slow_cost
+    out["slow_pass_per_gpu_ms"] = round(1000 * src.slow_cost / max(n, 1), 2) if src.slow_cost else None
+    timed_ticks(src, 5, args_spacing := a.spacing)
+    quiet = timed_ticks(src, a.ticks, args_spacing)
+    src.slow_interval = 0.0  # now the slow thread runs back to back
+    src._stop.set(); src._slow_thread.join(); src._stop.clear()  # restart it with the new period
+    import threading
+    src._slow_thread = threading.Thread(target=src._slow_loop, daemon=True)
+    src._slow_thread.start()
+    time.sleep(0.2)
+    busy = timed_ticks(src, a.ticks, args_spacing)
+    out["tick_quiet"] = stats(quiet)
+    out["tick_quiet_per_gpu_ms"] = round(1000 * statistics.fmean(quiet) / max(n, 1), 3)
+    out["tick_with_slow_busy"] = stats(busy)
+    out["tick_with_slow_busy_per_gpu_ms"] = round(1000 * statistics.fmean(busy) / max(n, 1), 3)
+    # per-call costs through the query helper, GPU 0
+    nv = src._nvml
+    h = src._handles[0] if src._handles else None
+    calls = {}
+    if h is not None:
+        lib = nv.lib
+        for name, args in [
+            ("nvmlDeviceGetUtilizationRates", ()),
+            ("nvmlDeviceGetMemoryInfo", ()),
+            ("nvmlDeviceGetTemperature", (lib.NVML_TEMPERATURE_GPU,)),
+            ("nvmlDeviceGetPowerUsage", ()),
+            ("nvmlDeviceGetClockInfo", (lib.NVML_CLOCK_SM,)),
+            ("nvmlDeviceGetCurrentClocksEventReasons", ()),
+            ("nvmlDeviceGetCurrPcieLinkGeneration", ()),
+            ("nvmlDeviceGetComputeRunningProcesses", ()),
+            ("nvmlDeviceGetTotalEccErrors", (lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_VOLATILE_ECC)),
+            ("nvmlDeviceGetPcieThroughput", (lib.NVML_PCIE_UTIL_TX_BYTES,)),
+            ("nvmlDeviceGetTotalEnergyConsumption", ()),
+            ("nvmlDeviceGetProcessUtilization", (int(time.time() * 1e6) - 2_000_000,)),
+        ]:
+            ts = []
+            for _ in range(10):
+                t0 = time.perf_counter()
+                nv.query(name, h, *args, device=0)
+                ts.append(time.perf_counter() - t0)
+            calls[name] = round(1e6 * statistics.fmean(ts), 1)
+    out["call_us"] = calls
+    out["notes"] = src.notes()
+    src.close()
+    text = json.dumps(out, indent=1)
+    print(text)
+    if a.json:
+        Path(a.json).write_text(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,109 @@
+"""Bounded per-GPU, per-metric history: fixed-size ring buffers of floats (NaN = no value)."""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections.abc import Iterator
+
+from gputui.telemetry.model import Snapshot
+
+NAN = math.nan
+
+#: GpuSample fields kept in history.
+GPU_METRICS = (
+    "gpu_util",
+    "mem_util",
+    "mem_used",
+    "temperature",
+    "power_draw",
+    "sm_clock",
+    "mem_clock",
+    "pcie_rx",
+    "pcie_tx",
+)
+#: Host series: name -> how to read it off a HostSample.
+HOST_METRICS = ("cpu_percent", "mem_used")
+
+DEFAULT_CAPACITY = 3600
+"""One hour at 1 Hz; 16 GPUs x 9 metrics x 3600 x 8 bytes = 4.1 MB at most."""
+
+
+class Ring:
+    """A fixed-capacity ring of floats; the oldest value is dropped when full."""
+
+    __slots__ = ("_buf", "_capacity", "_head", "_len")
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be at least 1")
+        self._capacity = capacity
+        self._buf = array("d", [NAN]) * capacity
+        self._head = 0  # next write position
+        self._len = 0
+
+    def append(self, value: float | None) -> None:
+        self._buf[self._head] = NAN if value is None else float(value)
+        self._head = (self._head + 1) % self._capacity
+        if self._len < self._capacity:
+            self._len += 1
+
+    def __len__(self) -> int:
+        return self._len
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    def last(self, n: int | None = None) -> list[float]:
+        """The newest `n` values (all when None), oldest first."""
+        n = self._len if n is None else max(0, min(n, self._len))
+        start = (self._head - n) % self._capacity
+        if start + n <= self._capacity:
+            return self._buf[start : start + n].tolist()
+        return self._buf[start:].tolist() + self._buf[: (start + n) - self._capacity].tolist()
+
+    def latest(self) -> float | None:
+        if not self._len:
+            return None
+        v = self._buf[(self._head - 1) % self._capacity]
+        return None if math.isnan(v) else v
+
+    def __iter__(self) -> Iterator[float]:
+        return iter(self.last())
+
+
+class History:
+    """Ring buffers per GPU per metric, plus host series and tick timestamps."""
+
+    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+        self.capacity = capacity
+        self._gpus: dict[int, dict[str, Ring]] = {}
+        self.host: dict[str, Ring] = {m: Ring(capacity) for m in HOST_METRICS}
+        self.timestamps = Ring(capacity)
+        self.ticks = 0
+
+    def append(self, snap: Snapshot) -> None:
+        self.ticks += 1
+        self.timestamps.append(snap.timestamp)
+        for g in snap.gpus:
+            rings = self._gpus.get(g.index)
+            if rings is None:
+                rings = self._gpus[g.index] = {m: Ring(self.capacity) for m in GPU_METRICS}
+            for m in GPU_METRICS:
+                rings[m].append(getattr(g, m))
+        h = snap.host
+        self.host["cpu_percent"].append(h.cpu_percent if h else None)
+        self.host["mem_used"].append(h.mem_used if h else None)
+
+    def series(self, gpu: int, metric: str, n: int | None = None) -> list[float]:
+        rings = self._gpus.get(gpu)
+        if rings is None:
+            return []
+        return rings[metric].last(n)
+
+    def gpu_indices(self) -> list[int]:
+        return sorted(self._gpus)
+
+    def clear(self) -> None:
+        self.__init__(self.capacity)  # type: ignore[misc]

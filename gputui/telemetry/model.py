@@ -1,0 +1,292 @@
+"""Frozen dataclasses for everything gputui knows about a machine.
+
+`None` always means "not available" (unsupported by the GPU or driver, failed, or not yet
+sampled); the UI shows it as "N/A".  Units are in the field names' docstrings and never
+change: bytes, bytes per second, watts, MHz, degrees Celsius, percent (0-100), seconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------------------
+# Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
+# --------------------------------------------------------------------------------------
+
+#: bit -> (short name, explanation).  Order is NVML's.
+CLOCK_EVENT_REASONS: dict[int, tuple[str, str]] = {
+    0x001: ("idle", "nothing is running, clocks are lowered to save power"),
+    0x002: ("app clocks", "clocks are limited by the applications-clocks setting"),
+    0x004: ("SW power cap", "the power draw reached the power limit; clocks are lowered to stay under it"),
+    0x008: (
+        "HW slowdown",
+        "hardware slowdown: too hot, or an external power brake (clocks cut by half or more)",
+    ),
+    0x010: ("sync boost", "clocks are held to those of other GPUs in a sync-boost group"),
+    0x020: ("SW thermal", "the GPU or memory temperature is over its software limit"),
+    0x040: ("HW thermal", "the hardware lowered clocks because the GPU is too hot"),
+    0x080: ("HW power brake", "an external power brake signal (e.g. the power supply) cut the clocks"),
+    0x100: ("display clocks", "clocks are limited by the display clock setting"),
+    0x200: ("board limit", "clocks are limited by a board-level limit"),
+    0x400: ("reliability", "clocks are limited to protect the GPU's reliability"),
+}
+
+#: Reasons that mean the GPU is running slower than it should: shown in a warning colour.
+CLOCK_EVENT_SLOWDOWN_MASK = 0x008 | 0x020 | 0x040 | 0x080
+#: Reasons that carry no news for a user (an idle GPU has low clocks; that is fine).
+CLOCK_EVENT_QUIET_MASK = 0x001
+
+
+def decode_clock_events(mask: int | None) -> tuple[str, ...]:
+    """Names of the reasons set in an NVML clock-event bit mask, in NVML's order."""
+    if not mask:
+        return ()
+    names = [name for bit, (name, _) in CLOCK_EVENT_REASONS.items() if mask & bit]
+    unknown = mask & ~sum(CLOCK_EVENT_REASONS)
+    if unknown:
+        names.append(f"0x{unknown:x}")
+    return tuple(names)
+
+
+# --------------------------------------------------------------------------------------
+# Static facts: read once.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlProblem:
+    """Why NVML could not be used at all: the no-GPU panel shows this."""
+
+    code: int | None
+    """NVML error code (e.g. 12 library not found, 18 driver/library mismatch); None for others."""
+    error: str
+    """The exact error text NVML (or the loader) gave."""
+    meaning: str
+    """What this usually means, in plain words."""
+    advice: tuple[str, ...]
+    """What to try, most likely first."""
+
+
+@dataclass(frozen=True, slots=True)
+class SystemInfo:
+    """Facts about the machine and its driver."""
+
+    hostname: str
+    driver_version: str | None = None
+    cuda_driver_version: str | None = None
+    """Highest CUDA version the driver supports, e.g. "13.0"."""
+    nvml_version: str | None = None
+    device_count: int = 0
+    nvml_problem: NvmlProblem | None = None
+    """Set when NVML could not be initialised; then there are no devices."""
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceInfo:
+    """Static facts about one GPU, read once when gputui starts."""
+
+    index: int
+    name: str
+    uuid: str | None = None
+    bus_id: str | None = None
+    """PCI bus id as NVML and nvidia-smi print it, e.g. "00000000:00:06.0"."""
+    memory_total: int | None = None
+    """Bytes."""
+    max_sm_clock: int | None = None
+    """MHz."""
+    max_mem_clock: int | None = None
+    """MHz."""
+    max_graphics_clock: int | None = None
+    """MHz."""
+    power_limit: float | None = None
+    """Enforced power limit at start, watts (the live value is in each GpuSample)."""
+    power_default_limit: float | None = None
+    power_min_limit: float | None = None
+    power_max_limit: float | None = None
+    compute_capability: tuple[int, int] | None = None
+    cuda_cores: int | None = None
+    architecture: str | None = None
+    brand: str | None = None
+    serial: str | None = None
+    board_part_number: str | None = None
+    vbios_version: str | None = None
+    inforom_version: str | None = None
+    memory_bus_width: int | None = None
+    """Bits."""
+    pcie_max_gen: int | None = None
+    pcie_max_width: int | None = None
+    persistence_mode: bool | None = None
+    compute_mode: str | None = None
+    mig_mode: bool | None = None
+    ecc_mode: bool | None = None
+    bar1_total: int | None = None
+    """Bytes."""
+    numa_node: int | None = None
+    cpu_affinity: str | None = None
+    """CPUs nearest to this GPU as a list, e.g. "0-15,32-47"."""
+    minor_number: int | None = None
+    temp_slowdown: int | None = None
+    """°C at which the GPU slows down."""
+    temp_shutdown: int | None = None
+    """°C at which the GPU shuts down."""
+    temp_max_operating: int | None = None
+    """°C, the maximum operating temperature (NVML's GPU_MAX threshold)."""
+    fan_count: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class NvLink:
+    """One NVLink of one GPU."""
+
+    link: int
+    active: bool | None = None
+    version: int | None = None
+    remote_bus_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Topology:
+    """How the GPUs are connected, read once.  Matrices are indexed [i][j] by GPU index."""
+
+    levels: tuple[tuple[int | None, ...], ...] = ()
+    """NVML common-ancestor level (0 internal, 10 single switch, 20 multiple, 30 host bridge,
+    40 NUMA node, 50 system); None on the diagonal or where NVML gave nothing."""
+    p2p_read: tuple[tuple[str | None, ...], ...] = ()
+    """P2P status names ("OK", "not supported", ...); None on the diagonal."""
+    p2p_write: tuple[tuple[str | None, ...], ...] = ()
+    p2p_atomics: tuple[tuple[str | None, ...], ...] = ()
+    p2p_nvlink: tuple[tuple[str | None, ...], ...] = ()
+    nvlinks: tuple[tuple[NvLink, ...], ...] = ()
+    """Per GPU, its NVLinks (empty where NVLink is not supported)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MachineInfo:
+    """Everything read once: the header of a recording."""
+
+    system: SystemInfo
+    devices: tuple[DeviceInfo, ...] = ()
+    topology: Topology | None = None
+
+
+# --------------------------------------------------------------------------------------
+# Samples: one per tick.
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GpuSample:
+    """What one GPU did at one tick."""
+
+    index: int
+    lost: bool = False
+    """NVML says the GPU fell off the bus ("GPU is lost"); every other field is then None."""
+    gpu_util: int | None = None
+    """Percent of time a kernel ran over the last sample period."""
+    mem_util: int | None = None
+    """Percent of time device memory was read or written."""
+    mem_used: int | None = None
+    """Bytes."""
+    mem_free: int | None = None
+    """Bytes."""
+    temperature: int | None = None
+    """GPU core °C."""
+    power_draw: float | None = None
+    """Watts."""
+    power_limit: float | None = None
+    """Enforced power limit now, watts."""
+    sm_clock: int | None = None
+    """MHz."""
+    mem_clock: int | None = None
+    """MHz."""
+    graphics_clock: int | None = None
+    """MHz."""
+    pstate: int | None = None
+    """Performance state, 0 (max) to 15 (min)."""
+    fan_speed: int | None = None
+    """Percent of maximum, where the board has fans NVML can read."""
+    clock_event_reasons: int | None = None
+    """NVML bit mask; `decode_clock_events` gives the names."""
+    pcie_gen: int | None = None
+    """Current PCIe link generation (drops at idle to save power)."""
+    pcie_width: int | None = None
+    """Current PCIe link width (lanes)."""
+    pcie_rx: int | None = None
+    """Bytes per second received over PCIe (slow cadence: NVML samples a 20 ms window)."""
+    pcie_tx: int | None = None
+    """Bytes per second sent over PCIe (slow cadence)."""
+    encoder_util: int | None = None
+    decoder_util: int | None = None
+    energy: int | None = None
+    """Total energy since the driver loaded, millijoules (slow cadence)."""
+    ecc_volatile_corrected: int | None = None
+    ecc_volatile_uncorrected: int | None = None
+    ecc_aggregate_corrected: int | None = None
+    ecc_aggregate_uncorrected: int | None = None
+
+    @property
+    def clock_events(self) -> tuple[str, ...]:
+        """Decoded clock-event reason names."""
+        return decode_clock_events(self.clock_event_reasons)
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """One process on one GPU (merged over compute and graphics)."""
+
+    gpu_index: int
+    pid: int
+    """As NVML reports it: the host's PID namespace."""
+    type: str = "C"
+    """"C" compute, "G" graphics, "C+G" both, "M" MPS compute."""
+    gpu_memory: int | None = None
+    """Bytes; None where the driver does not report it (e.g. some VMs and MIG setups)."""
+    sm_util: int | None = None
+    """Percent; from NVML's sampled per-process utilization (0 when no sample in the window)."""
+    mem_util: int | None = None
+    enc_util: int | None = None
+    dec_util: int | None = None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    # host-side facts (psutil); None where the process is not visible or not readable
+    visible: bool = True
+    """False when no such PID exists in gputui's PID namespace (containers)."""
+    name: str | None = None
+    user: str | None = None
+    cmdline: tuple[str, ...] | None = None
+    cpu_percent: float | None = None
+    """Percent of one core."""
+    rss: int | None = None
+    """Host resident memory, bytes."""
+    create_time: float | None = None
+    """Seconds since the epoch; together with the PID it identifies the process."""
+
+
+@dataclass(frozen=True, slots=True)
+class HostSample:
+    """The host's CPU, memory and load at one tick."""
+
+    cpu_percent: float | None = None
+    per_cpu: tuple[float, ...] = ()
+    mem_total: int | None = None
+    mem_used: int | None = None
+    mem_available: int | None = None
+    swap_total: int | None = None
+    swap_used: int | None = None
+    load_avg: tuple[float, float, float] | None = None
+    uptime: float | None = None
+    """Seconds since boot."""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything sampled at one tick: what the poller hands to the UI."""
+
+    seq: int
+    timestamp: float
+    """Seconds since the epoch when the tick was sampled."""
+    gpus: tuple[GpuSample, ...] = ()
+    processes: tuple[GpuProcess, ...] = ()
+    host: HostSample | None = None
+    sample_cost: float | None = field(default=None, compare=False)
+    """Seconds the source took to produce this snapshot (not recorded)."""

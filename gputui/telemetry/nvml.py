@@ -1,0 +1,685 @@
+"""The one module that talks to NVML.
+
+Every NVML call goes through `Nvml.query`, which turns "Not Supported" and other per-value
+failures into `None`, remembers what a GPU does not support so it is not asked again every
+tick, reports a function missing from the bindings or the driver once, and raises `GpuLost`
+when a GPU has fallen off the bus.  `NvmlSource` reads the static facts once, samples the
+cheap counters every tick, and runs the expensive queries (PCIe throughput, per-process
+utilization, energy) on a slower thread of their own so they never stall a tick.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.telemetry.host import HostSampler, ProcessInspector
+from gputui.telemetry.model import (
+    DeviceInfo,
+    GpuProcess,
+    GpuSample,
+    MachineInfo,
+    NvLink,
+    NvmlProblem,
+    Snapshot,
+    SystemInfo,
+    Topology,
+)
+
+log = logging.getLogger(__name__)
+
+# NVML return codes we treat specially (values from nvml.h; stable across versions).
+_NOT_SUPPORTED = 3
+_NO_PERMISSION = 4
+_NOT_FOUND = 6
+_DRIVER_NOT_LOADED = 9
+_LIBRARY_NOT_FOUND = 12
+_FUNCTION_NOT_FOUND = 13
+_GPU_IS_LOST = 15
+_LIB_RM_VERSION_MISMATCH = 18
+_NO_DATA = 21
+_GPU_NOT_FOUND = 28
+_UNKNOWN = 999
+
+_ARCHITECTURES = {
+    2: "Kepler",
+    3: "Maxwell",
+    4: "Pascal",
+    5: "Volta",
+    6: "Turing",
+    7: "Ampere",
+    8: "Ada Lovelace",
+    9: "Hopper",
+    10: "Blackwell",
+    13: "Rubin",
+}
+_BRANDS = {
+    1: "Quadro",
+    2: "Tesla",
+    3: "NVS",
+    4: "GRID",
+    5: "GeForce",
+    6: "Titan",
+    7: "vApps",
+    8: "vPC",
+    9: "vCS",
+    10: "vWS",
+    11: "Cloud Gaming",
+    12: "Quadro RTX",
+    13: "NVIDIA RTX",
+    14: "NVIDIA",
+    15: "GeForce RTX",
+    16: "Titan RTX",
+}
+_COMPUTE_MODES = {0: "Default", 1: "Exclusive_Thread", 2: "Prohibited", 3: "Exclusive_Process"}
+_P2P_STATUS = {
+    0: "OK",
+    1: "chipset not supported",
+    2: "GPU not supported",
+    3: "topology not supported",
+    4: "disabled by regkey",
+    5: "not supported",
+    6: "unknown",
+}
+_INVALID_ID = 0xFFFFFFFF  # NVML's "no MIG instance"
+
+
+class GpuLost(Exception):
+    """NVML reports that a GPU has fallen off the bus."""
+
+    def __init__(self, index: int) -> None:
+        super().__init__(f"GPU {index} is lost")
+        self.index = index
+
+
+def explain_nvml_failure(exc: BaseException) -> NvmlProblem:
+    """Turn an NVML initialisation failure into what it means and what to do."""
+    code = getattr(exc, "value", None)
+    text = str(exc) or type(exc).__name__
+    if isinstance(exc, ImportError):
+        return NvmlProblem(
+            None,
+            text,
+            "The nvidia-ml-py package (imported as pynvml) is not installed in this environment.",
+            ("pip install nvidia-ml-py",),
+        )
+    if code == _LIBRARY_NOT_FOUND:
+        return NvmlProblem(
+            code,
+            text,
+            "libnvidia-ml.so, which ships with the NVIDIA driver, was not found: this machine "
+            "has no NVIDIA driver installed, or this container was started without the GPU.",
+            (
+                "On a GPU server: install the NVIDIA driver and check that `nvidia-smi` works.",
+                "In a container: start it with `--gpus all` (Docker) and install the NVIDIA "
+                "Container Toolkit on the host.",
+                "If the driver is installed elsewhere, add its directory to LD_LIBRARY_PATH.",
+                "No GPU here? Press d to open the recorded demo session.",
+            ),
+        )
+    if code == _LIB_RM_VERSION_MISMATCH:
+        return NvmlProblem(
+            code,
+            text,
+            "The NVIDIA kernel module that is loaded is a different version from the user-space "
+            "driver library: usually the driver was upgraded (often unattended) and the machine "
+            "has not been rebooted since.",
+            (
+                "Reboot the machine (or unload and reload the nvidia kernel modules when no GPU job runs).",
+                "Compare `cat /proc/driver/nvidia/version` with the library version "
+                "(`ls /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.*`).",
+                "To stop it recurring, hold the driver packages out of unattended upgrades.",
+            ),
+        )
+    if code == _DRIVER_NOT_LOADED:
+        return NvmlProblem(
+            code,
+            text,
+            "The NVIDIA library is installed but the kernel driver is not loaded.",
+            (
+                "Check `lsmod | grep nvidia` and `dmesg | grep -i nvidia` for why it failed to load.",
+                "Secure Boot can block an unsigned module; nouveau can hold the GPU instead.",
+                "Try `sudo modprobe nvidia`, or reinstall the driver for the running kernel.",
+            ),
+        )
+    if code == _NO_PERMISSION:
+        return NvmlProblem(
+            code,
+            text,
+            "This user may not open the NVIDIA device files (/dev/nvidia*).",
+            (
+                "Check the permissions of /dev/nvidiactl and /dev/nvidia0 (`ls -l /dev/nvidia*`).",
+                "Add the user to the group that owns them (often `video`), or ask an administrator.",
+            ),
+        )
+    return NvmlProblem(
+        code if isinstance(code, int) else None,
+        text,
+        "NVML could not be initialised.",
+        (
+            "Run `nvidia-smi`: if it fails with the same error, the driver needs attention.",
+            "Check `dmesg | grep -i -E 'nvidia|xid'` for driver errors.",
+        ),
+    )
+
+
+def _text(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return str(value)
+
+
+def _watts(milliwatts: Any) -> float | None:
+    return None if milliwatts is None else round(milliwatts / 1000.0, 3)
+
+
+def cpulist(words: Any, bits_per_word: int = 64) -> str | None:
+    """A CPU bit mask (sequence of words, lowest CPUs first) as a list like "0-15,32-47"."""
+    if words is None:
+        return None
+    cpus = [
+        w * bits_per_word + b
+        for w, word in enumerate(words)
+        for b in range(bits_per_word)
+        if int(word) >> b & 1
+    ]
+    if not cpus:
+        return None
+    ranges: list[str] = []
+    start = prev = cpus[0]
+    for cpu in [*cpus[1:], -1]:
+        if cpu == prev + 1:
+            prev = cpu
+            continue
+        ranges.append(str(start) if start == prev else f"{start}-{prev}")
+        start = prev = cpu
+    return ",".join(ranges)
+
+
+def _sysfs_pci(bus_id: str | None, name: str) -> str | None:
+    """Read /sys/bus/pci/devices/<bus>/<name>; NVML's 8-digit domain is 4 digits in sysfs."""
+    if not bus_id:
+        return None
+    domain, _, rest = bus_id.lower().partition(":")
+    path = f"/sys/bus/pci/devices/{domain[-4:]}:{rest}/{name}"
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+class Nvml:
+    """Owns the NVML library: initialisation, shutdown and the one query helper."""
+
+    def __init__(self, lib: Any = None) -> None:
+        if lib is None:
+            import pynvml
+
+            lib = pynvml
+        self.lib = lib
+        self._unsupported: set[tuple[Any, ...]] = set()
+        self._missing: set[str] = set()
+        self._reported: set[tuple[str, str]] = set()
+        self._notes: list[str] = []
+        self._lock = threading.Lock()
+
+    def init(self) -> None:
+        self.lib.nvmlInit()
+
+    def shutdown(self) -> None:
+        try:
+            self.lib.nvmlShutdown()
+        except Exception as exc:
+            log.debug("nvmlShutdown failed: %s", exc)
+
+    @property
+    def notes(self) -> list[str]:
+        """One line per problem seen (a missing function, an unexpected error), each once."""
+        with self._lock:
+            return list(self._notes)
+
+    def _note(self, fn: str, what: str) -> None:
+        with self._lock:
+            if (fn, what) in self._reported:
+                return
+            self._reported.add((fn, what))
+            self._notes.append(f"{fn}: {what}")
+        log.info("NVML %s: %s", fn, what)
+
+    def query(self, fn: str, *args: Any, device: int = -1) -> Any:
+        """Call `pynvml.<fn>(*args)`; None when unsupported or failed.
+
+        Raises GpuLost when the GPU (`device`) has fallen off the bus.
+        """
+        if fn in self._missing:
+            return None
+        key = (fn, device, *(a for a in args[1:] if isinstance(a, int)))
+        if key in self._unsupported:
+            return None
+        func = getattr(self.lib, fn, None)
+        if func is None:
+            self._missing.add(fn)
+            self._note(fn, "not in these nvidia-ml-py bindings")
+            return None
+        try:
+            return func(*args)
+        except self.lib.NVMLError as exc:
+            code = exc.value
+            if code in (_GPU_IS_LOST, _GPU_NOT_FOUND) and device >= 0:
+                raise GpuLost(device) from exc
+            if code in (_NOT_SUPPORTED, _NO_PERMISSION):
+                self._unsupported.add(key)
+                return None
+            if code == _FUNCTION_NOT_FOUND:
+                self._missing.add(fn)
+                self._note(fn, "absent from this driver")
+                return None
+            if code in (_NOT_FOUND, _NO_DATA):
+                return None  # e.g. no process-utilization samples yet: normal
+            self._note(fn, str(exc))
+            return None
+
+
+@dataclass
+class _SlowValues:
+    """Latest results of the slow-cadence queries for one GPU."""
+
+    pcie_rx: int | None = None
+    pcie_tx: int | None = None
+    energy: int | None = None
+    proc_util: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
+    last_seen_us: int = 0
+
+
+class NvmlSource:
+    """Live telemetry from NVML and psutil.
+
+    `open()` never raises for NVML problems: when NVML cannot be used the source still
+    samples the host, and `MachineInfo.system.nvml_problem` says why there are no GPUs.
+    """
+
+    live = True
+
+    def __init__(self, slow_interval: float = 2.0, nvml: Nvml | None = None) -> None:
+        self.label = "live"
+        self.slow_interval = slow_interval
+        self._nvml = nvml
+        self._handles: list[Any] = []
+        self._devices: tuple[DeviceInfo, ...] = ()
+        self._lost: set[int] = set()
+        self._slow: dict[int, _SlowValues] = {}
+        self._slow_lock = threading.Lock()
+        self._slow_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._host = HostSampler()
+        self._procs = ProcessInspector()
+        self._seq = 0
+        self.info: MachineInfo | None = None
+        self.slow_cost: float | None = None
+        """Seconds the last full slow-cadence pass took (all GPUs)."""
+
+    # ---- static ----------------------------------------------------------------------
+
+    def open(self) -> MachineInfo:
+        hostname = socket.gethostname()
+        try:
+            if self._nvml is None:
+                self._nvml = Nvml()
+            self._nvml.init()
+        except Exception as exc:  # ImportError or any NVMLError subclass
+            self._nvml = None
+            self.info = MachineInfo(SystemInfo(hostname, nvml_problem=explain_nvml_failure(exc)))
+            return self.info
+        q = self._nvml.query
+        cuda = q("nvmlSystemGetCudaDriverVersion")
+        count = q("nvmlDeviceGetCount") or 0
+        system = SystemInfo(
+            hostname=hostname,
+            driver_version=_text(q("nvmlSystemGetDriverVersion")),
+            cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+            nvml_version=_text(q("nvmlSystemGetNVMLVersion")),
+            device_count=count,
+        )
+        devices = []
+        for i in range(count):
+            handle = q("nvmlDeviceGetHandleByIndex", i, device=i)
+            self._handles.append(handle)
+            self._slow[i] = _SlowValues()
+            devices.append(self._device_info(i, handle))
+        self._devices = tuple(devices)
+        self.info = MachineInfo(system, self._devices)
+        self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
+        self._slow_thread.start()
+        return self.info
+
+    def _device_info(self, i: int, h: Any) -> DeviceInfo:
+        nv = self._nvml
+        assert nv is not None
+        if h is None:
+            return DeviceInfo(index=i, name="unknown GPU")
+
+        def q(fn: str, *args: Any) -> Any:
+            try:
+                return nv.query(fn, h, *args, device=i)
+            except GpuLost:
+                self._lost.add(i)
+                return None
+
+        lib = nv.lib
+        pci = q("nvmlDeviceGetPciInfo_v3") or q("nvmlDeviceGetPciInfo")
+        bus_id = _text(getattr(pci, "busId", None))
+        mem = q("nvmlDeviceGetMemoryInfo")
+        cc = q("nvmlDeviceGetCudaComputeCapability")
+        constraints = q("nvmlDeviceGetPowerManagementLimitConstraints")
+        mig = q("nvmlDeviceGetMigMode")
+        ecc = q("nvmlDeviceGetCurrentEccMode")
+        if ecc is None:
+            ecc_pair = q("nvmlDeviceGetEccMode")
+            ecc = ecc_pair[0] if ecc_pair else None
+        bar1 = q("nvmlDeviceGetBAR1MemoryInfo")
+        numa = q("nvmlDeviceGetNumaNodeId")
+        if numa is None:
+            sys_numa = _sysfs_pci(bus_id, "numa_node")
+            numa = int(sys_numa) if sys_numa and sys_numa.lstrip("-").isdigit() else None
+            if numa is not None and numa < 0:
+                numa = None
+        ncpu = os.cpu_count() or 64
+        affinity = cpulist(q("nvmlDeviceGetCpuAffinity", (ncpu + 63) // 64))
+        if affinity is None:
+            affinity = _sysfs_pci(bus_id, "local_cpulist")
+        arch = q("nvmlDeviceGetArchitecture")
+        brand = q("nvmlDeviceGetBrand")
+        persistence = q("nvmlDeviceGetPersistenceMode")
+        compute_mode = q("nvmlDeviceGetComputeMode")
+        return DeviceInfo(
+            index=i,
+            name=_text(q("nvmlDeviceGetName")) or "unknown GPU",
+            uuid=_text(q("nvmlDeviceGetUUID")),
+            bus_id=bus_id,
+            memory_total=getattr(mem, "total", None),
+            max_sm_clock=q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_SM),
+            max_mem_clock=q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_MEM),
+            max_graphics_clock=q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_GRAPHICS),
+            power_limit=_watts(q("nvmlDeviceGetEnforcedPowerLimit")),
+            power_default_limit=_watts(q("nvmlDeviceGetPowerManagementDefaultLimit")),
+            power_min_limit=_watts(constraints[0]) if constraints else None,
+            power_max_limit=_watts(constraints[1]) if constraints else None,
+            compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
+            cuda_cores=q("nvmlDeviceGetNumGpuCores"),
+            architecture=_ARCHITECTURES.get(arch, f"arch {arch}") if arch is not None else None,
+            brand=_BRANDS.get(brand) if brand is not None else None,
+            serial=_text(q("nvmlDeviceGetSerial")),
+            board_part_number=_text(q("nvmlDeviceGetBoardPartNumber")),
+            vbios_version=_text(q("nvmlDeviceGetVbiosVersion")),
+            inforom_version=_text(q("nvmlDeviceGetInforomImageVersion")),
+            memory_bus_width=q("nvmlDeviceGetMemoryBusWidth"),
+            pcie_max_gen=q("nvmlDeviceGetMaxPcieLinkGeneration"),
+            pcie_max_width=q("nvmlDeviceGetMaxPcieLinkWidth"),
+            persistence_mode=bool(persistence) if persistence is not None else None,
+            compute_mode=_COMPUTE_MODES.get(compute_mode) if compute_mode is not None else None,
+            mig_mode=bool(mig[0]) if mig else None,
+            ecc_mode=bool(ecc) if ecc is not None else None,
+            bar1_total=getattr(bar1, "bar1Total", None),
+            numa_node=numa,
+            cpu_affinity=affinity,
+            minor_number=q("nvmlDeviceGetMinorNumber"),
+            temp_slowdown=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
+            temp_shutdown=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
+            temp_max_operating=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
+            fan_count=q("nvmlDeviceGetNumFans"),
+        )
+
+    def read_topology(self) -> Topology | None:
+        """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
+        nv = self._nvml
+        if nv is None or not self._handles:
+            return None
+        lib = nv.lib
+        n = len(self._handles)
+
+        def pair(fn: str, *extra: Any) -> tuple[tuple[Any, ...], ...]:
+            rows = []
+            for i in range(n):
+                row: list[Any] = []
+                for j in range(n):
+                    if i == j or i in self._lost or j in self._lost:
+                        row.append(None)
+                        continue
+                    try:
+                        row.append(nv.query(fn, self._handles[i], self._handles[j], *extra, device=i))
+                    except GpuLost:
+                        row.append(None)
+                rows.append(tuple(row))
+            return tuple(rows)
+
+        def status(matrix: tuple[tuple[Any, ...], ...]) -> tuple[tuple[str | None, ...], ...]:
+            return tuple(
+                tuple(None if v is None else _P2P_STATUS.get(v, f"status {v}") for v in row) for row in matrix
+            )
+
+        caps = {
+            "read": getattr(lib, "NVML_P2P_CAPS_INDEX_READ", 0),
+            "write": getattr(lib, "NVML_P2P_CAPS_INDEX_WRITE", 1),
+            "nvlink": getattr(lib, "NVML_P2P_CAPS_INDEX_NVLINK", 2),
+            "atomics": getattr(lib, "NVML_P2P_CAPS_INDEX_ATOMICS", 3),
+        }
+        # pynvml defines READ as a 1-tuple by accident in some versions
+        caps = {k: v[0] if isinstance(v, tuple) else v for k, v in caps.items()}
+        nvlinks = []
+        for i, h in enumerate(self._handles):
+            links: list[NvLink] = []
+            for link in range(getattr(lib, "NVML_NVLINK_MAX_LINKS", 18)):
+                try:
+                    state = nv.query("nvmlDeviceGetNvLinkState", h, link, device=i)
+                    if state is None:
+                        if link == 0:
+                            break  # NVLink not supported on this GPU
+                        continue
+                    version = nv.query("nvmlDeviceGetNvLinkVersion", h, link, device=i)
+                    remote = nv.query("nvmlDeviceGetNvLinkRemotePciInfo", h, link, device=i)
+                except GpuLost:
+                    break
+                links.append(NvLink(link, bool(state), version, _text(getattr(remote, "busId", None))))
+            nvlinks.append(tuple(links))
+        return Topology(
+            levels=pair("nvmlDeviceGetTopologyCommonAncestor"),
+            p2p_read=status(pair("nvmlDeviceGetP2PStatus", caps["read"])),
+            p2p_write=status(pair("nvmlDeviceGetP2PStatus", caps["write"])),
+            p2p_atomics=status(pair("nvmlDeviceGetP2PStatus", caps["atomics"])),
+            p2p_nvlink=status(pair("nvmlDeviceGetP2PStatus", caps["nvlink"])),
+            nvlinks=tuple(nvlinks),
+        )
+
+    # ---- every tick ------------------------------------------------------------------
+
+    def sample(self) -> Snapshot:
+        t0 = time.perf_counter()
+        now = time.time()
+        gpus: list[GpuSample] = []
+        raw_procs: list[GpuProcess] = []
+        for i, h in enumerate(self._handles):
+            if i in self._lost or h is None:
+                gpus.append(GpuSample(index=i, lost=True))
+                continue
+            try:
+                gpus.append(self._gpu_sample(i, h))
+                raw_procs.extend(self._gpu_processes(i, h))
+            except GpuLost:
+                self._lost.add(i)
+                gpus.append(GpuSample(index=i, lost=True))
+        processes = self._procs.enrich(raw_procs, now)
+        host = self._host.sample()
+        self._seq += 1
+        return Snapshot(
+            seq=self._seq,
+            timestamp=now,
+            gpus=tuple(gpus),
+            processes=tuple(processes),
+            host=host,
+            sample_cost=time.perf_counter() - t0,
+        )
+
+    def _gpu_sample(self, i: int, h: Any) -> GpuSample:
+        nv = self._nvml
+        assert nv is not None
+        lib = nv.lib
+
+        def q(fn: str, *args: Any) -> Any:
+            return nv.query(fn, h, *args, device=i)
+
+        util = q("nvmlDeviceGetUtilizationRates")
+        mem = q("nvmlDeviceGetMemoryInfo")
+        reasons = q("nvmlDeviceGetCurrentClocksEventReasons")
+        if reasons is None:
+            reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons")
+        enc = q("nvmlDeviceGetEncoderUtilization")
+        dec = q("nvmlDeviceGetDecoderUtilization")
+        with self._slow_lock:
+            slow = self._slow.get(i) or _SlowValues()
+            pcie_rx, pcie_tx, energy = slow.pcie_rx, slow.pcie_tx, slow.energy
+        corrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED
+        uncorrected = lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+        return GpuSample(
+            index=i,
+            gpu_util=getattr(util, "gpu", None),
+            mem_util=getattr(util, "memory", None),
+            mem_used=getattr(mem, "used", None),
+            mem_free=getattr(mem, "free", None),
+            temperature=q("nvmlDeviceGetTemperature", lib.NVML_TEMPERATURE_GPU),
+            power_draw=_watts(q("nvmlDeviceGetPowerUsage")),
+            power_limit=_watts(q("nvmlDeviceGetEnforcedPowerLimit")),
+            sm_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_SM),
+            mem_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_MEM),
+            graphics_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_GRAPHICS),
+            pstate=q("nvmlDeviceGetPerformanceState"),
+            fan_speed=q("nvmlDeviceGetFanSpeed"),
+            clock_event_reasons=reasons,
+            pcie_gen=q("nvmlDeviceGetCurrPcieLinkGeneration"),
+            pcie_width=q("nvmlDeviceGetCurrPcieLinkWidth"),
+            pcie_rx=pcie_rx,
+            pcie_tx=pcie_tx,
+            encoder_util=enc[0] if enc else None,
+            decoder_util=dec[0] if dec else None,
+            energy=energy,
+            ecc_volatile_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_VOLATILE_ECC),
+            ecc_volatile_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_VOLATILE_ECC),
+            ecc_aggregate_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_AGGREGATE_ECC),
+            ecc_aggregate_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_AGGREGATE_ECC),
+        )
+
+    def _gpu_processes(self, i: int, h: Any) -> list[GpuProcess]:
+        nv = self._nvml
+        assert nv is not None
+        merged: dict[int, dict[str, Any]] = {}
+        for fn, kind in (
+            ("nvmlDeviceGetComputeRunningProcesses", "C"),
+            ("nvmlDeviceGetGraphicsRunningProcesses", "G"),
+            ("nvmlDeviceGetMPSComputeRunningProcesses", "M"),
+        ):
+            for p in nv.query(fn, h, device=i) or ():
+                entry = merged.setdefault(p.pid, {"kinds": [], "mem": None, "gi": None, "ci": None})
+                if kind not in entry["kinds"]:
+                    entry["kinds"].append(kind)
+                mem = getattr(p, "usedGpuMemory", None)
+                if mem is not None:
+                    entry["mem"] = max(entry["mem"] or 0, mem)
+                gi = getattr(p, "gpuInstanceId", _INVALID_ID)
+                ci = getattr(p, "computeInstanceId", _INVALID_ID)
+                entry["gi"] = None if gi in (None, _INVALID_ID) else gi
+                entry["ci"] = None if ci in (None, _INVALID_ID) else ci
+        with self._slow_lock:
+            slow = self._slow.get(i)
+            util = dict(slow.proc_util) if slow else {}
+        out = []
+        for pid, e in merged.items():
+            kinds = e["kinds"]
+            kind = "C+G" if "G" in kinds and len(kinds) > 1 else kinds[0]
+            # before the first slow pass there is no sample window yet: unknown, not 0
+            sampled = slow is not None and slow.last_seen_us > 0
+            sm, mu, enc, dec = util.get(pid, (0, 0, 0, 0)) if sampled else (None,) * 4
+            out.append(
+                GpuProcess(
+                    gpu_index=i,
+                    pid=pid,
+                    type=kind,
+                    gpu_memory=e["mem"],
+                    sm_util=sm,
+                    mem_util=mu,
+                    enc_util=enc,
+                    dec_util=dec,
+                    gpu_instance_id=e["gi"],
+                    compute_instance_id=e["ci"],
+                )
+            )
+        return out
+
+    # ---- slow cadence ----------------------------------------------------------------
+
+    def _slow_loop(self) -> None:
+        """PCIe throughput (a 20 ms sampling window each way), per-process utilization and
+        energy, one GPU at a time so the fast tick's calls interleave with them."""
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            for i, h in enumerate(self._handles):
+                if self._stop.is_set():
+                    return
+                if i in self._lost or h is None:
+                    continue
+                try:
+                    values = self._slow_sample(i, h)
+                except GpuLost:
+                    self._lost.add(i)
+                    continue
+                with self._slow_lock:
+                    self._slow[i] = values
+            self.slow_cost = time.perf_counter() - t0
+            self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
+
+    def _slow_sample(self, i: int, h: Any) -> _SlowValues:
+        nv = self._nvml
+        assert nv is not None
+        lib = nv.lib
+        with self._slow_lock:
+            prev = self._slow.get(i) or _SlowValues()
+        now_us = int(time.time() * 1e6)
+        since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
+        tx = nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_TX_BYTES, device=i)
+        rx = nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_RX_BYTES, device=i)
+        energy = nv.query("nvmlDeviceGetTotalEnergyConsumption", h, device=i)
+        samples = nv.query("nvmlDeviceGetProcessUtilization", h, since, device=i) or ()
+        util: dict[int, tuple[int, int, int, int]] = {}
+        latest: dict[int, int] = {}
+        for s in samples:
+            ts = int(getattr(s, "timeStamp", 0))
+            if ts < since or ts < latest.get(s.pid, -1):
+                continue
+            latest[s.pid] = ts
+            util[s.pid] = tuple(  # type: ignore[assignment]
+                min(100, max(0, int(getattr(s, a, 0) or 0)))
+                for a in ("smUtil", "memUtil", "encUtil", "decUtil")
+            )
+        return _SlowValues(
+            pcie_rx=rx * 1024 if rx is not None else None,
+            pcie_tx=tx * 1024 if tx is not None else None,
+            energy=energy,
+            proc_util=util,
+            last_seen_us=now_us,
+        )
+
+    def notes(self) -> list[str]:
+        return self._nvml.notes if self._nvml else []
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._slow_thread is not None:
+            self._slow_thread.join(timeout=2)
+        if self._nvml is not None:
+            self._nvml.shutdown()

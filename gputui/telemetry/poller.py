@@ -1,0 +1,150 @@
+"""The background thread that samples a Source at an interval and hands over each snapshot.
+
+The thread owns the source: it opens it (so a slow `nvmlInit` never delays the first
+frame), samples it, and closes it.  Ticks follow a fixed schedule; a tick that overruns
+pushes the schedule back instead of queueing a burst of catch-up ticks.  Interval changes,
+pause, single steps and stop are commands that wake the thread at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.source import Source
+
+log = logging.getLogger(__name__)
+
+MIN_INTERVAL = 0.1
+MAX_INTERVAL = 60.0
+
+
+class Poller:
+    def __init__(
+        self,
+        source: Source,
+        interval: float,
+        on_snapshot: Callable[[Snapshot], None],
+        on_info: Callable[[MachineInfo], None] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.source = source
+        self._interval = _clamp(interval)
+        self._on_snapshot = on_snapshot
+        self._on_info = on_info
+        self._on_error = on_error
+        self._wake = threading.Event()
+        self._stopping = False
+        self._paused = False
+        self._steps: deque[int] = deque()
+        self._thread = threading.Thread(target=self._run, name="gputui-poller", daemon=True)
+        self.ticks = 0
+        self.last_cost: float | None = None
+        """Seconds the source took for the last tick."""
+
+    # ---- control, from any thread ----------------------------------------------------
+
+    @property
+    def interval(self) -> float:
+        return self._interval
+
+    def set_interval(self, seconds: float) -> float:
+        self._interval = _clamp(seconds)
+        self._wake.set()
+        return self._interval
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    def pause(self) -> None:
+        self._paused = True
+        self._wake.set()
+
+    def resume(self) -> None:
+        self._paused = False
+        self._wake.set()
+
+    def step(self, delta: int = 1) -> None:
+        """While paused: sample once (delta=1), or go back one recorded tick (delta=-1)."""
+        self._steps.append(delta)
+        self._wake.set()
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, timeout: float = 2.0) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join(timeout)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+    # ---- the thread ------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            info = self.source.open()
+        except BaseException as exc:  # a broken recording, say: report, don't die silently
+            self._report(exc)
+            return
+        if self._on_info is not None:
+            self._on_info(info)
+        try:
+            next_due = time.monotonic()
+            while not self._stopping:
+                if self._steps:
+                    self._do_step(self._steps.popleft())
+                    continue
+                now = time.monotonic()
+                if not self._paused and now >= next_due:
+                    self._tick()
+                    # schedule from the due time, not from now: no drift; but never catch up
+                    next_due = max(next_due + self._interval, time.monotonic())
+                    continue
+                timeout = None if self._paused else next_due - now
+                self._wake.wait(timeout)
+                self._wake.clear()
+                if not self._paused and next_due - time.monotonic() > self._interval:
+                    next_due = time.monotonic() + self._interval  # interval was shortened
+        finally:
+            try:
+                self.source.close()
+            except Exception as exc:
+                log.debug("closing the source failed: %s", exc)
+
+    def _do_step(self, delta: int) -> None:
+        if delta < 0:
+            seek = getattr(self.source, "seek", None)
+            position = getattr(self.source, "position", None)
+            if seek is None or position is None:
+                return  # live data cannot go back
+            seek(position - 2)
+        self._tick()
+
+    def _tick(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            snap = self.source.sample()
+        except Exception as exc:
+            self._report(exc)
+            return
+        self.last_cost = time.perf_counter() - t0
+        self.ticks += 1
+        self._on_snapshot(snap)
+
+    def _report(self, exc: BaseException) -> None:
+        log.exception("poller: %s", exc)
+        if self._on_error is not None:
+            self._on_error(exc)
+
+
+def _clamp(seconds: float) -> float:
+    return min(MAX_INTERVAL, max(MIN_INTERVAL, float(seconds)))

@@ -1,0 +1,451 @@
+"""Recordings: a versioned JSON-lines file of static facts and one snapshot per tick.
+
+Format (version 1), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
+
+  line 1   header  {"format": "gputui-recording", "version": 1, "created": ISO-8601,
+                    "gputui": "<version>", "interval": seconds, "derived": null | {...},
+                    "note": str | null, "machine": MachineInfo}
+  line 2+  tick    Snapshot: {"seq", "timestamp", "gpus": [GpuSample], "processes":
+                    [GpuProcess], "host": HostSample}
+
+Objects use the field names of the dataclasses in `gputui.telemetry.model`; a field that
+is absent takes its default (None for every measured value), so fields equal to their
+default are left out when writing.  Readers reject unknown fields and wrong types with
+the file name, line number and the field's path, so a hand-edited file fails loudly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import gzip
+import json
+import os
+import types
+import typing
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from gputui import __version__
+from gputui.telemetry.model import MachineInfo, Snapshot, Topology
+
+FORMAT_NAME = "gputui-recording"
+FORMAT_VERSION = 1
+
+
+class RecordingError(ValueError):
+    """A recording file that cannot be read, with where and why."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {message}")
+        self.path = str(path)
+        self.line = line
+        self.message = message
+
+
+class _FieldError(Exception):
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+# --------------------------------------------------------------------------------------
+# Encoding: dataclass -> plain JSON values, leaving out fields equal to their default.
+# --------------------------------------------------------------------------------------
+
+
+def _encode(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        out: dict[str, Any] = {}
+        for f in _fields(type(value)):
+            if not f.compare:
+                continue  # e.g. Snapshot.sample_cost: a property of this run, not the data
+            v = getattr(value, f.name)
+            if f.default is not dataclasses.MISSING and v == f.default:
+                continue
+            out[f.name] = _encode(v)
+        return out
+    if isinstance(value, tuple | list):
+        return [_encode(v) for v in value]
+    return value
+
+
+_FIELDS: dict[type, tuple[dataclasses.Field[Any], ...]] = {}
+
+
+def _fields(cls: type) -> tuple[dataclasses.Field[Any], ...]:
+    fs = _FIELDS.get(cls)
+    if fs is None:
+        fs = _FIELDS[cls] = dataclasses.fields(cls)
+    return fs
+
+
+def encode_machine(info: MachineInfo) -> dict[str, Any]:
+    return typing.cast(dict[str, Any], _encode(info))
+
+
+def encode_snapshot(snap: Snapshot) -> dict[str, Any]:
+    return typing.cast(dict[str, Any], _encode(snap))
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+# --------------------------------------------------------------------------------------
+# Decoding with validation: converters compiled once per type from the annotations.
+# --------------------------------------------------------------------------------------
+
+Converter = Callable[[Any, str], Any]
+_CONVERTERS: dict[Any, Converter] = {}
+
+
+def _type_name(v: Any) -> str:
+    return "null" if v is None else type(v).__name__
+
+
+def _converter(tp: Any) -> Converter:
+    conv = _CONVERTERS.get(tp)
+    if conv is None:
+        conv = _CONVERTERS[tp] = _make_converter(tp)
+    return conv
+
+
+def _make_converter(tp: Any) -> Converter:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = typing.get_args(tp)
+        inner = [a for a in args if a is not type(None)]
+        if len(inner) != 1:
+            raise TypeError(f"unsupported union {tp}")
+        sub = _converter(inner[0])
+        optional = len(inner) != len(args)
+
+        def conv_opt(v: Any, where: str) -> Any:
+            if v is None and optional:
+                return None
+            return sub(v, where)
+
+        return conv_opt
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _converter(args[0])
+
+            def conv_var(v: Any, where: str) -> Any:
+                if not isinstance(v, list):
+                    raise _FieldError(where, f"expected a list, got {_type_name(v)}")
+                return tuple(item(x, f"{where}[{k}]") for k, x in enumerate(v))
+
+            return conv_var
+        items = [_converter(a) for a in args]
+
+        def conv_fixed(v: Any, where: str) -> Any:
+            if not isinstance(v, list) or len(v) != len(items):
+                raise _FieldError(where, f"expected a list of {len(items)} values, got {v!r:.60}")
+            return tuple(c(x, f"{where}[{k}]") for k, (c, x) in enumerate(zip(items, v, strict=True)))
+
+        return conv_fixed
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_converter(tp)
+    if tp is bool:
+
+        def conv_bool(v: Any, where: str) -> Any:
+            if not isinstance(v, bool):
+                raise _FieldError(where, f"expected true/false, got {_type_name(v)}")
+            return v
+
+        return conv_bool
+    if tp is int:
+
+        def conv_int(v: Any, where: str) -> Any:
+            if not isinstance(v, int) or isinstance(v, bool):
+                raise _FieldError(where, f"expected an integer, got {_type_name(v)} {v!r:.40}")
+            return v
+
+        return conv_int
+    if tp is float:
+
+        def conv_float(v: Any, where: str) -> Any:
+            if not isinstance(v, int | float) or isinstance(v, bool):
+                raise _FieldError(where, f"expected a number, got {_type_name(v)} {v!r:.40}")
+            return float(v)
+
+        return conv_float
+    if tp is str:
+
+        def conv_str(v: Any, where: str) -> Any:
+            if not isinstance(v, str):
+                raise _FieldError(where, f"expected a string, got {_type_name(v)}")
+            return v
+
+        return conv_str
+    raise TypeError(f"no converter for {tp!r}")
+
+
+def _dataclass_converter(cls: Any) -> Converter:
+    hints = typing.get_type_hints(cls)
+    specs: list[tuple[str, Converter, bool]] = []
+    for f in dataclasses.fields(cls):
+        if not f.compare:
+            continue
+        required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        specs.append((f.name, _lazy(hints[f.name]), required))
+    known = {name for name, _, _ in specs}
+    name = cls.__name__
+
+    def conv(v: Any, where: str) -> Any:
+        if not isinstance(v, dict):
+            raise _FieldError(where, f"expected an object ({name}), got {_type_name(v)}")
+        unknown = v.keys() - known
+        if unknown:
+            raise _FieldError(where, f"unknown field(s) for {name}: {', '.join(sorted(unknown))}")
+        kwargs = {}
+        prefix = f"{where}." if where else ""
+        for fname, fconv, required in specs:
+            if fname in v:
+                kwargs[fname] = fconv(v[fname], prefix + fname)
+            elif required:
+                raise _FieldError(where, f"missing field {fname!r} for {name}")
+        return cls(**kwargs)
+
+    return conv
+
+
+def _lazy(tp: Any) -> Converter:
+    """Resolve nested converters on first use (dataclasses can refer to each other)."""
+    cell: list[Converter] = []
+
+    def conv(v: Any, where: str) -> Any:
+        if not cell:
+            cell.append(_converter(tp))
+        return cell[0](v, where)
+
+    return conv
+
+
+def decode_machine(obj: Any, where: str = "machine") -> MachineInfo:
+    return typing.cast(MachineInfo, _converter(MachineInfo)(obj, where))
+
+
+def decode_snapshot(obj: Any, where: str = "") -> Snapshot:
+    return typing.cast(Snapshot, _converter(Snapshot)(obj, where))
+
+
+# --------------------------------------------------------------------------------------
+# Files
+# --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class RecordingHeader:
+    machine: MachineInfo
+    interval: float
+    created: str
+    gputui_version: str
+    derived: dict[str, Any] | None = None
+    """Set for files made from other recordings (e.g. scaled to 16 GPUs): how and from what."""
+    note: str | None = None
+
+
+def _open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:
+    p = str(path)
+    if mode == "r":
+        with open(p, "rb") as f:
+            magic = f.read(2)
+        if magic == b"\x1f\x8b":
+            return gzip.open(p, "rt", encoding="utf-8")
+        return open(p, encoding="utf-8")
+    if p.endswith(".gz"):
+        return gzip.open(p, "wt", encoding="utf-8", compresslevel=9)
+    return open(p, "w", encoding="utf-8")
+
+
+class RecordingWriter:
+    """Writes a recording line by line; each line is flushed, so an interrupted recording
+    is still a valid file up to its last tick."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        machine: MachineInfo,
+        interval: float,
+        *,
+        derived: dict[str, Any] | None = None,
+        note: str | None = None,
+    ) -> None:
+        self.path = str(path)
+        self._f = _open_text(path, "w")
+        self.ticks = 0
+        header = {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+            "gputui": __version__,
+            "interval": interval,
+            "derived": derived,
+            "note": note,
+            "machine": encode_machine(machine),
+        }
+        self._write(header)
+
+    def _write(self, obj: Any) -> None:
+        self._f.write(dumps(obj) + "\n")
+        self._f.flush()
+
+    def write(self, snap: Snapshot) -> None:
+        self._write(encode_snapshot(snap))
+        self.ticks += 1
+
+    def close(self) -> None:
+        self._f.close()
+
+    def __enter__(self) -> RecordingWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_HEADER_KEYS = {"format", "version", "created", "gputui", "interval", "derived", "note", "machine"}
+
+
+def _parse_header(path: str | os.PathLike[str], line: str) -> RecordingHeader:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordingError(path, 1, f"not JSON ({exc.msg}); is this a gputui recording?") from None
+    if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
+        raise RecordingError(path, 1, f'not a gputui recording (no "format": "{FORMAT_NAME}")')
+    version = obj.get("version")
+    if version != FORMAT_VERSION:
+        raise RecordingError(
+            path,
+            1,
+            f"recording format version {version!r}; this gputui reads version "
+            f"{FORMAT_VERSION} (upgrade gputui to read newer files)",
+        )
+    unknown = obj.keys() - _HEADER_KEYS
+    if unknown:
+        raise RecordingError(path, 1, f"unknown header field(s): {', '.join(sorted(unknown))}")
+    interval = obj.get("interval")
+    if not isinstance(interval, int | float) or isinstance(interval, bool) or interval <= 0:
+        raise RecordingError(path, 1, f"interval: expected a positive number, got {interval!r}")
+    derived = obj.get("derived")
+    if derived is not None and not isinstance(derived, dict):
+        raise RecordingError(path, 1, "derived: expected an object or null")
+    note = obj.get("note")
+    if note is not None and not isinstance(note, str):
+        raise RecordingError(path, 1, "note: expected a string or null")
+    try:
+        machine = decode_machine(obj.get("machine"))
+    except _FieldError as exc:
+        raise RecordingError(path, 1, str(exc)) from None
+    return RecordingHeader(
+        machine=machine,
+        interval=float(interval),
+        created=str(obj.get("created", "")),
+        gputui_version=str(obj.get("gputui", "")),
+        derived=derived,
+        note=note,
+    )
+
+
+def _check_snapshot(snap: Snapshot, machine: MachineInfo) -> str | None:
+    n = len(machine.devices)
+    for g in snap.gpus:
+        if not 0 <= g.index < n:
+            return f"gpus: GPU index {g.index} but the header lists {n} GPU(s)"
+    for p in snap.processes:
+        if not 0 <= p.gpu_index < n:
+            return f"processes: GPU index {p.gpu_index} but the header lists {n} GPU(s)"
+    return None
+
+
+def iter_recording(path: str | os.PathLike[str]) -> Iterator[RecordingHeader | Snapshot]:
+    """Yield the header, then each snapshot, validating as it goes."""
+    try:
+        f = _open_text(path, "r")
+    except OSError as exc:
+        raise RecordingError(path, None, exc.strerror or str(exc)) from None
+    with f:
+        try:
+            first = f.readline()
+            if not first.strip():
+                raise RecordingError(path, 1, "empty file: not a gputui recording")
+            header = _parse_header(path, first)
+            yield header
+            for lineno, line in enumerate(f, start=2):
+                if not line.strip():
+                    continue
+                try:
+                    obj = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise RecordingError(path, lineno, f"not JSON: {exc.msg} at column {exc.colno}") from None
+                try:
+                    snap = decode_snapshot(obj)
+                except _FieldError as exc:
+                    raise RecordingError(path, lineno, str(exc)) from None
+                problem = _check_snapshot(snap, header.machine)
+                if problem:
+                    raise RecordingError(path, lineno, problem)
+                yield snap
+        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
+            raise RecordingError(path, None, f"unreadable: {exc}") from None
+
+
+def read_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[Snapshot]]:
+    it = iter_recording(path)
+    header = next(it)
+    assert isinstance(header, RecordingHeader)
+    ticks = [s for s in it if isinstance(s, Snapshot)]
+    if not ticks:
+        raise RecordingError(path, None, "the recording has a header but no ticks")
+    return header, ticks
+
+
+class ReplaySource:
+    """Plays a recording: one recorded snapshot per tick, looping at the end."""
+
+    live = False
+
+    def __init__(self, path: str | os.PathLike[str], *, loop: bool = True) -> None:
+        self.path = Path(path)
+        self.label = self.path.name
+        self.loop = loop
+        self.header, self.ticks = read_recording(path)
+        self.position = -1
+        """Index of the tick most recently returned by sample()."""
+        self.loops = 0
+
+    @property
+    def interval(self) -> float:
+        return self.header.interval
+
+    def open(self) -> MachineInfo:
+        return self.header.machine
+
+    def sample(self) -> Snapshot:
+        nxt = self.position + 1
+        if nxt >= len(self.ticks):
+            if self.loop:
+                nxt = 0
+                self.loops += 1
+            else:
+                nxt = len(self.ticks) - 1
+        self.position = nxt
+        return self.ticks[nxt]
+
+    def seek(self, position: int) -> None:
+        """Make the next sample() return tick `position + 1` (wrapping)."""
+        self.position = position % len(self.ticks) if self.ticks else -1
+
+    def read_topology(self) -> Topology | None:
+        return self.header.machine.topology
+
+    def notes(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
