@@ -189,6 +189,9 @@ class GpuSample:
     """Bytes."""
     mem_free: int | None = None
     """Bytes."""
+    mem_reserved: int | None = None
+    """Bytes the driver reserves (not counted in mem_used); None on drivers without
+    NVML's v2 memory info, where mem_used includes it."""
     temperature: int | None = None
     """GPU core °C."""
     power_draw: float | None = None

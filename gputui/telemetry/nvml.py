@@ -376,7 +376,11 @@ class NvmlSource:
         lib = nv.lib
         pci = q("nvmlDeviceGetPciInfo_v3") or q("nvmlDeviceGetPciInfo")
         bus_id = _text(getattr(pci, "busId", None))
-        mem = q("nvmlDeviceGetMemoryInfo")
+        try:
+            mem = self._memory_info(i, h)
+        except GpuLost:
+            self._lost.add(i)
+            mem = None
         cc = q("nvmlDeviceGetCudaComputeCapability")
         constraints = q("nvmlDeviceGetPowerManagementLimitConstraints")
         mig = q("nvmlDeviceGetMigMode")
@@ -536,7 +540,7 @@ class NvmlSource:
             return nv.query(fn, h, *args, device=i)
 
         util = q("nvmlDeviceGetUtilizationRates")
-        mem = q("nvmlDeviceGetMemoryInfo")
+        mem = self._memory_info(i, h)
         reasons = q("nvmlDeviceGetCurrentClocksEventReasons")
         if reasons is None:
             reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons")
@@ -553,6 +557,7 @@ class NvmlSource:
             mem_util=getattr(util, "memory", None),
             mem_used=getattr(mem, "used", None),
             mem_free=getattr(mem, "free", None),
+            mem_reserved=getattr(mem, "reserved", None),
             temperature=q("nvmlDeviceGetTemperature", lib.NVML_TEMPERATURE_GPU),
             power_draw=_watts(q("nvmlDeviceGetPowerUsage")),
             power_limit=_watts(q("nvmlDeviceGetEnforcedPowerLimit")),
@@ -574,6 +579,18 @@ class NvmlSource:
             ecc_aggregate_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_AGGREGATE_ECC),
             ecc_aggregate_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_AGGREGATE_ECC),
         )
+
+    def _memory_info(self, i: int, h: Any) -> Any:
+        """Memory info v2 (used excludes driver-reserved memory, as nvidia-smi shows it);
+        v1 on drivers without it, where "used" includes the reserved part."""
+        nv = self._nvml
+        assert nv is not None
+        v2 = getattr(nv.lib, "nvmlMemory_v2", None)
+        if v2 is not None:
+            mem = nv.query("nvmlDeviceGetMemoryInfo", h, v2, device=i)
+            if mem is not None:
+                return mem
+        return nv.query("nvmlDeviceGetMemoryInfo", h, device=i)
 
     def _gpu_processes(self, i: int, h: Any) -> list[GpuProcess]:
         nv = self._nvml
