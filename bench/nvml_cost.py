@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.telemetry.nvml import NvmlSource  # noqa: E402
+from gputui.telemetry.nvml import NvmlSource
 
 
 def stats(xs):
@@ -62,13 +62,12 @@ def main():
     out["slow_pass_per_gpu_ms"] = round(1000 * src.slow_cost / max(n, 1), 2) if src.slow_cost else None
     timed_ticks(src, 5, args_spacing := a.spacing)
     quiet = timed_ticks(src, a.ticks, args_spacing)
-    src.slow_interval = 0.0  # now the slow thread runs back to back
-    src._stop.set(); src._slow_thread.join(); src._stop.clear()  # restart it with the new period
-    import threading
-    src._slow_thread = threading.Thread(target=src._slow_loop, daemon=True)
-    src._slow_thread.start()
+    # a second source whose slow thread runs back to back (the worst case)
+    busy_src = NvmlSource(slow_interval=0.0)
+    busy_src.open()
     time.sleep(0.2)
-    busy = timed_ticks(src, a.ticks, args_spacing)
+    busy = timed_ticks(busy_src, a.ticks, args_spacing)
+    busy_src.close()
     out["tick_quiet"] = stats(quiet)
     out["tick_quiet_per_gpu_ms"] = round(1000 * statistics.fmean(quiet) / max(n, 1), 3)
     out["tick_with_slow_busy"] = stats(busy)

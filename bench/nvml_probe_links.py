@@ -47,7 +47,7 @@ for i, h in enumerate(hs):
             v = vals[0]
             fields.append({"field": name, "ret": v.nvmlReturn, "type": v.valueType,
                            "ull": v.value.ullVal, "ui": v.value.uiVal})
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:
             fields.append({"field": name, "err": str(e)})
     g["fields"] = fields
     g["pairs"] = {}

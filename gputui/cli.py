@@ -36,14 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"gputui {__version__}")
     parser.add_argument(
-        "-i", "--interval", type=_positive, default=None, metavar="S",
+        "-i",
+        "--interval",
+        type=_positive,
+        default=None,
+        metavar="S",
         help="seconds between refreshes (default 1; a replay defaults to its recorded interval)",
     )
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", metavar="FILE", help="play a recording instead of live data")
-    source.add_argument(
-        "--demo", action="store_true", help="play the bundled recording of real GPUs"
-    )
+    source.add_argument("--demo", action="store_true", help="play the bundled recording of real GPUs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     rec = sub.add_parser(
         "record",
@@ -53,10 +55,16 @@ def build_parser() -> argparse.ArgumentParser:
         "and leaves a valid file.",
     )
     rec.add_argument("file", metavar="FILE")
-    rec.add_argument("--duration", type=_positive, default=None, metavar="S",
-                     help="stop after S seconds (default: until Ctrl-C)")
-    rec.add_argument("--interval", type=_positive, default=1.0, metavar="S",
-                     help="seconds between ticks (default 1)")
+    rec.add_argument(
+        "--duration",
+        type=_positive,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: until Ctrl-C)",
+    )
+    rec.add_argument(
+        "--interval", type=_positive, default=1.0, metavar="S", help="seconds between ticks (default 1)"
+    )
     rec.add_argument("--note", default=None, help="a note stored in the recording's header")
     rec.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
     return parser
@@ -82,8 +90,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     info = source.open()
     problem = info.system.nvml_problem
     if problem is not None:
-        print(f"gputui record: NVML unavailable: {problem.error}\n  {problem.meaning}",
-              file=sys.stderr)
+        print(f"gputui record: NVML unavailable: {problem.error}\n  {problem.meaning}", file=sys.stderr)
         source.close()
         return 2
     stop = False
@@ -112,8 +119,10 @@ def cmd_record(args: argparse.Namespace) -> int:
             while not stop and time.monotonic() < next_due:
                 time.sleep(min(0.1, next_due - time.monotonic()))
     source.close()
-    print(f"gputui record: {writer.ticks} ticks of {len(info.devices)} GPU(s) written to {path}",
-          file=sys.stderr)
+    print(
+        f"gputui record: {writer.ticks} ticks of {len(info.devices)} GPU(s) written to {path}",
+        file=sys.stderr,
+    )
     return 0
 
 
@@ -134,8 +143,9 @@ def run_tui(args: argparse.Namespace) -> int:
         source = NvmlSource()  # type: ignore[assignment]
         interval = args.interval or 1.0
     if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY"):
-        print("gputui: the monitor needs a terminal; for headless output use `gputui record`",
-              file=sys.stderr)
+        print(
+            "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
+        )
         return 2
     from gputui.ui.app import GpuTuiApp
 

@@ -1,0 +1,360 @@
+"""The gputui application: owns the poller, routes each snapshot to the widgets, global keys."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.widgets import Footer
+
+from gputui.telemetry.hub import Hub
+from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.poller import Poller
+from gputui.telemetry.source import Source
+from gputui.ui import _textual_patch
+from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar, HostPanel, NoGpuPanel
+
+#: The refresh intervals + and - step through (seconds).
+INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
+LAYOUTS = ("auto", "cards", "compact")
+TERMINAL_CHECK_S = 2.0
+
+DEMO_RECORDING = Path(__file__).resolve().parents[1] / "data" / "demo.jsonl.gz"
+
+
+class SnapshotReady(Message):
+    """A new tick from the poller (posted from its thread)."""
+
+    def __init__(self, snapshot: Snapshot, generation: int, position: tuple[int, int] | None) -> None:
+        super().__init__()
+        self.snapshot = snapshot
+        self.generation = generation
+        self.position = position
+
+    def can_replace(self, message: Message) -> bool:
+        # A UI that lags drops stale ticks instead of queueing them (history has them all).
+        return isinstance(message, SnapshotReady)
+
+
+class InfoReady(Message):
+    def __init__(self, info: MachineInfo, generation: int) -> None:
+        super().__init__()
+        self.info = info
+        self.generation = generation
+
+
+class PollerFailed(Message):
+    def __init__(self, error: BaseException, generation: int) -> None:
+        super().__init__()
+        self.error = error
+        self.generation = generation
+
+
+class GpuTuiApp(App[int]):
+    """gputui's terminal UI.  Give it a Source: live NVML, or a recording."""
+
+    TITLE = "gputui"
+    CSS_PATH = "gputui.tcss"
+    ENABLE_COMMAND_PALETTE = False
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("q", "quit", "Quit", tooltip="Quit gputui"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="List every key"),
+        Binding(
+            "plus,equals_sign",
+            "faster",
+            "Faster",
+            key_display="+",
+            tooltip="Refresh more often (shorter interval)",
+        ),
+        Binding("minus", "slower", "Slower", key_display="-", tooltip="Refresh less often (longer interval)"),
+        Binding(
+            "space,p",
+            "pause",
+            "Pause",
+            key_display="space",
+            tooltip="Pause or resume refreshing (the screen freezes)",
+        ),
+        Binding("full_stop", "step", "Step", key_display=".", tooltip="While paused: advance one tick"),
+        Binding(
+            "comma",
+            "step_back",
+            "Back",
+            key_display=",",
+            tooltip="While paused in a replay: go back one tick",
+        ),
+        Binding("c", "cycle_layout", "Layout", tooltip="Cards when they fit / always cards / compact"),
+        Binding("d", "demo", "Demo", tooltip="Open the bundled recording of real GPUs"),
+    ]
+
+    def __init__(
+        self,
+        source: Source,
+        interval: float = 1.0,
+        *,
+        demo: bool = False,
+        watch_terminal: bool = True,
+    ) -> None:
+        super().__init__()
+        _textual_patch.install()
+        self.source = source
+        self.interval = interval
+        self.demo = demo
+        self.hub = Hub()
+        self.poller: Poller | None = None
+        self.generation = 0
+        self.info: MachineInfo | None = None
+        self.snapshot: Snapshot | None = None
+        self.layout_mode = "auto"
+        self.error: BaseException | None = None
+        self._watch_terminal = watch_terminal
+
+    # ---- layout ----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield HeaderBar(id="header")
+        yield Banner(self._banner_text(), id="banner")
+        with Vertical(id="main"):
+            with VerticalScroll(id="gpus"):
+                yield NoGpuPanel(id="nogpu")
+                yield GpuBoard(self.hub, id="board")
+            yield HostPanel(id="host")
+        yield Footer()
+
+    def _banner_text(self) -> str:
+        if self.source.live:
+            return ""
+        what = "bundled demo" if self.demo else self.source.label
+        note = ""
+        header = getattr(self.source, "header", None)
+        if header is not None and header.derived:
+            note = " · DERIVED from real recordings"
+        return (
+            f"RECORDED SESSION ({what}){note} · not live data from this machine · space pause  . step  , back"
+        )
+
+    def on_mount(self) -> None:
+        header = self.query_one(HeaderBar)
+        header.live = self.source.live
+        header.label = self.source.label
+        header.interval = self.interval
+        self.query_one(NoGpuPanel).display = False
+        self._start_poller()
+        if self._watch_terminal and not self.is_headless:
+            self.set_interval(TERMINAL_CHECK_S, self._check_terminal)
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGHUP, signal.SIGTERM):
+                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+                    loop.add_signal_handler(sig, self._on_hangup)
+
+    def _start_poller(self) -> None:
+        self.generation += 1
+        gen = self.generation
+        self.hub.reset()
+        source = self.source
+
+        def on_snapshot(snap: Snapshot) -> None:
+            self.hub.publish(snap)
+            position = None
+            ticks = getattr(source, "ticks", None)
+            if ticks is not None:
+                position = (getattr(source, "position", 0) + 1, len(ticks))
+            self.post_message(SnapshotReady(snap, gen, position))
+
+        def on_info(info: MachineInfo) -> None:
+            self.hub.set_info(info)
+            self.post_message(InfoReady(info, gen))
+
+        def on_error(exc: BaseException) -> None:
+            self.post_message(PollerFailed(exc, gen))
+
+        self.poller = Poller(source, self.interval, on_snapshot, on_info, on_error)
+        self.poller.start()
+
+    # ---- data ------------------------------------------------------------------------
+
+    def on_info_ready(self, message: InfoReady) -> None:
+        if message.generation != self.generation:
+            return
+        self.info = message.info
+        header = self.query_one(HeaderBar)
+        header.info = message.info
+        header.update_lines()
+        nogpu = self.query_one(NoGpuPanel)
+        no_gpus = not message.info.devices
+        nogpu.info = message.info
+        nogpu.demo_available = self.source.live and DEMO_RECORDING.exists()
+        nogpu.display = no_gpus
+        self.query_one(GpuBoard).display = not no_gpus
+        if no_gpus:
+            nogpu.relayout()
+        self.refresh_bindings()
+
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
+        if message.generation != self.generation:
+            return
+        snap = message.snapshot
+        self.snapshot = snap
+        with self.batch_update():
+            header = self.query_one(HeaderBar)
+            header.timestamp = snap.timestamp
+            header.position = message.position
+            header.update_lines()
+            board = self.query_one(GpuBoard)
+            if board.display:
+                board.show(self.info, snap)
+            self.query_one(HostPanel).show(self.info.system.hostname if self.info else "", snap)
+
+    def on_poller_failed(self, message: PollerFailed) -> None:
+        if message.generation != self.generation:
+            return
+        self.error = message.error
+        self.notify(
+            f"{type(message.error).__name__}: {message.error}",
+            title="Telemetry error",
+            severity="error",
+            timeout=10,
+        )
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._relayout)
+
+    def _relayout(self) -> None:
+        board = self.query_one(GpuBoard)
+        board.relayout()
+
+    # ---- actions ---------------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        paused = self.poller is not None and self.poller.paused
+        if action == "step":
+            return paused
+        if action == "step_back":
+            return paused and not self.source.live
+        if action == "demo":
+            no_gpus = self.info is not None and not self.info.devices
+            return self.source.live and no_gpus and DEMO_RECORDING.exists()
+        return True
+
+    def _set_interval(self, seconds: float) -> None:
+        if self.poller is None:
+            return
+        self.interval = self.poller.set_interval(seconds)
+        header = self.query_one(HeaderBar)
+        header.interval = self.interval
+        header.update_lines()
+
+    def action_faster(self) -> None:
+        shorter = [i for i in INTERVALS if i < self.interval - 1e-9]
+        if shorter:
+            self._set_interval(shorter[-1])
+        else:
+            self.notify(f"Already at the shortest interval ({self.interval:g} s)", timeout=2)
+
+    def action_slower(self) -> None:
+        longer = [i for i in INTERVALS if i > self.interval + 1e-9]
+        if longer:
+            self._set_interval(longer[0])
+        else:
+            self.notify(f"Already at the longest interval ({self.interval:g} s)", timeout=2)
+
+    def action_pause(self) -> None:
+        if self.poller is None:
+            return
+        if self.poller.paused:
+            self.poller.resume()
+        else:
+            self.poller.pause()
+        header = self.query_one(HeaderBar)
+        header.paused = self.poller.paused
+        header.update_lines()
+        self.refresh_bindings()
+
+    def action_step(self) -> None:
+        if self.poller is not None and self.poller.paused:
+            self.poller.step(1)
+
+    def action_step_back(self) -> None:
+        if self.poller is not None and self.poller.paused and not self.source.live:
+            self.poller.step(-1)
+
+    def action_cycle_layout(self) -> None:
+        board = self.query_one(GpuBoard)
+        board.mode = LAYOUTS[(LAYOUTS.index(board.mode) + 1) % len(LAYOUTS)]
+        self.layout_mode = board.mode
+        board.relayout()
+        self.notify(f"Layout: {board.mode}", timeout=1.5)
+
+    def action_demo(self) -> None:
+        if not DEMO_RECORDING.exists():
+            self.notify("The bundled recording is missing from this installation.", severity="error")
+            return
+        from gputui.telemetry.recording import RecordingError, ReplaySource
+
+        try:
+            source = ReplaySource(DEMO_RECORDING)
+        except RecordingError as exc:
+            self.notify(str(exc), title="Cannot open the demo", severity="error")
+            return
+        self.switch_source(source, demo=True)
+
+    def switch_source(self, source: Source, *, demo: bool = False) -> None:
+        """Replace the data source (e.g. open the demo from the no-GPU panel)."""
+        if self.poller is not None:
+            self.poller.stop(timeout=0)  # its stale messages are ignored by generation
+        self.source = source
+        self.demo = demo
+        self.info = None
+        self.snapshot = None
+        interval = getattr(source, "interval", None)
+        if interval:
+            self.interval = interval
+        header = self.query_one(HeaderBar)
+        header.live = source.live
+        header.label = source.label
+        header.interval = self.interval
+        header.paused = False
+        banner = self.query_one(Banner)
+        banner.text = self._banner_text()
+        banner.relayout()
+        self._start_poller()
+        self.refresh_bindings()
+
+    def action_help(self) -> None:
+        from gputui.ui.help import HelpScreen
+
+        self.push_screen(HelpScreen())
+
+    # ---- going away cleanly ----------------------------------------------------------
+
+    def _terminal_alive(self) -> bool:
+        try:
+            fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
+            os.tcgetpgrp(fd)
+        except (OSError, ValueError):
+            return False
+        return True
+
+    def _check_terminal(self) -> None:
+        if not self._terminal_alive():
+            self._on_hangup()
+
+    def _on_hangup(self) -> None:
+        if self.poller is not None:
+            self.poller.stop(timeout=0)
+        self.exit(0)
+
+    async def action_quit(self) -> None:
+        if self.poller is not None:
+            self.poller.stop(timeout=0.5)
+        self.exit(0)

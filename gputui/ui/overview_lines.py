@@ -1,0 +1,516 @@
+"""The overview's content as lines: GPU cards, compact rows, the host panel, the header.
+
+Pure functions of the data (no Textual), so layouts are tested as text.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from rich.style import Style
+
+from gputui.telemetry.model import (
+    CLOCK_EVENT_QUIET_MASK,
+    CLOCK_EVENT_SLOWDOWN_MASK,
+    DeviceInfo,
+    GpuProcess,
+    GpuSample,
+    HostSample,
+    MachineInfo,
+    decode_clock_events,
+)
+from gputui.ui.render import (
+    BLUE,
+    CYAN,
+    DIM,
+    GREEN,
+    NA,
+    Line,
+    S,
+    bar,
+    clean,
+    fit,
+    fmt_gib,
+    fmt_mhz,
+    fmt_pct,
+    fmt_rate,
+    fmt_temp,
+    fmt_uptime,
+    fmt_watts,
+    level_color,
+    line_len,
+    pad,
+    pad_line,
+    ratio,
+    sparkline_rows,
+)
+
+MIN_CARD_WIDTH = 64
+"""Cards narrower than this don't show bars legibly: below it the board goes compact."""
+MAX_SPARK_ROWS = 4
+CARD_FIXED_LINES = 7
+"""Border (2) + bars (3) + info line + events line."""
+
+SeriesFn = Callable[[int, str, int], list[float]]
+
+
+@dataclass(frozen=True)
+class BoardLayout:
+    compact: bool
+    cols: int
+    spark_rows: int
+    lines: int
+    """Total lines the board needs."""
+
+
+def card_height(spark_rows: int) -> int:
+    return CARD_FIXED_LINES + 3 * spark_rows
+
+
+def plan_layout(n_gpus: int, width: int, height: int, mode: str = "auto") -> BoardLayout:
+    """Cards when they fit (as many columns as the width allows, sparklines as tall as the
+    height allows), else one compact line per GPU.  mode: auto | cards | compact."""
+    if n_gpus <= 0:
+        return BoardLayout(True, 1, 0, 0)
+    cols = max(1, min(n_gpus, width // MIN_CARD_WIDTH))
+    rows = math.ceil(n_gpus / cols)
+    if mode != "compact" and width >= MIN_CARD_WIDTH:
+        for s in range(MAX_SPARK_ROWS, 0, -1):
+            if rows * card_height(s) <= height:
+                return BoardLayout(False, cols, s, rows * card_height(s))
+        if mode == "cards":
+            return BoardLayout(False, cols, 1, rows * card_height(1))
+    return BoardLayout(True, 1, 0, n_gpus)
+
+
+# --------------------------------------------------------------------------------------
+# pieces
+# --------------------------------------------------------------------------------------
+
+
+def short_name(name: str) -> str:
+    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3' for tight spaces."""
+    for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
+        if name.startswith(prefix):
+            return name[len(prefix) :]
+    return name
+
+
+def temp_scale(dev: DeviceInfo | None) -> int:
+    """The temperature a full bar stands for: the slowdown threshold where known."""
+    if dev and dev.temp_slowdown:
+        return dev.temp_slowdown
+    return 90
+
+
+def temp_color(temp: int | None, dev: DeviceInfo | None) -> str:
+    if temp is None:
+        return DIM
+    limit = temp_scale(dev)
+    return level_color(temp / limit, warn=(limit - 15) / limit, bad=(limit - 5) / limit)
+
+
+def metric(
+    label: str,
+    fraction: float | None,
+    value: str,
+    color: str,
+    width: int,
+    label_w: int = 5,
+    value_w: int = 15,
+) -> Line:
+    """'LABEL ▕bar▏ value' in exactly `width` cells."""
+    bar_w = max(1, width - label_w - value_w - 1)
+    return [
+        (pad(label, label_w), S.label),
+        *bar(fraction, bar_w, color),
+        (pad(value, value_w, ">"), S.value),
+    ]
+
+
+def join_items(items: Sequence[Line], width: int, sep: str = "  ") -> Line:
+    """As many items as fit in `width`, in order, separated by `sep`."""
+    out: Line = []
+    used = 0
+    for item in items:
+        n = line_len(item)
+        extra = n + (len(sep) if out else 0)
+        if used + extra > width:
+            break
+        if out:
+            out.append((sep, S.dim))
+        out.extend(item)
+        used += extra
+    return out
+
+
+def kv(label: str, value: str, style: Style | None = None) -> Line:
+    return [(label + " ", S.label), (value, style or S.value)]
+
+
+def events_line(mask: int | None) -> tuple[str, Style]:
+    """What the clock-event reasons say, and how loudly."""
+    if mask is None:
+        return "clocks: N/A", S.dim
+    names = decode_clock_events(mask & ~CLOCK_EVENT_QUIET_MASK)
+    if mask & CLOCK_EVENT_SLOWDOWN_MASK:
+        return "⚠ " + ", ".join(names), S.bad
+    if names:
+        return "clocks: " + ", ".join(names), S.warn
+    if mask & CLOCK_EVENT_QUIET_MASK:
+        return "clocks: idle", S.dim
+    return "clocks: full speed", S.ok
+
+
+def boxed(title: Line, right: Line, body: list[Line], width: int, selected: bool = False) -> list[Line]:
+    """A rounded box `width` wide around `body`, with a title on the top border."""
+    border = S.border_selected if selected else S.border
+    inner = width - 4
+    top: Line = [("╭─ ", border)]
+    title_len = line_len(title)
+    right_len = line_len(right)
+    avail = width - 6  # "╭─ " + " ─╮"
+    if title_len + right_len + 3 > avail:
+        right, right_len = [], 0
+    if title_len > avail:
+        title = pad_line(title, avail)
+        title_len = avail
+    top.extend(title)
+    fill = avail - title_len - right_len - (2 if right else 0)
+    top.append((" " + "─" * max(0, fill - 1) + (" " if right else ""), border))
+    if right:
+        top.extend(right)
+        top.append((" ", border))
+    top.append(("─╮", border))
+    out = [pad_line(top, width, border)]
+    for line in body:
+        out.append([("│ ", border), *pad_line(line, inner), (" │", border)])
+    out.append([("╰" + "─" * (width - 2) + "╯", border)])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# GPU card
+# --------------------------------------------------------------------------------------
+
+
+def gpu_card(
+    dev: DeviceInfo,
+    g: GpuSample | None,
+    procs: Sequence[GpuProcess],
+    series: SeriesFn,
+    width: int,
+    spark_rows: int,
+    selected: bool = False,
+) -> list[Line]:
+    inner = width - 4
+    title: Line = [(f"{dev.index} ", S.index), (clean(dev.name), S.title)]
+    right: Line = [(dev.bus_id or "", S.dim)]
+    if g is None:
+        body: list[Line] = [[("waiting for the first sample…", S.dim)]]
+        body += [[] for _ in range(card_height(spark_rows) - 3)]
+        return boxed(title, right, body, width, selected)
+    if g.lost:
+        title = [*title, ("  GPU LOST ", S.lost)]
+        msg = (
+            "NVML reports this GPU has fallen off the bus (GPU is lost). Check "
+            "`dmesg` for Xid 79 or 48; the GPU needs a reset or the machine a reboot. "
+            "The other GPUs keep updating."
+        )
+        body = [[(t, S.bad)] for t in textwrap.wrap(msg, inner)]
+        body += [[] for _ in range(card_height(spark_rows) - 2 - len(body))]
+        return boxed(title, right, body[: card_height(spark_rows) - 2], width, selected)
+
+    col = (inner - 2) // 2
+    col2 = inner - 2 - col
+    limit = g.power_limit or dev.power_limit
+    tscale = temp_scale(dev)
+    mem_total = dev.memory_total
+    mem_frac = ratio(g.mem_used, mem_total)
+    rows: list[Line] = [
+        [
+            *metric("UTIL", ratio(g.gpu_util, 100), fmt_pct(g.gpu_util), GREEN, col),
+            ("  ", None),
+            *metric("MEM", mem_frac, fmt_gib(g.mem_used, mem_total), level_color(mem_frac), col2),
+        ],
+        [
+            *metric(
+                "PWR",
+                ratio(g.power_draw, limit),
+                fmt_watts(g.power_draw, limit),
+                level_color(ratio(g.power_draw, limit), 0.9, 0.98),
+                col,
+            ),
+            ("  ", None),
+            *metric(
+                "TEMP",
+                ratio(g.temperature, tscale),
+                fmt_temp(g.temperature),
+                temp_color(g.temperature, dev),
+                col2,
+            ),
+        ],
+        [
+            *metric(
+                "SM", ratio(g.sm_clock, dev.max_sm_clock), fmt_mhz(g.sm_clock, dev.max_sm_clock), BLUE, col
+            ),
+            ("  ", None),
+            *metric(
+                "MCLK",
+                ratio(g.mem_clock, dev.max_mem_clock),
+                fmt_mhz(g.mem_clock, dev.max_mem_clock),
+                BLUE,
+                col2,
+            ),
+        ],
+    ]
+    link = NA
+    if g.pcie_gen is not None and g.pcie_width is not None:
+        link = f"Gen{g.pcie_gen} x{g.pcie_width}"
+        if (
+            dev.pcie_max_gen
+            and dev.pcie_max_width
+            and (g.pcie_gen, g.pcie_width) != (dev.pcie_max_gen, dev.pcie_max_width)
+        ):
+            link += f" (max Gen{dev.pcie_max_gen} x{dev.pcie_max_width})"
+    ecc = g.ecc_volatile_uncorrected
+    info: list[Line] = [
+        kv("P-state", f"P{g.pstate}" if g.pstate is not None else NA),
+        kv("PCIe", link),
+        kv("RX", fmt_rate(g.pcie_rx)),
+        kv("TX", fmt_rate(g.pcie_tx)),
+        kv("ENC", fmt_pct(g.encoder_util)),
+        kv("DEC", fmt_pct(g.decoder_util)),
+        kv("FAN", fmt_pct(g.fan_speed)),
+        kv("ECC", NA if ecc is None else str(ecc), S.bad if ecc else None),
+    ]
+    rows.append(join_items(info, inner))
+    chart_w = max(1, inner - 6 - 12)
+    for label, metric_name, top, style, fmt in (
+        ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
+        ("MEM", "mem_used", float(mem_total or 0) or None, S.spark_mem, fmt_gib(g.mem_used)),
+        ("PWR", "power_draw", float(limit or 0) or None, S.spark_power, fmt_watts(g.power_draw)),
+    ):
+        chart = sparkline_rows(series(dev.index, metric_name, chart_w), chart_w, spark_rows, top)
+        for r, text in enumerate(chart):
+            rows.append(
+                [
+                    (pad(label if r == 0 else "", 6), S.label),
+                    (text, style),
+                    (pad(fmt if r == 0 else "", 12, ">"), S.value),
+                ]
+            )
+    ev_text, ev_style = events_line(g.clock_event_reasons)
+    n = len(procs)
+    used = sum(p.gpu_memory or 0 for p in procs)
+    proc_text = f"{n} process{'es' if n != 1 else ''}" + (f" · {fmt_gib(used)}" if n else "")
+    rows.append([(pad(ev_text, inner - len(proc_text) - 1), ev_style), (" ", None), (proc_text, S.label)])
+    return boxed(title, right, rows, width, selected)
+
+
+def compact_row(
+    dev: DeviceInfo,
+    g: GpuSample | None,
+    series: SeriesFn,
+    width: int,
+    name_w: int = 14,
+) -> Line:
+    """One line per GPU for many GPUs or small terminals: the essentials, by priority."""
+    head: Line = [(f"{dev.index:>2} ", S.index), (pad(clean(short_name(dev.name)), name_w), S.title)]
+    if g is None:
+        return [*head, (" waiting…", S.dim)]
+    if g.lost:
+        return [*head, (" GPU LOST ", S.lost), (" fell off the bus; see dmesg (Xid)", S.bad)]
+    mem_frac = ratio(g.mem_used, dev.memory_total)
+    limit = g.power_limit or dev.power_limit
+    ev_text, ev_style = events_line(g.clock_event_reasons)
+    flag: Line = [(ev_text.replace("clocks: ", ""), ev_style)] if ev_style in (S.bad, S.warn) else []
+    util_part = metric("UTIL", ratio(g.gpu_util, 100), fmt_pct(g.gpu_util), GREEN, 20, 5, 5)
+    mem_used = "N/A" if g.mem_used is None else f"{g.mem_used / 2**30:.0f}"
+    mem_total = "?" if dev.memory_total is None else f"{dev.memory_total / 2**30:.0f}G"
+    mem_part = metric("MEM", mem_frac, f"{mem_used}/{mem_total}", level_color(mem_frac), 22, 4, 9)
+    temp: Line = [(pad(fmt_temp(g.temperature), 5, ">"), Style(color=temp_color(g.temperature, dev)))]
+    power: Line = [(pad(fmt_watts(g.power_draw, limit), 9, ">"), S.value)]
+    clock: Line = [(pad(fmt_mhz(g.sm_clock), 8, ">"), S.value)]
+    items = [util_part, mem_part, temp, power, clock]
+    out: Line = [*head]
+    used = line_len(out)
+    for item in items:
+        n = line_len(item) + 1
+        if used + n > width:
+            break
+        out.append((" ", None))
+        out.extend(item)
+        used += n
+    rest = width - used - 1 - (line_len(flag) + 1 if flag else 0)
+    if rest >= 8:
+        spark = sparkline_rows(series(dev.index, "gpu_util", rest), rest, 1, 100.0)[0]
+        out += [(" ", None), (spark, S.spark_util)]
+        used += rest + 1
+    if flag and used + line_len(flag) + 1 <= width:
+        out += [(" ", None), *flag]
+    return out
+
+
+def board_lines(
+    info: MachineInfo,
+    gpus: dict[int, GpuSample],
+    procs_by_gpu: dict[int, list[GpuProcess]],
+    series: SeriesFn,
+    width: int,
+    height: int,
+    mode: str = "auto",
+    selected: int | None = None,
+) -> tuple[BoardLayout, list[Line]]:
+    devices = info.devices
+    layout = plan_layout(len(devices), width, height, mode)
+    if not devices:
+        return layout, []
+    if layout.compact:
+        return layout, [compact_row(d, gpus.get(d.index), series, width) for d in devices]
+    lines: list[Line] = []
+    cols = layout.cols
+    base_w = width // cols
+    for start in range(0, len(devices), cols):
+        row_devs = devices[start : start + cols]
+        cards = []
+        for k, d in enumerate(row_devs):
+            w = base_w + (width - base_w * cols if k == cols - 1 else 0)
+            cards.append(
+                gpu_card(
+                    d,
+                    gpus.get(d.index),
+                    procs_by_gpu.get(d.index, []),
+                    series,
+                    w,
+                    layout.spark_rows,
+                    selected == d.index,
+                )
+            )
+        for y in range(card_height(layout.spark_rows)):
+            line: Line = []
+            for card in cards:
+                line.extend(card[y])
+            lines.append(line)
+    return layout, lines
+
+
+# --------------------------------------------------------------------------------------
+# host panel
+# --------------------------------------------------------------------------------------
+
+
+def core_strip(per_cpu: Sequence[float], width: int) -> str:
+    """One glyph per core (busiest of each group when there are more cores than cells)."""
+    if not per_cpu or width <= 0:
+        return ""
+    n = len(per_cpu)
+    if n <= width:
+        vals = list(per_cpu)
+    else:
+        size = math.ceil(n / width)
+        vals = [max(per_cpu[i : i + size]) for i in range(0, n, size)]
+    return sparkline_rows(vals, len(vals), 1, 100.0)[0].replace(" ", "▁")
+
+
+def host_lines(host: HostSample | None, hostname: str, width: int, compact: bool = False) -> list[Line]:
+    ncpu = len(host.per_cpu) if host else 0
+    load = host.load_avg if host else None
+    load_text = " ".join(f"{v:.2f}" for v in load) if load else NA
+    title: Line = [
+        ("host ", S.label),
+        (clean(hostname), S.title),
+        (f" · {ncpu} CPUs" if ncpu else "", S.label),
+    ]
+    right: Line = [
+        ("load ", S.label),
+        (load_text, S.value),
+        ("  up ", S.label),
+        (fmt_uptime(host.uptime if host else None), S.value),
+    ]
+    if host is None:
+        body: list[Line] = [[("waiting for the first sample…", S.dim)]]
+        return body if compact else boxed(title, right, body, width)
+    inner = width if compact else width - 4
+    cpu_frac = ratio(host.cpu_percent, 100)
+    mem_frac = ratio(host.mem_used, host.mem_total)
+    swap_frac = ratio(host.swap_used, host.swap_total) if host.swap_total else 0.0
+    cpu = metric(
+        "CPU", cpu_frac, f"{host.cpu_percent:.1f}%" if host.cpu_percent is not None else NA, CYAN, 32, 4, 7
+    )
+    mem = metric("MEM", mem_frac, fmt_gib(host.mem_used, host.mem_total), level_color(mem_frac), 38, 4, 18)
+    swap = metric(
+        "SWP",
+        swap_frac,
+        fmt_gib(host.swap_used, host.swap_total) if host.swap_total else "none",
+        level_color(swap_frac, 0.5, 0.8),
+        30,
+        4,
+        16,
+    )
+    if compact:
+        extra: Line = [("  load ", S.label), (load_text, S.value)]
+        return [pad_line([*cpu, ("  ", None), *mem, ("  ", None), *swap, *extra], inner)]
+    one = [*cpu, ("  ", None), *mem, ("  ", None), *swap]
+    strip_w = inner - line_len(one) - 8
+    if strip_w >= min(ncpu, 16):
+        body = [[*one, ("  cores ", S.label), (core_strip(host.per_cpu, strip_w), S.spark_cpu)]]
+    else:
+        cores_w = inner - line_len(cpu) - 8
+        body = [
+            [*cpu, ("  cores ", S.label), (core_strip(host.per_cpu, cores_w), S.spark_cpu)],
+            [*mem, ("  ", None), *swap] if line_len(mem) + 2 + line_len(swap) <= inner else mem,
+        ]
+    return boxed(title, right, body, width)
+
+
+# --------------------------------------------------------------------------------------
+# header
+# --------------------------------------------------------------------------------------
+
+
+def header_line(
+    info: MachineInfo | None,
+    width: int,
+    *,
+    live: bool,
+    label: str,
+    interval: float,
+    paused: bool,
+    position: tuple[int, int] | None,
+    timestamp: float | None,
+) -> Line:
+    sys_ = info.system if info else None
+    left: Line = [(" gputui ", S.title)]
+    items: list[Line] = []
+    if sys_:
+        items.append([(clean(sys_.hostname), S.value)])
+        items.append(kv("driver", sys_.driver_version or NA))
+        items.append(kv("CUDA", sys_.cuda_driver_version or NA))
+        n = len(info.devices) if info else 0
+        items.append([(f"{n} GPU{'s' if n != 1 else ''}", S.label)])
+    if paused:
+        state: Line = [(" ⏸ PAUSED ", S.paused)]
+    elif live:
+        state = [("● live", S.live)]
+    else:
+        state = [("▶ replay", S.warn)]
+    if position is not None:
+        state.append((f" {position[0]}/{position[1]}", S.label))
+    state.append((f" every {interval:g}s", S.label))
+    when = ""
+    if timestamp is not None:
+        t = time.localtime(timestamp)
+        when = time.strftime("%H:%M:%S", t) if live else time.strftime("rec %Y-%m-%d %H:%M:%S", t)
+    right: Line = [(when + " ", S.value)]
+    middle = join_items([*items, state], width - line_len(left) - line_len(right) - 1, "  ")
+    gap = width - line_len(left) - line_len(middle) - line_len(right)
+    return pad_line([*left, *middle, (" " * max(1, gap), None), *right], width)
+
+
+def banner_line(text: str, width: int) -> Line:
+    return [(pad(" " + fit(text, width - 2), width), S.banner)]

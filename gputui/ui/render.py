@@ -1,0 +1,266 @@
+"""Pure rendering helpers: number formats, bars and sparklines as runs of styled text.
+
+A line is a list of runs `(text, style)`; every character is one terminal cell (callers
+pass text through `clean` first).  Runs of equal style are what cross the wire as one
+colour escape, so these helpers emit as few runs as possible: a bar is two runs, a
+sparkline row is one.
+"""
+
+from __future__ import annotations
+
+import math
+import unicodedata
+from collections.abc import Sequence
+
+from rich.style import Style
+
+Run = tuple[str, Style | None]
+Line = list[Run]
+
+NA = "N/A"
+
+# Colours from the xterm 256-colour cube, so an SSH session without COLORTERM=truecolor
+# shows exactly these (no nearest-colour guessing).
+GREEN = "#5fd75f"
+CYAN = "#5fd7ff"
+BLUE = "#5f87ff"
+MAGENTA = "#d787ff"
+YELLOW = "#ffd75f"
+ORANGE = "#ffaf5f"
+RED = "#ff5f5f"
+GREY = "#8a8a8a"
+DIM = "#626262"
+TRACK = "#303030"
+BORDER = "#4e4e4e"
+TEXT = "#d0d0d0"
+WHITE = "#eeeeee"
+
+
+class S:
+    """The styles used by the overview, built once."""
+
+    text = Style(color=TEXT)
+    label = Style(color=GREY)
+    dim = Style(color=DIM)
+    border = Style(color=BORDER)
+    border_selected = Style(color=CYAN)
+    title = Style(color=WHITE, bold=True)
+    index = Style(color=CYAN, bold=True)
+    value = Style(color=WHITE)
+    ok = Style(color=GREEN)
+    info = Style(color=CYAN)
+    warn = Style(color=YELLOW, bold=True)
+    bad = Style(color=RED, bold=True)
+    lost = Style(color=RED, bold=True, reverse=True)
+    banner = Style(color="#000000", bgcolor=YELLOW, bold=True)
+    live = Style(color=GREEN, bold=True)
+    paused = Style(color="#000000", bgcolor=YELLOW, bold=True)
+    spark_util = Style(color=GREEN)
+    spark_mem = Style(color=MAGENTA)
+    spark_power = Style(color=ORANGE)
+    spark_temp = Style(color=RED)
+    spark_cpu = Style(color=CYAN)
+
+
+_BAR_CACHE: dict[tuple[str, str], tuple[Style, Style]] = {}
+
+
+def bar_styles(color: str) -> tuple[Style, Style]:
+    key = (color, TRACK)
+    styles = _BAR_CACHE.get(key)
+    if styles is None:
+        styles = _BAR_CACHE[key] = (Style(color=color, bgcolor=TRACK), Style(bgcolor=TRACK))
+    return styles
+
+
+# --------------------------------------------------------------------------------------
+# text
+# --------------------------------------------------------------------------------------
+
+
+def clean(text: str) -> str:
+    """Make untrusted text safe to draw as cells: no control characters (escape
+    sequences lose their ESC and show as text), no zero-width or double-width surprises."""
+    out = []
+    for ch in text:
+        if ch.isprintable() and ch.isascii():
+            out.append(ch)
+        elif ch in "\t\n\r":
+            out.append(" ")
+        elif (
+            not ch.isprintable()
+            or unicodedata.combining(ch)
+            or unicodedata.east_asian_width(ch) in ("W", "F")
+        ):
+            out.append("?")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def fit(text: str, width: int) -> str:
+    """Cut `text` to `width` cells, marking the cut with an ellipsis."""
+    if width <= 0:
+        return ""
+    if len(text) <= width:
+        return text
+    return text[: width - 1] + "…" if width > 1 else text[:width]
+
+
+def pad(text: str, width: int, align: str = "<") -> str:
+    text = fit(text, width)
+    if align == ">":
+        return text.rjust(width)
+    if align == "^":
+        return text.center(width)
+    return text.ljust(width)
+
+
+def line_len(line: Line) -> int:
+    return sum(len(t) for t, _ in line)
+
+
+def pad_line(line: Line, width: int, style: Style | None = None) -> Line:
+    """Crop or pad a line to exactly `width` cells."""
+    out: Line = []
+    used = 0
+    for text, st in line:
+        if used >= width:
+            break
+        piece = text if used + len(text) <= width else text[: width - used]
+        out.append((piece, st))
+        used += len(piece)
+    if used < width:
+        out.append((" " * (width - used), style))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# numbers
+# --------------------------------------------------------------------------------------
+
+GIB = 2**30
+MIB = 2**20
+
+
+def fmt_pct(value: float | None) -> str:
+    return NA if value is None else f"{value:.0f}%"
+
+
+def fmt_gib(value: int | None, total: int | None = None) -> str:
+    """Memory as nvidia-smi users read it: GiB with one decimal (MiB when small)."""
+    if value is None:
+        return NA
+    if total is None:
+        return f"{value / GIB:.1f} GiB" if value >= GIB else f"{value / MIB:.0f} MiB"
+    return f"{value / GIB:.1f}/{total / GIB:.1f} GiB"
+
+
+def fmt_rate(bytes_per_s: float | None) -> str:
+    """Decimal units, as link speeds are quoted: 14.5 GB/s."""
+    if bytes_per_s is None:
+        return NA
+    for unit, scale in (("GB/s", 1e9), ("MB/s", 1e6), ("KB/s", 1e3)):
+        if bytes_per_s >= scale:
+            v = bytes_per_s / scale
+            return f"{v:.1f} {unit}" if v < 100 else f"{v:.0f} {unit}"
+    return f"{bytes_per_s:.0f} B/s"
+
+
+def fmt_watts(draw: float | None, limit: float | None = None) -> str:
+    if draw is None:
+        return NA
+    if limit is None:
+        return f"{draw:.0f} W"
+    return f"{draw:.0f}/{limit:.0f} W"
+
+
+def fmt_mhz(value: int | None, maximum: int | None = None) -> str:
+    if value is None:
+        return NA
+    return f"{value}/{maximum} MHz" if maximum else f"{value} MHz"
+
+
+def fmt_temp(value: int | None) -> str:
+    return NA if value is None else f"{value}°C"
+
+
+def fmt_uptime(seconds: float | None) -> str:
+    if seconds is None:
+        return NA
+    s = int(seconds)
+    days, rem = divmod(s, 86400)
+    hours, rem = divmod(rem, 3600)
+    minutes = rem // 60
+    return f"{days}d {hours:02d}:{minutes:02d}" if days else f"{hours:02d}:{minutes:02d}"
+
+
+def ratio(value: float | None, total: float | None) -> float | None:
+    if value is None or not total:
+        return None
+    return max(0.0, min(1.0, value / total))
+
+
+# --------------------------------------------------------------------------------------
+# glyphs
+# --------------------------------------------------------------------------------------
+
+_EIGHTHS = " ▏▎▍▌▋▊▉█"
+_LEVELS = " ▁▂▃▄▅▆▇█"
+
+
+def bar(fraction: float | None, width: int, color: str) -> Line:
+    """A horizontal bar in two runs: the filled part (with an eighth-cell tip) and the track."""
+    if width <= 0:
+        return []
+    filled_style, track_style = bar_styles(color)
+    if fraction is None:
+        text = fit(NA, width).center(width)
+        return [(text, Style(color=DIM, bgcolor=TRACK))]
+    eighths = round(max(0.0, min(1.0, fraction)) * width * 8)
+    full, part = divmod(eighths, 8)
+    text = "█" * full + (_EIGHTHS[part] if part and full < width else "")
+    return (
+        [(text, filled_style), (" " * (width - len(text)), track_style)]
+        if len(text) < width
+        else [(text, filled_style)]
+    )
+
+
+def sparkline_rows(values: Sequence[float], width: int, rows: int = 1, top: float | None = None) -> list[str]:
+    """The last `width` values as `rows` lines of block glyphs, newest on the right.
+
+    Scaled to `top` (default: the largest value); NaN (no sample) draws as blank.  The
+    chart is right-aligned so it grows from the right as history accumulates.
+    """
+    if width <= 0 or rows <= 0:
+        return [""] * max(rows, 0)
+    vals = list(values)[-width:]
+    finite = [v for v in vals if not math.isnan(v)]
+    scale = top if top else (max(finite) if finite else 0.0)
+    levels = rows * 8
+    out = [[" "] * width for _ in range(rows)]
+    offset = width - len(vals)
+    for x, v in enumerate(vals):
+        if math.isnan(v) or scale <= 0:
+            continue
+        h = max(0.0, min(1.0, v / scale)) * levels
+        n = round(h)
+        if v > 0 and n == 0:
+            n = 1  # something happened: show it
+        for r in range(rows):  # r = 0 is the top row
+            base = (rows - 1 - r) * 8
+            cell = max(0, min(8, n - base))
+            if cell:
+                out[r][offset + x] = _LEVELS[cell]
+    return ["".join(row) for row in out]
+
+
+def level_color(fraction: float | None, warn: float = 0.75, bad: float = 0.9) -> str:
+    if fraction is None:
+        return DIM
+    if fraction >= bad:
+        return RED
+    if fraction >= warn:
+        return YELLOW
+    return GREEN

@@ -1,0 +1,202 @@
+"""The overview's widgets: the GPU board, the host panel, the header and the no-GPU panel."""
+
+from __future__ import annotations
+
+import textwrap
+from collections import defaultdict
+
+from textual.widget import Widget
+
+from gputui.telemetry.hub import Hub
+from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
+from gputui.ui.overview_lines import (
+    BoardLayout,
+    banner_line,
+    board_lines,
+    boxed,
+    header_line,
+    host_lines,
+)
+from gputui.ui.render import Line, S, clean
+from gputui.ui.widgets.lines import LineWidget
+
+
+class GpuBoard(LineWidget):
+    """Every GPU: cards when they fit, otherwise one compact line each."""
+
+    DEFAULT_CSS = """
+    GpuBoard { height: auto; }
+    """
+
+    def __init__(self, hub: Hub, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.hub = hub
+        self.info: MachineInfo | None = None
+        self.snapshot: Snapshot | None = None
+        self.mode = "auto"
+        """Layout: auto (cards when they fit), cards, or compact."""
+        self.plan: BoardLayout | None = None
+        self.reserved_height = 0
+        """Lines of the container taken by siblings (the host panel)."""
+
+    def available_height(self) -> int:
+        parent = self.parent
+        height = parent.size.height if isinstance(parent, Widget) else self.size.height
+        return max(0, height - self.reserved_height)
+
+    def show(self, info: MachineInfo | None, snapshot: Snapshot | None) -> None:
+        self.info = info
+        self.snapshot = snapshot
+        self.update_lines()
+
+    def build(self, width: int, height: int) -> list[Line]:
+        info = self.info
+        if info is None or not info.devices:
+            self.plan = None
+            return []
+        snap = self.snapshot
+        gpus: dict[int, GpuSample] = {g.index: g for g in snap.gpus} if snap else {}
+        procs: dict[int, list[GpuProcess]] = defaultdict(list)
+        if snap:
+            for p in snap.processes:
+                procs[p.gpu_index].append(p)
+        history = self.hub.history
+        with self.hub.lock:
+            layout, lines = board_lines(info, gpus, procs, history.series, width, height, self.mode)
+        self.plan = layout
+        return lines
+
+
+class HostPanel(LineWidget):
+    DEFAULT_CSS = """
+    HostPanel { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.snapshot: Snapshot | None = None
+        self.hostname = ""
+        self.compact = False
+
+    def show(self, hostname: str, snapshot: Snapshot | None) -> None:
+        self.hostname = hostname
+        self.snapshot = snapshot
+        self.update_lines()
+
+    def build(self, width: int, height: int) -> list[Line]:
+        host = self.snapshot.host if self.snapshot else None
+        return host_lines(host, self.hostname, width, self.compact)
+
+
+class HeaderBar(LineWidget):
+    """One line: host, driver, CUDA, GPU count, live/replay/paused, and the time."""
+
+    DEFAULT_CSS = """
+    HeaderBar { height: 1; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info: MachineInfo | None = None
+        self.live = True
+        self.label = ""
+        self.interval = 1.0
+        self.paused = False
+        self.position: tuple[int, int] | None = None
+        self.timestamp: float | None = None
+
+    def build(self, width: int, height: int) -> list[Line]:
+        return [
+            header_line(
+                self.info,
+                width,
+                live=self.live,
+                label=self.label,
+                interval=self.interval,
+                paused=self.paused,
+                position=self.position,
+                timestamp=self.timestamp,
+            )
+        ]
+
+
+class Banner(LineWidget):
+    """The "recorded session" banner: nobody should mistake a replay for live data."""
+
+    DEFAULT_CSS = """
+    Banner { height: auto; }
+    """
+
+    def __init__(self, text: str = "", *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.text = text
+
+    def build(self, width: int, height: int) -> list[Line]:
+        return [banner_line(self.text, width)] if self.text else []
+
+
+class NoGpuPanel(LineWidget):
+    """Why there are no GPUs to show: the exact NVML error, what it means, what to try."""
+
+    DEFAULT_CSS = """
+    NoGpuPanel { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.info: MachineInfo | None = None
+        self.demo_available = True
+
+    def build(self, width: int, height: int) -> list[Line]:
+        info = self.info
+        if info is None:
+            return []
+        inner = max(10, width - 4)
+        problem = info.system.nvml_problem
+        body: list[Line] = []
+
+        def para(text: str, style: object = S.text, indent: str = "") -> None:
+            for k, chunk in enumerate(textwrap.wrap(text, inner - len(indent)) or [""]):
+                lead = indent if k == 0 else " " * len(indent)
+                body.append([(lead + chunk, style)])  # type: ignore[list-item]
+
+        if problem is not None:
+            title: Line = [("No GPU telemetry: NVML is unavailable", S.bad)]
+            code = f" (NVML error {problem.code})" if problem.code is not None else ""
+            para(f"NVML said: {clean(problem.error)}{code}", S.warn)
+            body.append([])
+            para(problem.meaning)
+            advice = problem.advice
+        else:
+            title = [("No GPUs found", S.bad)]
+            sys_ = info.system
+            para(
+                f"NVML works (driver {sys_.driver_version}, CUDA {sys_.cuda_driver_version}) "
+                "but reports 0 GPUs.",
+                S.warn,
+            )
+            body.append([])
+            para("The driver is loaded but no GPU is visible to it or to this container.")
+            advice = (
+                "Run `nvidia-smi -L`: if it lists GPUs outside this container, start the "
+                "container with `--gpus all` (or set NVIDIA_VISIBLE_DEVICES).",
+                "On bare metal, check `lspci | grep -i nvidia` and `dmesg` for GPUs that "
+                "failed to initialise.",
+                "No GPU here? Press d to open the recorded demo session.",
+            )
+        body.append([])
+        body.append([("What to try:", S.label)])
+        for item in advice:
+            if "Press d" in item and not self.demo_available:
+                continue
+            para(item, S.text, "  • ")
+        if self.demo_available:
+            body.append([])
+            body.append(
+                [
+                    ("Press ", S.label),
+                    ("d", S.warn),
+                    (" to open the bundled recording of real GPUs (clearly marked as recorded).", S.label),
+                ]
+            )
+        return boxed(title, [], body, width)
