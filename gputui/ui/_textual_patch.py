@@ -20,8 +20,8 @@ _state = {"installed": False}
 
 
 def _render_segments(self: Any, console: Any) -> str:
-    from rich.segment import Segment  # noqa: F401  (Textual's strips are rich segments)
-    from textual._compositor import Control
+
+    from rich.control import Control
 
     sequences: list[str] = []
     append = sequences.append
