@@ -119,7 +119,6 @@ def explain_nvml_failure(exc: BaseException) -> NvmlProblem:
                 "In a container: start it with `--gpus all` (Docker) and install the NVIDIA "
                 "Container Toolkit on the host.",
                 "If the driver is installed elsewhere, add its directory to LD_LIBRARY_PATH.",
-                "No GPU here? Press d to open the recorded demo session.",
             ),
         )
     if code == _LIB_RM_VERSION_MISMATCH:

@@ -94,7 +94,7 @@ class GpuTuiApp(App[int]):
             tooltip="While paused in a replay: go back one tick",
         ),
         Binding("c", "cycle_layout", "Layout", tooltip="Cards when they fit / always cards / compact"),
-        Binding("d", "demo", "Demo", tooltip="Open the bundled recording of real GPUs"),
+        Binding("d", "demo", "Demo", tooltip="When no GPU is found: open the bundled recording of real GPUs"),
     ]
 
     def __init__(
@@ -140,16 +140,16 @@ class GpuTuiApp(App[int]):
         if header is not None and header.derived:
             note = " · DERIVED from real recordings"
         return (
-            f"RECORDED SESSION ({what}){note} · not live data from this machine · space pause  . step  , back"
+            f"RECORDED SESSION ({what}){note} | not live data from this machine | space pause  . step  , back"
         )
 
     def on_mount(self) -> None:
         header = self.query_one(HeaderBar)
         header.live = self.source.live
         header.label = self.source.label
-        header.interval = self.interval
         self.query_one(NoGpuPanel).display = False
         self._start_poller()
+        header.interval = self.interval
         if self._watch_terminal and not self.is_headless:
             self.set_interval(TERMINAL_CHECK_S, self._check_terminal)
             loop = asyncio.get_running_loop()
@@ -179,6 +179,7 @@ class GpuTuiApp(App[int]):
             self.post_message(PollerFailed(exc, gen))
 
         self.poller = Poller(source, self.interval, on_snapshot, on_info, on_error)
+        self.interval = self.poller.interval  # as clamped
         self.poller.start()
 
     # ---- data ------------------------------------------------------------------------
@@ -193,7 +194,7 @@ class GpuTuiApp(App[int]):
         nogpu = self.query_one(NoGpuPanel)
         no_gpus = not message.info.devices
         nogpu.info = message.info
-        nogpu.demo_available = self.source.live and DEMO_RECORDING.exists()
+        nogpu.demo_available = not self.demo and DEMO_RECORDING.exists()
         nogpu.display = no_gpus
         self.query_one(GpuBoard).display = not no_gpus
         if no_gpus:
@@ -243,7 +244,7 @@ class GpuTuiApp(App[int]):
             return paused and not self.source.live
         if action == "demo":
             no_gpus = self.info is not None and not self.info.devices
-            return self.source.live and no_gpus and DEMO_RECORDING.exists()
+            return no_gpus and not self.demo and DEMO_RECORDING.exists()
         return True
 
     def _set_interval(self, seconds: float) -> None:
@@ -322,12 +323,12 @@ class GpuTuiApp(App[int]):
         header = self.query_one(HeaderBar)
         header.live = source.live
         header.label = source.label
-        header.interval = self.interval
         header.paused = False
         banner = self.query_one(Banner)
         banner.text = self._banner_text()
         banner.relayout()
         self._start_poller()
+        header.interval = self.interval
         self.refresh_bindings()
 
     def action_help(self) -> None:

@@ -46,8 +46,8 @@ class HelpScreen(ModalScreen[None]):
         align: center middle;
     }
     HelpScreen > VerticalScroll {
-        width: auto;
-        max-width: 90%;
+        width: 76;
+        max-width: 100%;
         height: auto;
         max-height: 90%;
         border: round $accent;
@@ -55,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
         padding: 0 1;
     }
     HelpScreen Static {
-        width: auto;
+        width: 1fr;
     }
     """
 

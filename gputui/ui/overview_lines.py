@@ -132,19 +132,28 @@ def metric(
     ]
 
 
-def join_items(items: Sequence[Line], width: int, sep: str = "  ") -> Line:
-    """As many items as fit in `width`, in order, separated by `sep`."""
-    out: Line = []
+def join_items(items: Sequence[Line], width: int, sep: str = "  ",
+               priority: Sequence[int] | None = None) -> Line:
+    """As many items as fit in `width`, separated by `sep`, shown in their given order.
+
+    With `priority` (one number per item, lower first), items are chosen by priority when
+    not all fit; otherwise the first ones win."""
+    order = sorted(range(len(items)), key=lambda k: priority[k]) if priority else range(len(items))
+    chosen: set[int] = set()
     used = 0
-    for item in items:
-        n = line_len(item)
-        extra = n + (len(sep) if out else 0)
+    for k in order:
+        extra = line_len(items[k]) + (len(sep) if chosen else 0)
         if used + extra > width:
+            if priority:
+                continue
             break
+        chosen.add(k)
+        used += extra
+    out: Line = []
+    for k in sorted(chosen):
         if out:
             out.append((sep, S.dim))
-        out.extend(item)
-        used += extra
+        out.extend(items[k])
     return out
 
 
@@ -167,25 +176,20 @@ def events_line(mask: int | None) -> tuple[str, Style]:
 
 
 def boxed(title: Line, right: Line, body: list[Line], width: int, selected: bool = False) -> list[Line]:
-    """A rounded box `width` wide around `body`, with a title on the top border."""
+    """A rounded box `width` wide around `body`, with a title (left) and a note (right) on
+    the top border; the note is dropped, then the title cut, when they don't fit."""
     border = S.border_selected if selected else S.border
     inner = width - 4
-    top: Line = [("╭─ ", border)]
-    title_len = line_len(title)
-    right_len = line_len(right)
-    avail = width - 6  # "╭─ " + " ─╮"
-    if title_len + right_len + 3 > avail:
-        right, right_len = [], 0
-    if title_len > avail:
+    avail = width - 6  # "╭─ " + title + ... + " ─╮"
+    if line_len(title) + line_len(right) + 4 > avail:
+        right = []
+    if line_len(title) > avail:
         title = pad_line(title, avail)
-        title_len = avail
-    top.extend(title)
-    fill = avail - title_len - right_len - (2 if right else 0)
-    top.append((" " + "─" * max(0, fill - 1) + (" " if right else ""), border))
-    if right:
-        top.extend(right)
-        top.append((" ", border))
-    top.append(("─╮", border))
+    top: Line = [("╭─ ", border), *title]
+    tail: Line = [(" ", border), *right, (" ─╮", border)] if right else [(" ─╮", border)]
+    fill = width - line_len(top) - line_len(tail) - 1
+    top.append((" " + "─" * max(0, fill), border))
+    top.extend(tail)
     out = [pad_line(top, width, border)]
     for line in body:
         out.append([("│ ", border), *pad_line(line, inner), (" │", border)])
@@ -356,6 +360,39 @@ def compact_row(
     return out
 
 
+def compact_detail(
+    dev: DeviceInfo,
+    g: GpuSample | None,
+    procs: Sequence[GpuProcess],
+    series: SeriesFn,
+    width: int,
+    name_w: int = 14,
+) -> Line:
+    """The second line of a GPU in the compact layout: history, link, clocks, processes."""
+    indent = 3 + name_w
+    if g is None or g.lost:
+        return []
+    n = len(procs)
+    used = sum(p.gpu_memory or 0 for p in procs)
+    ev_text, ev_style = events_line(g.clock_event_reasons)
+    link = NA if g.pcie_gen is None else f"Gen{g.pcie_gen} x{g.pcie_width}"
+    items: list[Line] = [
+        [(ev_text, ev_style)],
+        [(f"{n} proc{'s' if n != 1 else ''}" + (f" {fmt_gib(used)}" if n else ""), S.label)],
+        kv("PCIe", link),
+        kv("RX", fmt_rate(g.pcie_rx)),
+        kv("TX", fmt_rate(g.pcie_tx)),
+        kv("P", str(g.pstate) if g.pstate is not None else NA),
+    ]
+    spark_w = max(0, min(40, (width - indent) // 3))
+    out: Line = [(" " * indent, None)]
+    if spark_w >= 8:
+        spark = sparkline_rows(series(dev.index, "gpu_util", spark_w), spark_w, 1, 100.0)[0]
+        out += [(spark, S.spark_util), (" ", None)]
+    out += join_items(items, width - line_len(out), "  ")
+    return out
+
+
 def board_lines(
     info: MachineInfo,
     gpus: dict[int, GpuSample],
@@ -371,7 +408,16 @@ def board_lines(
     if not devices:
         return layout, []
     if layout.compact:
-        return layout, [compact_row(d, gpus.get(d.index), series, width) for d in devices]
+        name_w = min(14, max(len(short_name(d.name)) for d in devices))
+        two = len(devices) * 2 <= height and mode != "compact-1"
+        lines: list[Line] = []
+        for d in devices:
+            g = gpus.get(d.index)
+            lines.append(compact_row(d, g, series, width, name_w))
+            if two:
+                lines.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width,
+                                            name_w))
+        return BoardLayout(True, 1, 0, len(lines)), lines
     lines: list[Line] = []
     cols = layout.cols
     base_w = width // cols
@@ -504,13 +550,27 @@ def header_line(
     state.append((f" every {interval:g}s", S.label))
     when = ""
     if timestamp is not None:
-        t = time.localtime(timestamp)
-        when = time.strftime("%H:%M:%S", t) if live else time.strftime("rec %Y-%m-%d %H:%M:%S", t)
+        # live: the local wall clock; a recording: when it was recorded, in UTC so the same
+        # file reads the same everywhere
+        if live:
+            when = time.strftime("%H:%M:%S", time.localtime(timestamp))
+        else:
+            when = time.strftime("recorded %Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
     right: Line = [(when + " ", S.value)]
-    middle = join_items([*items, state], width - line_len(left) - line_len(right) - 1, "  ")
+    # by priority: the state (live/replay/paused), the host, then driver, CUDA, GPU count
+    priority = [1, 2, 3, 4][: len(items)] + [0]
+    avail = width - line_len(left) - line_len(right) - 1
+    if avail < line_len(state) + 2:
+        right = []
+        avail = width - line_len(left) - 1
+    middle = join_items([*items, state], avail, "  ", priority)
     gap = width - line_len(left) - line_len(middle) - line_len(right)
     return pad_line([*left, *middle, (" " * max(1, gap), None), *right], width)
 
 
 def banner_line(text: str, width: int) -> Line:
-    return [(pad(" " + fit(text, width - 2), width), S.banner)]
+    """The banner's "|"-separated parts, dropped from the end (whole) until they fit."""
+    parts = [p.strip() for p in text.split("|")]
+    while len(parts) > 1 and len(" · ".join(parts)) > width - 2:
+        parts.pop()
+    return [(pad(" " + fit(" · ".join(parts), width - 2), width), S.banner)]

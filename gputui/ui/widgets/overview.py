@@ -187,8 +187,8 @@ class NoGpuPanel(LineWidget):
         body.append([])
         body.append([("What to try:", S.label)])
         for item in advice:
-            if "Press d" in item and not self.demo_available:
-                continue
+            if "Press d" in item:
+                continue  # said once, below, only when the demo is there to open
             para(item, S.text, "  • ")
         if self.demo_available:
             body.append([])

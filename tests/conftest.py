@@ -1,0 +1,55 @@
+"""Shared helpers: paths of the real recordings, and driving the app tick by tick."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from pathlib import Path
+
+# Deterministic rendering: a replay shows recorded times in UTC; make local time UTC too.
+os.environ["TZ"] = "UTC"
+time.tzset()
+
+FIXTURES = Path(__file__).parent / "fixtures"
+H200_X2 = FIXTURES / "h200-x2" / "recording.jsonl.gz"
+H200_X1 = FIXTURES / "h200-x1" / "recording-v1mem.jsonl.gz"
+NOGPU = FIXTURES / "nogpu" / "recording.jsonl.gz"
+DERIVED = FIXTURES / "derived"
+X8_240 = DERIVED / "h200x8-nvswitch-240procs.jsonl.gz"
+X16_256 = DERIVED / "h200x16-nvswitch-256procs.jsonl.gz"
+
+#: So long that only the first tick arrives by itself; tests step the rest.
+FROZEN = 3600.0
+
+
+def replay_app(path: Path, **kwargs: object):
+    from gputui.telemetry.recording import ReplaySource
+    from gputui.ui.app import GpuTuiApp
+
+    return GpuTuiApp(source=ReplaySource(path), interval=FROZEN, watch_terminal=False, **kwargs)
+
+
+async def wait_for(pilot, predicate, timeout: float = 10.0) -> None:
+    """Let the app process messages until `predicate()` holds (fail after `timeout`)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await pilot.pause(0.02)
+
+
+async def run_to_tick(pilot, tick: int) -> None:
+    """Advance a frozen replay app to recorded tick `tick` (1-based), one step at a time."""
+    app = pilot.app
+    await wait_for(pilot, lambda: app.snapshot is not None)
+    current = app.query_one("HeaderBar").position[0]
+    for _ in range(tick - current):
+        app.poller.step(1)
+    await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == tick)
+    await pilot.pause()
+
+
+def screen_lines(app) -> list[str]:
+    """The whole screen as plain text lines."""
+    return [strip.text for strip in app.screen._compositor.render_strips()]

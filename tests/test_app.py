@@ -1,0 +1,159 @@
+"""The app driven like a user would: real key presses against replays of real GPUs."""
+
+from __future__ import annotations
+
+import asyncio
+
+from conftest import H200_X1, H200_X2, replay_app, run_to_tick, screen_lines, wait_for
+
+from gputui.telemetry.poller import MAX_INTERVAL
+from gputui.telemetry.recording import read_recording
+from gputui.ui.render import fmt_gib, fmt_mhz, fmt_pct, fmt_watts
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_cards_show_every_gpu_with_the_recorded_values():
+    header, ticks = read_recording(H200_X2)
+    tick = 60  # both GPUs training
+    snap = ticks[tick - 1]
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, tick)
+            text = "\n".join(screen_lines(app))
+            for dev, g in zip(header.machine.devices, snap.gpus, strict=True):
+                assert f"{dev.index} NVIDIA H200" in text
+                limit = g.power_limit
+                for expected in (
+                    fmt_pct(g.gpu_util),
+                    fmt_gib(g.mem_used, dev.memory_total),
+                    fmt_watts(g.power_draw, limit),
+                    fmt_mhz(g.sm_clock, dev.max_sm_clock),
+                    f"{g.temperature}°C",
+                ):
+                    assert expected in text, expected
+            assert "clocks: SW power cap" in text  # the real reason NVML gave under load
+            assert "2 processes" in text  # GPU 1: the DDP rank and the idle holder
+            assert "recorded 2026-11-21" in text and "UTC" in text
+            assert f"{tick}/{len(ticks)}" in text
+
+    run(go())
+
+
+def test_interval_keys_change_the_cadence():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await wait_for(pilot, lambda: app.snapshot is not None)
+            assert app.poller.interval == MAX_INTERVAL == app.interval
+            app.poller.set_interval(1.0)
+            app.interval = 1.0
+            await pilot.press("plus")
+            assert app.poller.interval == 0.5
+            await pilot.press("plus")
+            assert app.poller.interval == 0.25
+            await pilot.press("plus")  # the shortest: stays
+            assert app.poller.interval == 0.25
+            await pilot.press("minus", "minus", "minus")
+            assert app.poller.interval == 2.0
+            assert "every 2s" in screen_lines(app)[0]
+            # and the poller really ticks at the new cadence: at 0.25 s several ticks arrive
+            await pilot.press("plus", "plus", "plus")
+            assert app.poller.interval == 0.25
+            start = app.poller.ticks
+            await wait_for(pilot, lambda: app.poller.ticks >= start + 3, timeout=10)
+
+    run(go())
+
+
+def test_pause_freezes_and_step_advances_one_tick():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 5)
+            app.poller.set_interval(0.1)
+            await pilot.press("space")
+            assert app.poller.paused
+            assert "PAUSED" in screen_lines(app)[0]
+            await pilot.pause(0.3)
+            pos = app.query_one("HeaderBar").position[0]
+            await pilot.pause(0.3)
+            assert app.query_one("HeaderBar").position[0] == pos  # frozen
+            await pilot.press("full_stop")
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == pos + 1)
+            await pilot.press("comma")  # back one recorded tick
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == pos)
+            await pilot.press("space")
+            assert not app.poller.paused
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] > pos)
+
+    run(go())
+
+
+def test_replay_loops_at_the_end():
+    _, ticks = read_recording(H200_X1)
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, len(ticks))
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 1)
+            assert app.source.loops == 1
+
+    run(go())
+
+
+def test_help_lists_every_key():
+    async def go():
+        from gputui.ui.help import HelpScreen, key_names
+
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            # the dialog wraps long descriptions: compare with borders and whitespace folded
+            text = " ".join(" ".join(ln.replace("│", " ").split()) for ln in screen_lines(app))
+            for binding in app.BINDINGS:
+                assert key_names(binding) in text, binding.key
+                assert (binding.tooltip or binding.description) in text
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+    run(go())
+
+
+def test_layout_key_cycles_cards_and_compact():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 40)
+            board = app.query_one("GpuBoard")
+            assert not board.plan.compact
+            await pilot.press("c")  # cards
+            assert board.mode == "cards" and not board.plan.compact
+            await pilot.press("c")  # compact
+            assert board.mode == "compact" and board.plan.compact
+            lines = [ln for ln in screen_lines(app) if ln.lstrip().startswith(("0 H200", "1 H200"))]
+            assert len(lines) == 2
+            await pilot.press("c")
+            assert board.mode == "auto"
+
+    run(go())
+
+
+def test_quit_key_exits_cleanly():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await wait_for(pilot, lambda: app.snapshot is not None)
+            await pilot.press("q")
+        assert app.return_code == 0
+        await asyncio.sleep(0.1)
+        assert not app.poller.alive
+
+    run(go())
