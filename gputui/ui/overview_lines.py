@@ -132,8 +132,9 @@ def metric(
     ]
 
 
-def join_items(items: Sequence[Line], width: int, sep: str = "  ",
-               priority: Sequence[int] | None = None) -> Line:
+def join_items(
+    items: Sequence[Line], width: int, sep: str = "  ", priority: Sequence[int] | None = None
+) -> Line:
     """As many items as fit in `width`, separated by `sep`, shown in their given order.
 
     With `priority` (one number per item, lower first), items are chosen by priority when
@@ -409,15 +410,14 @@ def board_lines(
         return layout, []
     if layout.compact:
         name_w = min(14, max(len(short_name(d.name)) for d in devices))
-        two = len(devices) * 2 <= height and mode != "compact-1"
-        lines: list[Line] = []
+        two = len(devices) * 2 <= height
+        rows: list[Line] = []
         for d in devices:
             g = gpus.get(d.index)
-            lines.append(compact_row(d, g, series, width, name_w))
+            rows.append(compact_row(d, g, series, width, name_w))
             if two:
-                lines.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width,
-                                            name_w))
-        return BoardLayout(True, 1, 0, len(lines)), lines
+                rows.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width, name_w))
+        return BoardLayout(True, 1, 0, len(rows)), rows
     lines: list[Line] = []
     cols = layout.cols
     base_w = width // cols
@@ -558,7 +558,7 @@ def header_line(
             when = time.strftime("recorded %Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
     right: Line = [(when + " ", S.value)]
     # by priority: the state (live/replay/paused), the host, then driver, CUDA, GPU count
-    priority = [1, 2, 3, 4][: len(items)] + [0]
+    priority = [*[1, 2, 3, 4][: len(items)], 0]
     avail = width - line_len(left) - line_len(right) - 1
     if avail < line_len(state) + 2:
         right = []
