@@ -16,7 +16,7 @@ from typing import Any
 
 log = logging.getLogger(__name__)
 
-_state = {"installed": False}
+_state: dict[str, Any] = {"installed": False, "original": None}
 
 
 def _render_segments(self: Any, console: Any) -> str:
@@ -70,6 +70,7 @@ def install() -> bool:
             return False
     except Exception:  # a different constructor: leave Textual alone
         return False
+    _state["original"] = chops_update.render_segments
     chops_update.render_segments = _render_segments
     _state["installed"] = True
     return True

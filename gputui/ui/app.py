@@ -107,6 +107,12 @@ class GpuTuiApp(App[int]):
     ) -> None:
         super().__init__()
         _textual_patch.install()
+        if self.no_color:
+            # no-color.org: no colour at all.  Textual's default for NO_COLOR is greyscale
+            # (still colour escapes); keep bold/reverse, drop every colour.
+            from textual.filter import Monochrome, NoColor
+
+            self._filters = [NoColor() if isinstance(f, Monochrome) else f for f in self._filters]
         self.source = source
         self.interval = interval
         self.demo = demo

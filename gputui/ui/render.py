@@ -52,9 +52,9 @@ class S:
     warn = Style(color=YELLOW, bold=True)
     bad = Style(color=RED, bold=True)
     lost = Style(color=RED, bold=True, reverse=True)
-    banner = Style(color="#000000", bgcolor=YELLOW, bold=True)
+    banner = Style(color=YELLOW, reverse=True, bold=True)  # reverse: visible without colour
     live = Style(color=GREEN, bold=True)
-    paused = Style(color="#000000", bgcolor=YELLOW, bold=True)
+    paused = Style(color=YELLOW, reverse=True, bold=True)
     spark_util = Style(color=GREEN)
     spark_mem = Style(color=MAGENTA)
     spark_power = Style(color=ORANGE)
