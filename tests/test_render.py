@@ -106,6 +106,7 @@ def test_events_line_says_how_loud():
         (1, 80, 17, False, 1),
         (2, 80, 17, True, 1),  # two cards don't fit in 17 lines
         (2, 160, 44, False, 2),
+        (1, 160, 44, False, 1),
         (8, 160, 44, False, 2),  # 4 rows of 10-line cards
         (16, 160, 44, True, 1),
         (16, 80, 17, True, 1),

@@ -51,7 +51,7 @@ from gputui.ui.render import (
 
 MIN_CARD_WIDTH = 64
 """Cards narrower than this don't show bars legibly: below it the board goes compact."""
-MAX_SPARK_ROWS = 4
+MAX_SPARK_ROWS = 6
 CARD_FIXED_LINES = 7
 """Border (2) + bars (3) + info line + events line."""
 

@@ -1,0 +1,60 @@
+"""SVG snapshots of each screen, rendered from recordings of real GPUs at a fixed tick.
+
+Update after an intended visual change with `pytest tests/test_snapshots.py --snapshot-update`
+and look at the report before committing.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
+
+
+def at_tick(tick: int, press: tuple[str, ...] = ()):
+    async def run_before(pilot) -> None:
+        await run_to_tick(pilot, tick)
+        for key in press:
+            await pilot.press(key)
+        await pilot.pause()
+
+    return run_before
+
+
+def test_overview_2gpu_160x50(snap_compare):
+    assert snap_compare(replay_app(H200_X2), terminal_size=(160, 50), run_before=at_tick(60))
+
+
+def test_overview_2gpu_80x24(snap_compare):
+    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60))
+
+
+def test_overview_1gpu_80x24(snap_compare):
+    assert snap_compare(replay_app(H200_X1), terminal_size=(80, 24), run_before=at_tick(60))
+
+
+def test_overview_1gpu_160x50(snap_compare):
+    assert snap_compare(replay_app(H200_X1), terminal_size=(160, 50), run_before=at_tick(90))
+
+
+@pytest.mark.skipif(not X8_240.exists(), reason="derived fixture missing")
+def test_overview_8gpu_160x50(snap_compare):
+    assert snap_compare(replay_app(X8_240), terminal_size=(160, 50), run_before=at_tick(40))
+
+
+@pytest.mark.skipif(not X16_256.exists(), reason="derived fixture missing")
+def test_overview_16gpu_80x24(snap_compare):
+    assert snap_compare(replay_app(X16_256), terminal_size=(80, 24), run_before=at_tick(40))
+
+
+def test_help_screen(snap_compare):
+    assert snap_compare(replay_app(H200_X2), terminal_size=(100, 30),
+                        run_before=at_tick(2, press=("question_mark",)))
+
+
+def test_no_gpu_panel(snap_compare):
+    async def run_before(pilot) -> None:
+        await run_to_tick(pilot, 5)
+        await wait_for(pilot, lambda: pilot.app.query_one("NoGpuPanel").display)
+        await pilot.pause()
+
+    assert snap_compare(replay_app(NOGPU), terminal_size=(100, 30), run_before=run_before)
