@@ -28,8 +28,10 @@ def main():
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     env = dict(os.environ, TERM="xterm-256color", LINES=str(a.rows), COLUMNS=str(a.cols))
     env.pop("COLORTERM", None)
-    keys = sorted((float(t), codecs.decode(k, "unicode_escape").encode())
-                  for t, _, k in (i.partition(":") for i in a.keys.split(",") if i))
+    keys = sorted(
+        (float(t), codecs.decode(k, "unicode_escape").encode())
+        for t, _, k in (i.partition(":") for i in a.keys.split(",") if i)
+    )
     pid, fd = pty.fork()
     if pid == 0:
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", a.rows, a.cols, 0, 0))
@@ -57,7 +59,7 @@ def main():
         with open(a.save, "wb") as f:
             f.write(raw)
     print(" ".join(f"{i}:{n}" for i, n in enumerate(per_sec)))
-    tail = per_sec[len(per_sec) // 2:-1]
+    tail = per_sec[len(per_sec) // 2 : -1]
     print(f"second half: {sum(tail) / max(1, len(tail)):.0f} B/s")
 
 

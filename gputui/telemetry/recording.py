@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as _dt
 import gzip
+import io
 import json
 import os
 import types
@@ -258,7 +259,9 @@ def _open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:
             return gzip.open(p, "rt", encoding="utf-8")
         return open(p, encoding="utf-8")
     if p.endswith(".gz"):
-        return gzip.open(p, "wt", encoding="utf-8", compresslevel=9)
+        # mtime=0: the same ticks give the same bytes (reproducible fixtures)
+        raw = gzip.GzipFile(p, "wb", compresslevel=9, mtime=0)
+        return io.TextIOWrapper(raw, encoding="utf-8")
     return open(p, "w", encoding="utf-8")
 
 
