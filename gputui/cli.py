@@ -46,6 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", metavar="FILE", help="play a recording instead of live data")
     source.add_argument("--demo", action="store_true", help="play the bundled recording of real GPUs")
+    parser.add_argument(
+        "--start",
+        type=int,
+        default=1,
+        metavar="TICK",
+        help="with --replay/--demo: begin at this recorded tick (default 1)",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     rec = sub.add_parser(
         "record",
@@ -136,6 +143,13 @@ def run_tui(args: argparse.Namespace) -> int:
         except RecordingError as exc:
             print(f"gputui: {exc}", file=sys.stderr)
             return 2
+        if not 1 <= args.start <= len(source.ticks):
+            print(
+                f"gputui: --start {args.start}: the recording has ticks 1 to {len(source.ticks)}",
+                file=sys.stderr,
+            )
+            return 2
+        source.seek(args.start - 2)
         interval = args.interval or source.interval
     else:
         from gputui.telemetry.nvml import NvmlSource

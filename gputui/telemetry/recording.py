@@ -24,7 +24,7 @@ import json
 import os
 import types
 import typing
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -408,8 +408,77 @@ def read_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[
     return header, ticks
 
 
+class _LazyTicks(Sequence[Snapshot]):
+    """The ticks of a recording, decoded (and validated) on first use, then kept.
+
+    Replaying a large recording starts at once instead of after decoding every tick; a bad
+    line is reported, with its line number, when the replay reaches it."""
+
+    def __init__(
+        self, path: str | os.PathLike[str], header: RecordingHeader, lines: list[tuple[int, str]]
+    ) -> None:
+        self._path = path
+        self._header = header
+        self._lines = lines
+        self._cache: list[Snapshot | None] = [None] * len(lines)
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    @typing.overload
+    def __getitem__(self, i: int) -> Snapshot: ...
+    @typing.overload
+    def __getitem__(self, i: slice) -> Sequence[Snapshot]: ...
+
+    def __getitem__(self, i: int | slice) -> Snapshot | Sequence[Snapshot]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        snap = self._cache[i]
+        if snap is None:
+            lineno, line = self._lines[i]
+            snap = self._cache[i] = _decode_line(self._path, lineno, line, self._header)
+        return snap
+
+
+def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: RecordingHeader) -> Snapshot:
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise RecordingError(path, lineno, f"not JSON: {exc.msg} at column {exc.colno}") from None
+    try:
+        snap = decode_snapshot(obj)
+    except _FieldError as exc:
+        raise RecordingError(path, lineno, str(exc)) from None
+    problem = _check_snapshot(snap, header.machine)
+    if problem:
+        raise RecordingError(path, lineno, problem)
+    return snap
+
+
+def _read_lines(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[tuple[int, str]]]:
+    try:
+        f = _open_text(path, "r")
+    except OSError as exc:
+        raise RecordingError(path, None, exc.strerror or str(exc)) from None
+    try:
+        with f:
+            first = f.readline()
+            if not first.strip():
+                raise RecordingError(path, 1, "empty file: not a gputui recording")
+            header = _parse_header(path, first)
+            lines = [(n, ln) for n, ln in enumerate(f, start=2) if ln.strip()]
+    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as exc:
+        raise RecordingError(path, None, f"unreadable: {exc}") from None
+    if not lines:
+        raise RecordingError(path, None, "the recording has a header but no ticks")
+    return header, lines
+
+
 class ReplaySource:
-    """Plays a recording: one recorded snapshot per tick, looping at the end."""
+    """Plays a recording: one recorded snapshot per tick, looping at the end.
+
+    The header and the first tick are validated when it is created (so `gputui --replay`
+    fails fast on a wrong file); later ticks are decoded as the replay reaches them."""
 
     live = False
 
@@ -417,7 +486,9 @@ class ReplaySource:
         self.path = Path(path)
         self.label = self.path.name
         self.loop = loop
-        self.header, self.ticks = read_recording(path)
+        self.header, lines = _read_lines(path)
+        self.ticks: Sequence[Snapshot] = _LazyTicks(path, self.header, lines)
+        self.ticks[0]  # validate the first tick now
         self.position = -1
         """Index of the tick most recently returned by sample()."""
         self.loops = 0

@@ -1,0 +1,61 @@
+"""gputui's terminal cost, measured as an SSH user would feel it (../shared/bench/ptybench.py).
+
+    python bench/bench_tui.py [--seconds 30] [--ptybench ../shared/bench/ptybench.py]
+
+Scenarios: 160x50, TERM=xterm-256color (no COLORTERM, as SSH forwards), replaying
+recordings at their recorded 1 s interval, started in a busy stretch; plus the no-GPU view.
+Prints one JSON object per scenario and a Markdown table for bench/RESULTS.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FIX = ROOT / "tests" / "fixtures"
+
+SCENARIOS = [
+    ("1 GPU (H200, training + idle holder)", ["--replay", str(FIX / "h200-x1/recording-v1mem.jsonl.gz"), "--start", "40"]),
+    ("2 GPUs (2x H200, DDP)", ["--replay", str(FIX / "h200-x2/recording.jsonl.gz"), "--start", "35"]),
+    ("8 GPUs, 240 processes (derived)", ["--replay", str(FIX / "derived/h200x8-nvswitch-240procs.jsonl.gz"), "--start", "30"]),
+    ("16 GPUs, 256 processes (derived)", ["--replay", str(FIX / "derived/h200x16-nvswitch-256procs.jsonl.gz"), "--start", "30"]),
+    ("no GPU (live host only)", []),
+]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seconds", type=float, default=30)
+    ap.add_argument("--ptybench", default=str(ROOT.parent / "shared" / "bench" / "ptybench.py"))
+    ap.add_argument("--only", help="run scenarios whose name contains this")
+    a = ap.parse_args()
+    rows = []
+    for name, args in SCENARIOS:
+        if a.only and a.only not in name:
+            continue
+        cmd = [sys.executable, a.ptybench, "--seconds", str(a.seconds), "--json", "--",
+               sys.executable, "-m", "gputui", *args]
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res["scenario"] = name
+        print(json.dumps(res), flush=True)
+        rows.append(res)
+    print()
+    print(f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+          f"{a.seconds:g} s per scenario, 160x50, TERM=xterm-256color")
+    print()
+    print("| scenario | first frame (s) | steady CPU (% of a core) | bytes/s | peak RSS (MB) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['scenario']} | {r['settle_s']} | {r['steady_cpu_pct']} | {r['bytes_per_s']:.0f} | {r['rss_mb']} |")
+
+
+if __name__ == "__main__":
+    main()
