@@ -187,7 +187,7 @@ def boxed(title: Line, right: Line, body: list[Line], width: int, selected: bool
     if line_len(title) > avail:
         title = pad_line(title, avail)
     top: Line = [("╭─ ", border), *title]
-    tail: Line = [(" ", border), *right, (" ─╮", border)] if right else [(" ─╮", border)]
+    tail: Line = [(" ", border), *right, (" ─╮", border)] if right else [("─╮", border)]
     fill = width - line_len(top) - line_len(tail) - 1
     top.append((" " + "─" * max(0, fill), border))
     top.extend(tail)
@@ -533,7 +533,10 @@ def header_line(
     sys_ = info.system if info else None
     left: Line = [(" gputui ", S.title)]
     items: list[Line] = []
-    if sys_:
+    if sys_ and sys_.nvml_problem is not None:
+        items.append([(clean(sys_.hostname), S.value)])
+        items.append([("NVML unavailable", S.bad)])
+    elif sys_:
         items.append([(clean(sys_.hostname), S.value)])
         items.append(kv("driver", sys_.driver_version or NA))
         items.append(kv("CUDA", sys_.cuda_driver_version or NA))

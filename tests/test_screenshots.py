@@ -1,0 +1,38 @@
+"""screenshots/ holds the README's pictures: the snapshot SVGs of each screen, kept current.
+
+After `pytest tests/test_snapshots.py --snapshot-update`, refresh them with
+`UPDATE_SCREENSHOTS=1 pytest tests/test_screenshots.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAPS = ROOT / "tests" / "__snapshots__" / "test_snapshots"
+SHOTS = ROOT / "screenshots"
+
+PICTURES = {
+    "overview-2gpu-160x50.svg": "test_overview_2gpu_160x50.svg",
+    "overview-1gpu-160x50.svg": "test_overview_1gpu_160x50.svg",
+    "overview-2gpu-80x24.svg": "test_overview_2gpu_80x24.svg",
+    "overview-1gpu-80x24.svg": "test_overview_1gpu_80x24.svg",
+    "overview-8gpu-160x50.svg": "test_overview_8gpu_160x50.svg",
+    "overview-16gpu-80x24.svg": "test_overview_16gpu_80x24.svg",
+    "help.svg": "test_help_screen.svg",
+    "no-gpu.svg": "test_no_gpu_panel.svg",
+}
+
+
+@pytest.mark.parametrize(("picture", "snapshot"), sorted(PICTURES.items()))
+def test_screenshot_is_the_current_snapshot(picture, snapshot):
+    src, dst = SNAPS / snapshot, SHOTS / picture
+    if os.environ.get("UPDATE_SCREENSHOTS"):
+        SHOTS.mkdir(exist_ok=True)
+        shutil.copyfile(src, dst)
+    assert dst.exists(), f"missing {dst}: run UPDATE_SCREENSHOTS=1 pytest {__file__}"
+    assert dst.read_bytes() == src.read_bytes(), f"{dst} is stale: UPDATE_SCREENSHOTS=1 pytest {__file__}"
