@@ -23,6 +23,7 @@ import json
 import os
 import types
 import typing
+import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -364,11 +365,17 @@ def _check_snapshot(snap: Snapshot, machine: MachineInfo) -> str | None:
 
 
 def iter_recording(path: str | os.PathLike[str]) -> Iterator[RecordingHeader | Snapshot]:
-    """Yield the header, then each snapshot, validating as it goes."""
+    """Yield the header, then each snapshot, validating as it goes.
+
+    A recording whose writer was interrupted is read up to its last complete line: a gzip
+    stream that ends without its end-of-stream marker, or a last line cut short (no newline,
+    not JSON), ends the recording instead of failing it.
+    """
     try:
         f = _open_text(path, "r")
     except OSError as exc:
         raise RecordingError(path, None, exc.strerror or str(exc)) from None
+    lineno = 1  # the line being read, for errors from the decompressor or the decoder
     with f:
         try:
             first = f.readline()
@@ -376,12 +383,18 @@ def iter_recording(path: str | os.PathLike[str]) -> Iterator[RecordingHeader | S
                 raise RecordingError(path, 1, "empty file: not a gputui recording")
             header = _parse_header(path, first)
             yield header
-            for lineno, line in enumerate(f, start=2):
+            while True:
+                lineno += 1
+                line = f.readline()
+                if not line:
+                    break
                 if not line.strip():
                     continue
                 try:
                     obj = json.loads(line)
                 except json.JSONDecodeError as exc:
+                    if not line.endswith("\n"):
+                        return  # the last line, cut short by an interrupted writer
                     raise RecordingError(path, lineno, f"not JSON: {exc.msg} at column {exc.colno}") from None
                 try:
                     snap = decode_snapshot(obj)
@@ -391,8 +404,14 @@ def iter_recording(path: str | os.PathLike[str]) -> Iterator[RecordingHeader | S
                 if problem:
                     raise RecordingError(path, lineno, problem)
                 yield snap
-        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
-            raise RecordingError(path, None, f"unreadable: {exc}") from None
+        except EOFError:
+            # a gzip stream without its end marker: the writer was interrupted (each line
+            # was flushed, so every line before this one is complete)
+            if lineno == 1:
+                raise RecordingError(path, 1, "compressed file ends inside the header line") from None
+            return
+        except (UnicodeDecodeError, gzip.BadGzipFile, zlib.error) as exc:
+            raise RecordingError(path, lineno, f"unreadable: {exc}") from None
 
 
 def read_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[Snapshot]]:
@@ -438,8 +457,10 @@ class ReplaySource:
         return self.ticks[nxt]
 
     def seek(self, position: int) -> None:
-        """Make the next sample() return tick `position + 1` (wrapping)."""
-        self.position = position % len(self.ticks) if self.ticks else -1
+        """Make the next sample() return tick `position + 1` (wrapping).
+
+        Seeking is not playing through the end: it never counts as a loop."""
+        self.position = (position + 1) % len(self.ticks) - 1 if self.ticks else -1
 
     def read_topology(self) -> Topology | None:
         return self.header.machine.topology
