@@ -20,11 +20,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
 
+
+def replay(path: str, start: int) -> list[str]:
+    return ["--replay", str(FIX / path), "--start", str(start)]
+
+
 SCENARIOS = [
-    ("1 GPU (H200, training + idle holder)", ["--replay", str(FIX / "h200-x1/recording-v1mem.jsonl.gz"), "--start", "40"]),
-    ("2 GPUs (2x H200, DDP)", ["--replay", str(FIX / "h200-x2/recording.jsonl.gz"), "--start", "35"]),
-    ("8 GPUs, 240 processes (derived)", ["--replay", str(FIX / "derived/h200x8-nvswitch-240procs.jsonl.gz"), "--start", "30"]),
-    ("16 GPUs, 256 processes (derived)", ["--replay", str(FIX / "derived/h200x16-nvswitch-256procs.jsonl.gz"), "--start", "30"]),
+    ("1 GPU (H200, training + idle holder)", replay("h200-x1/recording-v1mem.jsonl.gz", 40)),
+    ("2 GPUs (2x H200, DDP)", replay("h200-x2/recording.jsonl.gz", 35)),
+    ("8 GPUs, 240 processes (derived)", replay("derived/h200x8-nvswitch-240procs.jsonl.gz", 30)),
+    ("16 GPUs, 256 processes (derived)", replay("derived/h200x16-nvswitch-256procs.jsonl.gz", 30)),
     ("no GPU (live host only)", []),
 ]
 
@@ -39,8 +44,18 @@ def main() -> None:
     for name, args in SCENARIOS:
         if a.only and a.only not in name:
             continue
-        cmd = [sys.executable, a.ptybench, "--seconds", str(a.seconds), "--json", "--",
-               sys.executable, "-m", "gputui", *args]
+        cmd = [
+            sys.executable,
+            a.ptybench,
+            "--seconds",
+            str(a.seconds),
+            "--json",
+            "--",
+            sys.executable,
+            "-m",
+            "gputui",
+            *args,
+        ]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)
         res = json.loads(out.stdout.strip().splitlines()[-1])
@@ -48,13 +63,17 @@ def main() -> None:
         print(json.dumps(res), flush=True)
         rows.append(res)
     print()
-    print(f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
-          f"{a.seconds:g} s per scenario, 160x50, TERM=xterm-256color")
+    print(
+        f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"{a.seconds:g} s per scenario, 160x50, TERM=xterm-256color"
+    )
     print()
     print("| scenario | first frame (s) | steady CPU (% of a core) | bytes/s | peak RSS (MB) |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['scenario']} | {r['settle_s']} | {r['steady_cpu_pct']} | {r['bytes_per_s']:.0f} | {r['rss_mb']} |")
+        print(
+            f"| {r['scenario']} | {r['settle_s']} | {r['steady_cpu_pct']} | {r['bytes_per_s']:.0f} | {r['rss_mb']} |"
+        )
 
 
 if __name__ == "__main__":

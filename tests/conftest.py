@@ -7,6 +7,11 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
+from gputui.telemetry.model import Snapshot
+from gputui.telemetry.recording import RecordingHeader, read_recording
+
 # Deterministic rendering: a replay shows recorded times in UTC; make local time UTC too.
 os.environ["TZ"] = "UTC"
 time.tzset()
@@ -53,3 +58,21 @@ async def run_to_tick(pilot, tick: int) -> None:
 def screen_lines(app) -> list[str]:
     """The whole screen as plain text lines."""
     return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+# ---- the real recordings, loaded once (telemetry tests) ----------------------------------
+
+X2_RECORDING = H200_X2
+"""2x H200, NVML v2 memory: idle, DDP training over NCCL plus an idle 8 GiB holder, idle."""
+X1_RECORDING = H200_X1
+"""1x H200, NVML v1 memory: idle, a 12 GiB holder, a training-like job with pauses, idle."""
+
+
+@pytest.fixture(scope="session")
+def x2_recording() -> tuple[RecordingHeader, list[Snapshot]]:
+    return read_recording(X2_RECORDING)
+
+
+@pytest.fixture(scope="session")
+def x1_recording() -> tuple[RecordingHeader, list[Snapshot]]:
+    return read_recording(X1_RECORDING)

@@ -47,8 +47,9 @@ def test_overview_16gpu_80x24(snap_compare):
 
 
 def test_help_screen(snap_compare):
-    assert snap_compare(replay_app(H200_X2), terminal_size=(100, 30),
-                        run_before=at_tick(2, press=("question_mark",)))
+    assert snap_compare(
+        replay_app(H200_X2), terminal_size=(100, 30), run_before=at_tick(2, press=("question_mark",))
+    )
 
 
 def test_no_gpu_panel(snap_compare):

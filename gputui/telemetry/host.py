@@ -107,10 +107,12 @@ class ProcessInspector:
                 self._tracked[pid] = tracked
             else:
                 proc = tracked.proc
+                # psutil caches create_time() per Process object, so comparing it with the
+                # record cannot see a reused PID; is_running() compares a fresh reading.
+                if not proc.is_running() or proc.create_time() != tracked.create_time:
+                    del self._tracked[pid]  # gone, or the PID was reused by another process
+                    return self._describe(pid, now)
                 with proc.oneshot():
-                    if proc.create_time() != tracked.create_time:
-                        del self._tracked[pid]  # PID reused by another process
-                        return self._describe(pid, now)
                     times = proc.cpu_times()
                     rss = proc.memory_info().rss
                 cpu_total = times.user + times.system

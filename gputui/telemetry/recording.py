@@ -24,6 +24,7 @@ import json
 import os
 import types
 import typing
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any
@@ -368,34 +369,10 @@ def _check_snapshot(snap: Snapshot, machine: MachineInfo) -> str | None:
 
 def iter_recording(path: str | os.PathLike[str]) -> Iterator[RecordingHeader | Snapshot]:
     """Yield the header, then each snapshot, validating as it goes."""
-    try:
-        f = _open_text(path, "r")
-    except OSError as exc:
-        raise RecordingError(path, None, exc.strerror or str(exc)) from None
-    with f:
-        try:
-            first = f.readline()
-            if not first.strip():
-                raise RecordingError(path, 1, "empty file: not a gputui recording")
-            header = _parse_header(path, first)
-            yield header
-            for lineno, line in enumerate(f, start=2):
-                if not line.strip():
-                    continue
-                try:
-                    obj = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise RecordingError(path, lineno, f"not JSON: {exc.msg} at column {exc.colno}") from None
-                try:
-                    snap = decode_snapshot(obj)
-                except _FieldError as exc:
-                    raise RecordingError(path, lineno, str(exc)) from None
-                problem = _check_snapshot(snap, header.machine)
-                if problem:
-                    raise RecordingError(path, lineno, problem)
-                yield snap
-        except (UnicodeDecodeError, EOFError, gzip.BadGzipFile) as exc:
-            raise RecordingError(path, None, f"unreadable: {exc}") from None
+    header, lines = _read_lines(path, require_ticks=False)
+    yield header
+    for lineno, line in lines:
+        yield _decode_line(path, lineno, line, header)
 
 
 def read_recording(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[Snapshot]]:
@@ -455,21 +432,47 @@ def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: R
     return snap
 
 
-def _read_lines(path: str | os.PathLike[str]) -> tuple[RecordingHeader, list[tuple[int, str]]]:
+def _read_lines(
+    path: str | os.PathLike[str], require_ticks: bool = True
+) -> tuple[RecordingHeader, list[tuple[int, str]]]:
+    """The validated header and the raw tick lines (with their line numbers).
+
+    A recording whose writer was interrupted is read up to its last complete line: a gzip
+    stream that ends without its end-of-stream marker, or a last line cut short (no newline,
+    not JSON), ends the recording instead of failing it.
+    """
     try:
         f = _open_text(path, "r")
     except OSError as exc:
         raise RecordingError(path, None, exc.strerror or str(exc)) from None
-    try:
-        with f:
+    lineno = 1  # the line being read, for errors from the decompressor
+    lines: list[tuple[int, str]] = []
+    with f:
+        try:
             first = f.readline()
             if not first.strip():
                 raise RecordingError(path, 1, "empty file: not a gputui recording")
             header = _parse_header(path, first)
-            lines = [(n, ln) for n, ln in enumerate(f, start=2) if ln.strip()]
-    except (UnicodeDecodeError, EOFError, gzip.BadGzipFile, OSError) as exc:
-        raise RecordingError(path, None, f"unreadable: {exc}") from None
-    if not lines:
+            while True:
+                lineno += 1
+                line = f.readline()
+                if not line:
+                    break
+                if line.strip():
+                    lines.append((lineno, line))
+        except EOFError:
+            # a gzip stream without its end marker: the writer was interrupted (each line
+            # was flushed, so every line before the last one is complete)
+            if lineno == 1:
+                raise RecordingError(path, 1, "compressed file ends inside the header line") from None
+        except (UnicodeDecodeError, gzip.BadGzipFile, zlib.error) as exc:
+            raise RecordingError(path, lineno, f"unreadable: {exc}") from None
+    if lines and not lines[-1][1].endswith("\n"):
+        try:
+            json.loads(lines[-1][1])
+        except json.JSONDecodeError:
+            lines.pop()  # the last line, cut short by an interrupted writer
+    if require_ticks and not lines:
         raise RecordingError(path, None, "the recording has a header but no ticks")
     return header, lines
 
@@ -512,8 +515,10 @@ class ReplaySource:
         return self.ticks[nxt]
 
     def seek(self, position: int) -> None:
-        """Make the next sample() return tick `position + 1` (wrapping)."""
-        self.position = position % len(self.ticks) if self.ticks else -1
+        """Make the next sample() return tick `position + 1` (wrapping).
+
+        Seeking is not playing through the end: it never counts as a loop."""
+        self.position = (position + 1) % len(self.ticks) - 1 if self.ticks else -1
 
     def read_topology(self) -> Topology | None:
         return self.header.machine.topology

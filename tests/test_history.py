@@ -1,0 +1,196 @@
+"""History: fixed-size rings per GPU and metric, filled from the real recordings."""
+
+from __future__ import annotations
+
+import math
+import sys
+
+import pytest
+
+from gputui.telemetry.history import GPU_METRICS, HOST_METRICS, History, Ring
+from gputui.telemetry.hub import Hub
+from gputui.telemetry.model import Snapshot
+from gputui.telemetry.recording import RecordingHeader
+
+
+def same(a: list[float], b: list[float | None]) -> bool:
+    """Equal, with None in `b` standing for NaN in `a`."""
+    return len(a) == len(b) and all(
+        (y is None and math.isnan(x)) or (y is not None and x == float(y)) for x, y in zip(a, b, strict=True)
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Ring
+# --------------------------------------------------------------------------------------
+
+
+def test_ring_keeps_the_newest_values_in_order() -> None:
+    ring = Ring(5)
+    assert len(ring) == 0
+    assert ring.last() == []
+    assert ring.latest() is None
+    for v in range(3):
+        ring.append(v)
+    assert ring.last() == [0.0, 1.0, 2.0]
+    assert len(ring) == 3
+    for v in range(3, 12):
+        ring.append(v)
+    assert len(ring) == 5
+    assert ring.capacity == 5
+    assert ring.last() == [7.0, 8.0, 9.0, 10.0, 11.0]
+    assert list(ring) == [7.0, 8.0, 9.0, 10.0, 11.0]
+    assert ring.latest() == 11.0
+
+
+@pytest.mark.parametrize("appended", [5, 6, 7, 8, 9, 10, 13])
+def test_ring_last_n_across_the_wraparound(appended: int) -> None:
+    ring = Ring(5)
+    for v in range(appended):
+        ring.append(v)
+    everything = list(range(appended))[-5:]
+    for n in range(8):
+        expected = everything[len(everything) - min(n, len(everything)) :]
+        assert ring.last(n) == [float(v) for v in expected], (appended, n)
+    assert ring.last(-3) == []
+    assert ring.last(None) == [float(v) for v in everything]
+
+
+def test_ring_none_is_nan_and_latest_reports_none() -> None:
+    ring = Ring(3)
+    ring.append(1)
+    ring.append(None)
+    values = ring.last()
+    assert values[0] == 1.0
+    assert math.isnan(values[1])
+    assert ring.latest() is None  # the newest is "no value"
+    ring.append(2.5)
+    assert ring.latest() == 2.5
+    ring.append(None)
+    ring.append(None)
+    ring.append(None)
+    assert all(math.isnan(v) for v in ring.last())
+
+
+def test_ring_capacity_one_and_invalid() -> None:
+    ring = Ring(1)
+    for v in (1, 2, 3):
+        ring.append(v)
+    assert ring.last() == [3.0]
+    assert ring.last(5) == [3.0]
+    with pytest.raises(ValueError, match="at least 1"):
+        Ring(0)
+
+
+def test_ring_buffer_does_not_grow() -> None:
+    ring = Ring(100)
+    buffer = ring._buf
+    size = sys.getsizeof(buffer)
+    for v in range(1000):  # 10x capacity
+        ring.append(v)
+    assert ring._buf is buffer  # the same array, written in place
+    assert len(ring._buf) == 100
+    assert sys.getsizeof(ring._buf) == size
+    assert len(ring) == 100
+    assert ring.last() == [float(v) for v in range(900, 1000)]
+
+
+# --------------------------------------------------------------------------------------
+# History from the real recordings
+# --------------------------------------------------------------------------------------
+
+
+def test_history_keeps_each_gpus_recorded_values(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    _, ticks = x2_recording
+    history = History(capacity=len(ticks) + 10)
+    for snap in ticks:
+        history.append(snap)
+    assert history.ticks == len(ticks)
+    assert history.gpu_indices() == [0, 1]
+    for gpu in (0, 1):
+        for metric in GPU_METRICS:
+            recorded = [getattr(snap.gpus[gpu], metric) for snap in ticks]
+            assert same(history.series(gpu, metric), recorded), (gpu, metric)
+    # pcie_rx is None before the first slow pass: NaN, not 0
+    assert math.isnan(history.series(0, "pcie_rx")[0])
+    assert history.series(1, "gpu_util", 3) == [float(s.gpus[1].gpu_util) for s in ticks[-3:]]  # type: ignore[arg-type]
+    assert same(history.timestamps.last(), [s.timestamp for s in ticks])
+    assert same(history.host["cpu_percent"].last(), [s.host.cpu_percent for s in ticks])  # type: ignore[union-attr]
+    assert same(history.host["mem_used"].last(), [s.host.mem_used for s in ticks])  # type: ignore[union-attr]
+    assert set(history.host) == set(HOST_METRICS)
+    assert history.series(5, "gpu_util") == []
+
+
+def test_history_is_bounded_when_fed_ten_times_its_capacity(
+    x1_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    _, ticks = x1_recording
+    capacity = 15
+    history = History(capacity)
+    history.append(ticks[0])
+    buffers = {m: history._gpus[0][m]._buf for m in GPU_METRICS}
+    sizes = {m: sys.getsizeof(b) for m, b in buffers.items()}
+    fed = [ticks[k % len(ticks)] for k in range(1, 10 * capacity)]
+    for snap in fed:
+        history.append(snap)
+    assert history.ticks == 10 * capacity
+    for m in GPU_METRICS:
+        ring = history._gpus[0][m]
+        assert ring._buf is buffers[m]
+        assert len(ring._buf) == capacity
+        assert sys.getsizeof(ring._buf) == sizes[m]
+        assert len(ring) == capacity
+    # and what is kept is the newest `capacity` ticks, oldest first
+    newest = fed[-capacity:]
+    assert same(history.series(0, "temperature"), [s.gpus[0].temperature for s in newest])
+    assert same(history.series(0, "power_draw"), [s.gpus[0].power_draw for s in newest])
+    assert same(history.timestamps.last(), [s.timestamp for s in newest])
+    assert len(history.timestamps) == capacity
+
+
+def test_history_clear(x2_recording: tuple[RecordingHeader, list[Snapshot]]) -> None:
+    _, ticks = x2_recording
+    history = History(50)
+    for snap in ticks[:10]:
+        history.append(snap)
+    history.clear()
+    assert history.ticks == 0
+    assert history.capacity == 50
+    assert history.gpu_indices() == []
+    assert history.timestamps.last() == []
+    assert history.host["cpu_percent"].last() == []
+
+
+def test_history_with_a_snapshot_without_host(x2_recording: tuple[RecordingHeader, list[Snapshot]]) -> None:
+    _, ticks = x2_recording
+    history = History(10)
+    history.append(Snapshot(seq=ticks[0].seq, timestamp=ticks[0].timestamp, gpus=ticks[0].gpus))
+    assert math.isnan(history.host["cpu_percent"].last()[0])
+    assert history.host["cpu_percent"].latest() is None
+
+
+def test_hub_publishes_to_history_latest_and_listeners(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    header, ticks = x2_recording
+    hub = Hub(capacity=20)
+    seen: list[int] = []
+    infos = []
+    hub.subscribe(lambda s: seen.append(s.seq))
+    hub.subscribe_info(infos.append)
+    hub.set_info(header.machine)
+    for snap in ticks[:30]:
+        hub.publish(snap)
+    assert infos == [header.machine]
+    assert hub.info == header.machine
+    assert seen == list(range(1, 31))
+    assert hub.latest == ticks[29]
+    assert hub.series(1, "temperature") == [float(s.gpus[1].temperature) for s in ticks[10:30]]  # type: ignore[arg-type]
+    assert hub.series(1, "temperature", 2) == [float(s.gpus[1].temperature) for s in ticks[28:30]]  # type: ignore[arg-type]
+    assert hub.host_series("cpu_percent", 1) == [ticks[29].host.cpu_percent]  # type: ignore[union-attr]
+    hub.reset()
+    assert hub.latest is None
+    assert hub.info is None
+    assert hub.series(0, "gpu_util") == []

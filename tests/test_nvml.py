@@ -1,0 +1,486 @@
+"""The NVML layer: the real failure on a machine without the driver, what the failures
+mean, CPU lists, and `Nvml.query`'s error handling.
+
+`ScriptedNvmlLib` below stands in for the pynvml module to exercise our error handling:
+it is not a GPU.  It raises the real `pynvml.NVMLError` subclasses for real NVML return
+codes, and where a value has to come back it returns what the real 2x H200 recording holds.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import queue
+import socket
+from collections import Counter
+from collections.abc import Callable, Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import psutil
+import pynvml
+import pytest
+
+from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot
+from gputui.telemetry.nvml import GpuLost, Nvml, NvmlSource, cpulist, explain_nvml_failure
+from gputui.telemetry.poller import Poller
+from gputui.telemetry.recording import RecordingHeader
+
+
+def _nvml_library_loads() -> bool:
+    try:
+        ctypes.CDLL("libnvidia-ml.so.1")
+    except OSError:
+        return False
+    return True
+
+
+no_driver = pytest.mark.skipif(
+    _nvml_library_loads(), reason="libnvidia-ml.so.1 is installed here: these tests are about its absence"
+)
+
+
+# --------------------------------------------------------------------------------------
+# The real thing, on a machine without the NVIDIA driver
+# --------------------------------------------------------------------------------------
+
+
+@no_driver
+def test_open_without_the_driver_explains_why_and_still_samples_the_host() -> None:
+    source = NvmlSource()
+    try:
+        info = source.open()
+        problem = info.system.nvml_problem
+        assert problem is not None
+        assert problem.code == 12
+        assert "NVML Shared Library Not Found" in problem.error
+        assert "libnvidia-ml.so" in problem.meaning
+        assert any("--gpus all" in a for a in problem.advice)
+        assert info.system.hostname == socket.gethostname()
+        assert info.system.device_count == 0
+        assert info.devices == ()
+        assert info.system.driver_version is None
+        assert source.read_topology() is None
+        assert source.notes() == []
+
+        first = source.sample()
+        second = source.sample()
+        assert (first.seq, second.seq) == (1, 2)
+        assert second.timestamp >= first.timestamp
+        for snap in (first, second):
+            assert snap.gpus == ()
+            assert snap.processes == ()
+            assert snap.host is not None
+            assert len(snap.host.per_cpu) == psutil.cpu_count()
+            assert snap.host.mem_total == psutil.virtual_memory().total
+            assert snap.sample_cost is not None
+    finally:
+        source.close()
+
+
+@no_driver
+def test_poller_on_the_real_source_without_the_driver() -> None:
+    infos: list[MachineInfo] = []
+    errors: list[BaseException] = []
+    snapshots: queue.Queue[Snapshot] = queue.Queue()
+    poller = Poller(NvmlSource(), 0.1, snapshots.put, infos.append, errors.append)
+    poller.start()
+    try:
+        first = snapshots.get(timeout=10)
+    finally:
+        poller.stop(timeout=10)
+    assert errors == []
+    problem = infos[0].system.nvml_problem
+    assert problem is not None
+    assert problem.code == 12
+    assert first.gpus == ()
+    assert first.host is not None
+
+
+# --------------------------------------------------------------------------------------
+# What NVML initialisation failures mean (real pynvml exception objects)
+# --------------------------------------------------------------------------------------
+
+
+def test_explain_driver_library_mismatch() -> None:
+    exc = pynvml.NVMLError(pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    assert type(exc).__name__ == "NVMLError_LibRmVersionMismatch"
+    problem = explain_nvml_failure(exc)
+    assert problem.code == 18
+    assert problem.error == str(exc)
+    assert "version mismatch" in problem.error
+    assert "rebooted" in problem.meaning
+    assert problem.advice[0].startswith("Reboot")
+
+
+def test_explain_driver_not_loaded() -> None:
+    problem = explain_nvml_failure(pynvml.NVMLError(pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    assert problem.code == 9
+    assert problem.error == "Driver Not Loaded"
+    assert "kernel driver is not loaded" in problem.meaning
+    assert any("modprobe" in a for a in problem.advice)
+
+
+def test_explain_no_permission() -> None:
+    problem = explain_nvml_failure(pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION))
+    assert problem.code == 4
+    assert problem.error == "Insufficient Permissions"
+    assert "/dev/nvidia" in problem.meaning
+    assert any("ls -l /dev/nvidia*" in a for a in problem.advice)
+
+
+def test_explain_library_not_found() -> None:
+    problem = explain_nvml_failure(pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND))
+    assert problem.code == 12
+    assert problem.error == "NVML Shared Library Not Found"
+    assert "no NVIDIA driver" in problem.meaning
+
+
+def test_explain_missing_bindings() -> None:
+    try:
+        import gputui_no_such_module  # type: ignore[import-not-found]  # noqa: F401
+    except ImportError as exc:
+        problem = explain_nvml_failure(exc)
+    assert problem.code is None
+    assert "gputui_no_such_module" in problem.error
+    assert "nvidia-ml-py" in problem.meaning
+    assert problem.advice == ("pip install nvidia-ml-py",)
+
+
+def test_explain_anything_else() -> None:
+    problem = explain_nvml_failure(pynvml.NVMLError(pynvml.NVML_ERROR_UNKNOWN))
+    assert problem.code == 999
+    assert problem.error == "Unknown Error"
+    assert problem.meaning == "NVML could not be initialised."
+    problem = explain_nvml_failure(OSError("odd"))
+    assert problem.code is None
+    assert problem.error == "odd"
+    assert explain_nvml_failure(RuntimeError()).error == "RuntimeError"
+
+
+# --------------------------------------------------------------------------------------
+# CPU affinity masks
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("words", "expected"),
+    [
+        ([0xFFFF], "0-15"),
+        ([0xFFFFFFFF], "0-31"),  # what the H200 machines report (DeviceInfo.cpu_affinity)
+        ([0x0F0F], "0-3,8-11"),
+        ([0b10101], "0,2,4"),
+        ([0b1101_0000_0110], "1-2,8,10-11"),
+        ([0x1], "0"),
+        ([1 << 63], "63"),
+        ([0, 1], "64"),
+        ([1 << 63, 1], "63-64"),  # a range across two words
+        ([0xFFFFFFFFFFFFFFFF, 0xFFFF], "0-79"),
+        ([0xFFFF, 0xFFFF0000], "0-15,80-95"),
+        ([0, 0, 0xF], "128-131"),
+        ([0], None),
+        ([], None),
+        (None, None),
+    ],
+)
+def test_cpulist(words: list[int] | None, expected: str | None) -> None:
+    assert cpulist(words) == expected
+
+
+def test_cpulist_32_bit_words_and_ctypes_arrays() -> None:
+    assert cpulist([0xFFFFFFFF, 0xFFFFFFFF], bits_per_word=32) == "0-63"
+    assert cpulist([0, 0x3], bits_per_word=32) == "32-33"
+    # pynvml hands back a ctypes array of c_ulong
+    words = (ctypes.c_ulong * 2)(0xFF, 0xFF00)
+    assert cpulist(words) == "0-7,72-79"
+
+
+def test_cpulist_matches_the_recorded_affinity(x2_recording: tuple[RecordingHeader, list[Snapshot]]) -> None:
+    header, _ = x2_recording
+    assert [d.cpu_affinity for d in header.machine.devices] == [cpulist([(1 << 32) - 1])] * 2
+
+
+# --------------------------------------------------------------------------------------
+# Nvml.query's error handling, through a scripted stand-in for pynvml
+# --------------------------------------------------------------------------------------
+
+
+class Fail:
+    """Make a scripted function raise the real pynvml exception for this NVML return code."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+class ScriptedNvmlLib:
+    """A stand-in for the pynvml module, to test our error handling (not a GPU).
+
+    Only the functions given exist (anything else is "not in these bindings", as with old
+    nvidia-ml-py); each returns its scripted value, or calls its scripted function, and a
+    `Fail(code)` result raises the real `pynvml.NVMLError` for that code.  The `NVML_*`
+    constants and the `NVMLError` class are pynvml's own.  Calls are counted per
+    (function, first argument) so a test can see what was asked again.
+    """
+
+    NVMLError = pynvml.NVMLError
+
+    def __init__(self, **functions: Any) -> None:
+        self.calls: Counter[tuple[str, Any]] = Counter()
+        for name, outcome in functions.items():
+            setattr(self, name, self._scripted(name, outcome))
+
+    def _scripted(self, name: str, outcome: Any) -> Callable[..., Any]:
+        def call(*args: Any) -> Any:
+            self.calls[(name, args[0] if args else None)] += 1
+            result = outcome(*args) if callable(outcome) else outcome
+            if isinstance(result, Fail):
+                raise pynvml.NVMLError(result.code)
+            return result
+
+        return call
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("NVML_"):
+            return getattr(pynvml, name)
+        raise AttributeError(name)
+
+
+def test_not_supported_is_none_and_not_asked_again_for_that_device() -> None:
+    lib = ScriptedNvmlLib(nvmlDeviceGetFanSpeed=Fail(pynvml.NVML_ERROR_NOT_SUPPORTED))
+    nv = Nvml(lib=lib)
+    for _ in range(3):
+        assert nv.query("nvmlDeviceGetFanSpeed", "h0", device=0) is None
+    assert lib.calls[("nvmlDeviceGetFanSpeed", "h0")] == 1
+    assert nv.query("nvmlDeviceGetFanSpeed", "h1", device=1) is None
+    assert nv.query("nvmlDeviceGetFanSpeed", "h1", device=1) is None
+    assert lib.calls[("nvmlDeviceGetFanSpeed", "h1")] == 1  # the other device is asked, once
+    assert nv.notes == []  # not supported is normal, not news
+
+
+def test_not_supported_is_remembered_per_integer_argument() -> None:
+    def clock(handle: str, kind: int) -> Any:
+        return Fail(pynvml.NVML_ERROR_NOT_SUPPORTED) if kind == pynvml.NVML_CLOCK_MEM else 1980
+
+    lib = ScriptedNvmlLib(nvmlDeviceGetClockInfo=clock)
+    nv = Nvml(lib=lib)
+    for _ in range(3):
+        assert nv.query("nvmlDeviceGetClockInfo", "h0", pynvml.NVML_CLOCK_MEM, device=0) is None
+        assert nv.query("nvmlDeviceGetClockInfo", "h0", pynvml.NVML_CLOCK_SM, device=0) == 1980
+    assert lib.calls[("nvmlDeviceGetClockInfo", "h0")] == 1 + 3  # MEM once, SM every time
+
+
+def test_no_permission_is_treated_as_not_supported() -> None:
+    lib = ScriptedNvmlLib(nvmlDeviceGetSerial=Fail(pynvml.NVML_ERROR_NO_PERMISSION))
+    nv = Nvml(lib=lib)
+    assert nv.query("nvmlDeviceGetSerial", "h0", device=0) is None
+    assert nv.query("nvmlDeviceGetSerial", "h0", device=0) is None
+    assert lib.calls[("nvmlDeviceGetSerial", "h0")] == 1
+    assert nv.notes == []
+
+
+def test_function_not_found_in_the_driver_is_noted_once() -> None:
+    lib = ScriptedNvmlLib(nvmlDeviceGetNumGpuCores=Fail(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND))
+    nv = Nvml(lib=lib)
+    for handle, device in [("h0", 0), ("h1", 1), ("h0", 0), ("h1", 1)]:
+        assert nv.query("nvmlDeviceGetNumGpuCores", handle, device=device) is None
+    assert nv.notes == ["nvmlDeviceGetNumGpuCores: absent from this driver"]
+    assert sum(lib.calls.values()) == 1  # never asked again, for any device
+
+
+def test_function_missing_from_the_bindings_is_noted_once() -> None:
+    nv = Nvml(lib=ScriptedNvmlLib())
+    for device in (0, 1, 0, 1, -1):
+        assert nv.query("nvmlDeviceGetSomethingNew", f"h{device}", device=device) is None
+    assert nv.notes == ["nvmlDeviceGetSomethingNew: not in these nvidia-ml-py bindings"]
+
+
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_GPU_IS_LOST, pynvml.NVML_ERROR_GPU_NOT_FOUND])
+def test_gpu_lost_raises_with_the_index(code: int) -> None:
+    nv = Nvml(lib=ScriptedNvmlLib(nvmlDeviceGetTemperature=Fail(code)))
+    with pytest.raises(GpuLost) as info:
+        nv.query("nvmlDeviceGetTemperature", "h1", 0, device=1)
+    assert info.value.index == 1
+    assert str(info.value) == "GPU 1 is lost"
+    assert isinstance(info.value.__cause__, pynvml.NVMLError)
+    assert info.value.__cause__.value == code
+    # not cached: the caller decides what a lost GPU means
+    with pytest.raises(GpuLost):
+        nv.query("nvmlDeviceGetTemperature", "h1", 0, device=1)
+
+
+def test_gpu_lost_without_a_device_is_just_noted() -> None:
+    nv = Nvml(lib=ScriptedNvmlLib(nvmlDeviceGetCount=Fail(pynvml.NVML_ERROR_GPU_IS_LOST)))
+    assert nv.query("nvmlDeviceGetCount") is None
+    assert nv.notes == ["nvmlDeviceGetCount: GPU is lost"]
+
+
+@pytest.mark.parametrize("code", [pynvml.NVML_ERROR_NO_DATA, pynvml.NVML_ERROR_NOT_FOUND])
+def test_no_data_and_not_found_are_none_without_a_note_and_asked_again(code: int) -> None:
+    lib = ScriptedNvmlLib(nvmlDeviceGetProcessUtilization=Fail(code))
+    nv = Nvml(lib=lib)
+    for _ in range(3):
+        assert nv.query("nvmlDeviceGetProcessUtilization", "h0", 123, device=0) is None
+    assert lib.calls[("nvmlDeviceGetProcessUtilization", "h0")] == 3
+    assert nv.notes == []
+
+
+def test_other_errors_are_noted_once_per_message_and_asked_again() -> None:
+    outcomes = iter([Fail(pynvml.NVML_ERROR_UNKNOWN)] * 3 + [Fail(pynvml.NVML_ERROR_TIMEOUT), 123456])
+    lib = ScriptedNvmlLib(nvmlDeviceGetPowerUsage=lambda h: next(outcomes))
+    nv = Nvml(lib=lib)
+    results = [nv.query("nvmlDeviceGetPowerUsage", "h0", device=0) for _ in range(5)]
+    assert results == [None, None, None, None, 123456]
+    assert nv.notes == ["nvmlDeviceGetPowerUsage: Unknown Error", "nvmlDeviceGetPowerUsage: Timeout"]
+    assert lib.calls[("nvmlDeviceGetPowerUsage", "h0")] == 5
+
+
+def test_init_and_shutdown_go_to_the_library() -> None:
+    lib = ScriptedNvmlLib(nvmlInit=None, nvmlShutdown=Fail(pynvml.NVML_ERROR_UNINITIALIZED))
+    nv = Nvml(lib=lib)
+    nv.init()
+    nv.shutdown()  # a failing shutdown is logged, not raised
+    assert lib.calls[("nvmlInit", None)] == 1
+    assert lib.calls[("nvmlShutdown", None)] == 1
+
+
+# --------------------------------------------------------------------------------------
+# NvmlSource on the stand-in: one GPU falls off the bus, the other goes on
+# --------------------------------------------------------------------------------------
+
+
+class RecordedNvml:
+    """Scripts a ScriptedNvmlLib to answer with the real 2x H200 recording, tick by tick,
+    and to report GPU_IS_LOST for one GPU from a given tick on."""
+
+    def __init__(self, header: RecordingHeader, ticks: list[Snapshot], lost_gpu: int, lost_from: int) -> None:
+        self.header = header
+        self.ticks = ticks
+        self.tick = 0
+        self.lost_gpu = lost_gpu
+        self.lost_from = lost_from
+        devices = header.machine.devices
+        clocks = {
+            pynvml.NVML_CLOCK_SM: "sm_clock",
+            pynvml.NVML_CLOCK_MEM: "mem_clock",
+            pynvml.NVML_CLOCK_GRAPHICS: "graphics_clock",
+        }
+        system = header.machine.system
+        assert system.cuda_driver_version == "13.0"
+        self.lib = ScriptedNvmlLib(
+            nvmlInit=None,
+            nvmlShutdown=None,
+            nvmlSystemGetDriverVersion=system.driver_version,
+            nvmlSystemGetNVMLVersion=system.nvml_version,
+            nvmlSystemGetCudaDriverVersion=13000,
+            nvmlDeviceGetCount=len(devices),
+            nvmlDeviceGetHandleByIndex=lambda i: f"handle-{i}",
+            nvmlDeviceGetName=lambda h: devices[self._index(h)].name,
+            nvmlDeviceGetUUID=lambda h: devices[self._index(h)].uuid,
+            nvmlDeviceGetUtilizationRates=lambda h: self._value(
+                h, lambda g: SimpleNamespace(gpu=g.gpu_util, memory=g.mem_util)
+            ),
+            nvmlDeviceGetMemoryInfo=lambda h, *version: self._value(
+                h, lambda g: SimpleNamespace(used=g.mem_used, free=g.mem_free, reserved=g.mem_reserved)
+            ),
+            nvmlDeviceGetTemperature=lambda h, sensor: self._value(h, lambda g: g.temperature),
+            nvmlDeviceGetPowerUsage=lambda h: self._value(h, lambda g: round(g.power_draw * 1000)),
+            nvmlDeviceGetClockInfo=lambda h, kind: self._value(h, lambda g: getattr(g, clocks[kind])),
+            nvmlDeviceGetPerformanceState=lambda h: self._value(h, lambda g: g.pstate),
+        )
+        self.lib.nvmlMemory_v2 = object()  # type: ignore[attr-defined]  # ask for v2, as on the real driver
+
+    @staticmethod
+    def _index(handle: str) -> int:
+        return int(handle.rsplit("-", 1)[1])
+
+    def _value(self, handle: str, read: Callable[[GpuSample], Any]) -> Any:
+        i = self._index(handle)
+        if i == self.lost_gpu and self.tick >= self.lost_from:
+            return Fail(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return read(self.ticks[self.tick].gpus[i])
+
+
+@pytest.fixture
+def recorded_source(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> Iterator[tuple[NvmlSource, RecordedNvml]]:
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=1, lost_from=2)  # a busy stretch
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=scripted.lib))
+    yield source, scripted
+    source.close()
+
+
+PASSED_THROUGH = (
+    "gpu_util",
+    "mem_util",
+    "mem_used",
+    "mem_free",
+    "mem_reserved",
+    "temperature",
+    "power_draw",
+    "sm_clock",
+    "mem_clock",
+    "graphics_clock",
+    "pstate",
+)
+
+
+def test_a_lost_gpu_does_not_take_the_other_one_down(
+    recorded_source: tuple[NvmlSource, RecordedNvml],
+) -> None:
+    source, scripted = recorded_source
+    info = source.open()
+    assert info.system.nvml_problem is None
+    assert info.system.device_count == 2
+    assert info.system.cuda_driver_version == "13.0"
+    assert [d.uuid for d in info.devices] == [d.uuid for d in scripted.header.machine.devices]
+
+    def calls_to_gpu1() -> int:
+        return sum(n for (_, handle), n in scripted.lib.calls.items() if handle == "handle-1")
+
+    calls_when_lost = 0
+    for tick in range(5):
+        scripted.tick = tick
+        snap = source.sample()
+        assert snap.seq == tick + 1
+        recorded = scripted.ticks[tick]
+        gpu0, gpu1 = snap.gpus
+        for name in PASSED_THROUGH:
+            assert getattr(gpu0, name) == getattr(recorded.gpus[0], name), (tick, name)
+        assert gpu0.lost is False
+        if tick < scripted.lost_from:
+            assert gpu1.lost is False
+            assert gpu1.temperature == recorded.gpus[1].temperature
+            assert gpu1.power_draw == recorded.gpus[1].power_draw
+        else:
+            assert gpu1 == GpuSample(index=1, lost=True)  # every value None
+        if tick == scripted.lost_from:
+            calls_when_lost = calls_to_gpu1()
+    # once lost, the GPU is not asked again
+    assert calls_when_lost > 0
+    assert calls_to_gpu1() == calls_when_lost
+    assert all("GPU is lost" not in note for note in source.notes())
+
+
+def test_open_on_the_stand_in_notes_each_missing_function_once(
+    recorded_source: tuple[NvmlSource, RecordedNvml],
+) -> None:
+    source, _ = recorded_source
+    source.open()
+    source.sample()
+    notes = source.notes()
+    assert "nvmlDeviceGetSerial: not in these nvidia-ml-py bindings" in notes
+    assert len(notes) == len(set(notes))
+
+
+def test_open_reports_an_init_failure_through_the_problem() -> None:
+    lib = ScriptedNvmlLib(nvmlInit=Fail(pynvml.NVML_ERROR_LIB_RM_VERSION_MISMATCH))
+    source = NvmlSource(nvml=Nvml(lib=lib))
+    try:
+        info = source.open()
+        assert info.system.nvml_problem is not None
+        assert info.system.nvml_problem.code == 18
+        assert info.devices == ()
+        assert source.sample().gpus == ()
+    finally:
+        source.close()
