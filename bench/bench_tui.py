@@ -71,9 +71,8 @@ def main() -> None:
     print("| scenario | first frame (s) | steady CPU (% of a core) | bytes/s | peak RSS (MB) |")
     print("|---|---|---|---|---|")
     for r in rows:
-        print(
-            f"| {r['scenario']} | {r['settle_s']} | {r['steady_cpu_pct']} | {r['bytes_per_s']:.0f} | {r['rss_mb']} |"
-        )
+        cells = [r["scenario"], r["settle_s"], r["steady_cpu_pct"], f"{r['bytes_per_s']:.0f}", r["rss_mb"]]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
 if __name__ == "__main__":
