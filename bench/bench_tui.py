@@ -26,7 +26,7 @@ def replay(path: str, start: int) -> list[str]:
 
 
 SCENARIOS = [
-    ("1 GPU (H200, training + idle holder)", replay("h200-x1/recording-v1mem.jsonl.gz", 40)),
+    ("1 GPU (H200, training + idle holder)", replay("h200-x1-v2/recording.jsonl.gz", 40)),
     ("2 GPUs (2x H200, DDP)", replay("h200-x2/recording.jsonl.gz", 35)),
     ("8 GPUs, 240 processes (derived)", replay("derived/h200x8-nvswitch-240procs.jsonl.gz", 30)),
     ("16 GPUs, 256 processes (derived)", replay("derived/h200x16-nvswitch-256procs.jsonl.gz", 30)),

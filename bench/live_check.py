@@ -112,7 +112,10 @@ def main() -> None:
         while time.monotonic() < end:
             r, _, _ = select.select([fd], [], [], 0.05)
             if r:
-                data = os.read(fd, 65536)
+                try:
+                    data = os.read(fd, 65536)
+                except OSError:  # the app exited and closed the terminal
+                    return
                 if b"\x1b[6n" in data:
                     os.write(fd, b"\x1b[1;1R")
                 stream.feed(data)

@@ -18,7 +18,7 @@ time.tzset()
 
 FIXTURES = Path(__file__).parent / "fixtures"
 H200_X2 = FIXTURES / "h200-x2" / "recording.jsonl.gz"
-H200_X1 = FIXTURES / "h200-x1" / "recording-v1mem.jsonl.gz"
+H200_X1 = FIXTURES / "h200-x1-v2" / "recording.jsonl.gz"
 NOGPU = FIXTURES / "nogpu" / "recording.jsonl.gz"
 DERIVED = FIXTURES / "derived"
 X8_240 = DERIVED / "h200x8-nvswitch-240procs.jsonl.gz"
@@ -64,7 +64,7 @@ def screen_lines(app) -> list[str]:
 
 X2_RECORDING = H200_X2
 """2x H200, NVML v2 memory: idle, DDP training over NCCL plus an idle 8 GiB holder, idle."""
-X1_RECORDING = H200_X1
+X1_RECORDING = FIXTURES / "h200-x1" / "recording-v1mem.jsonl.gz"
 """1x H200, NVML v1 memory: idle, a 12 GiB holder, a training-like job with pauses, idle."""
 
 

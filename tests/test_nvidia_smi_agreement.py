@@ -30,6 +30,8 @@ from gputui.telemetry.recording import RecordingHeader, read_recording
 FIXTURES = Path(__file__).parent / "fixtures"
 X2 = FIXTURES / "h200-x2"
 X1 = FIXTURES / "h200-x1"
+X1V2 = FIXTURES / "h200-x1-v2"
+"""1x H200 recorded again with NVML v2 memory (as nvidia-smi counts it)."""
 MIB = 1024 * 1024
 
 MAX_SKEW = 0.6
@@ -197,6 +199,10 @@ def x1() -> Loaded:
     return load(X1, "recording-v1mem.jsonl.gz")
 
 
+def x1v2() -> Loaded:
+    return load(X1V2, "recording.jsonl.gz")
+
+
 # --------------------------------------------------------------------------------------
 # Tests
 # --------------------------------------------------------------------------------------
@@ -233,7 +239,7 @@ def test_hour_offset_is_found_for_a_shifted_clock() -> None:
     assert len(align(shifted, ticks)) == len(align(rows, ticks))
 
 
-@pytest.mark.parametrize("load_fixture", [x2, x1], ids=["h200-x2", "h200-x1"])
+@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
 def test_rows_are_matched_for_every_gpu(load_fixture: Callable[[], Loaded]) -> None:
     header, _, rows, matches = load_fixture()
     assert len(header.machine.devices) >= 1
@@ -247,10 +253,11 @@ def test_rows_are_matched_for_every_gpu(load_fixture: Callable[[], Loaded]) -> N
 
 
 @pytest.mark.parametrize("name", [n for n in FIELDS if n != "clocks.current.sm"])
-def test_h200_x2_agrees_with_nvidia_smi(name: str) -> None:
+@pytest.mark.parametrize("load_fixture", [x2, x1v2], ids=["h200-x2", "h200-x1-v2"])
+def test_v2_memory_recordings_agree_with_nvidia_smi(load_fixture: Callable[[], Loaded], name: str) -> None:
     field = FIELDS[name]
-    _, _, _, matches = x2()
-    for gpu in (0, 1):
+    header, _, _, matches = load_fixture()
+    for gpu in (d.index for d in header.machine.devices):
         d = diffs([m for m in matches if m.gpu.index == gpu], field)
         share = agreement(d, field.tolerance)
         assert share >= MIN_AGREEMENT, (
@@ -269,7 +276,7 @@ def test_h200_x1_agrees_with_nvidia_smi_except_memory(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(EXTRA_FIELDS))
-@pytest.mark.parametrize("load_fixture", [x2, x1], ids=["h200-x2", "h200-x1"])
+@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
 def test_other_fields_agree_with_nvidia_smi(load_fixture: Callable[[], Loaded], name: str) -> None:
     field = EXTRA_FIELDS[name]
     header, _, _, matches = load_fixture()
@@ -279,7 +286,7 @@ def test_other_fields_agree_with_nvidia_smi(load_fixture: Callable[[], Loaded], 
         assert share >= MIN_AGREEMENT, f"GPU {device.index} {name}: only {share:.0%} within {field.tolerance}"
 
 
-@pytest.mark.parametrize("load_fixture", [x2, x1], ids=["h200-x2", "h200-x1"])
+@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
 def test_sm_clock_agrees_with_nvidia_smi(load_fixture: Callable[[], Loaded]) -> None:
     """The SM clock agrees within 100 MHz where it is steady.  At the power cap it wanders
     (the driver adjusts it every few ms), so two readings ~0.3 s apart differ by up to
@@ -302,7 +309,7 @@ def test_sm_clock_agrees_with_nvidia_smi(load_fixture: Callable[[], Loaded]) -> 
         assert abs(smi_median - recorded_median) <= 15, (smi_median, recorded_median)
 
 
-@pytest.mark.parametrize("load_fixture", [x2, x1], ids=["h200-x2", "h200-x1"])
+@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
 def test_sm_clock_wanders_at_the_power_cap(load_fixture: Callable[[], Loaded]) -> None:
     """Why the capped tolerance is wider: gputui's own consecutive ticks at the cap differ
     by more than 100 MHz often, and by less than CAPPED_SM_TOLERANCE always."""
@@ -352,9 +359,9 @@ def test_memory_agreement_fails_for_v1_semantics() -> None:
     assert agreement(d, FIELDS["memory.used"].tolerance) < 0.1
 
 
-@pytest.mark.parametrize("directory", [X2, X1], ids=["h200-x2", "h200-x1"])
+@pytest.mark.parametrize("directory", [X2, X1, X1V2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
 def test_static_facts_match_nvidia_smi(directory: Path) -> None:
-    recording = "recording.jsonl.gz" if directory == X2 else "recording-v1mem.jsonl.gz"
+    recording = "recording-v1mem.jsonl.gz" if directory == X1 else "recording.jsonl.gz"
     header, _, _, _ = load(directory, recording)
     rows = read_smi_csv(directory / "nvidia-smi-static.csv")
     devices = {d.index: d for d in header.machine.devices}
@@ -378,7 +385,11 @@ def test_static_facts_match_nvidia_smi(directory: Path) -> None:
 
 
 def test_memory_total_in_every_query_row_matches_the_header() -> None:
-    for directory, recording in ((X2, "recording.jsonl.gz"), (X1, "recording-v1mem.jsonl.gz")):
+    for directory, recording in (
+        (X2, "recording.jsonl.gz"),
+        (X1, "recording-v1mem.jsonl.gz"),
+        (X1V2, "recording.jsonl.gz"),
+    ):
         header, _, rows, _ = load(directory, recording)
         totals = {d.index: d.memory_total // MIB for d in header.machine.devices if d.memory_total}
         assert all(int(_number(r["memory.total"])) == totals[int(r["index"])] for r in rows)
@@ -393,6 +404,7 @@ def table() -> str:
     lines = []
     for label, (header, _, _, matches), memory_note in (
         ("2x H200 (NVML v2 memory)", x2(), ""),
+        ("1x H200 (NVML v2 memory)", x1v2(), ""),
         ("1x H200 (NVML v1 memory)", x1(), f"v1 `used` includes the {RESERVED_MIB} MiB reserve"),
     ):
         gpus = len(header.machine.devices)
