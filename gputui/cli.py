@@ -134,10 +134,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    from gputui.telemetry.recording import RecordingError, ReplaySource
-
     replay_path = str(DEMO_RECORDING) if args.demo else args.replay
     if replay_path is not None:
+        from gputui.telemetry.recording import RecordingError, ReplaySource
+
         try:
             source = ReplaySource(replay_path)
         except RecordingError as exc:
