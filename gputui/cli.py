@@ -155,6 +155,7 @@ def run_tui(args: argparse.Namespace) -> int:
         from gputui.telemetry.nvml import NvmlSource
 
         source = NvmlSource()  # type: ignore[assignment]
+        source.prefetch()  # type: ignore[attr-defined]  # NVML opens while Textual loads
         interval = args.interval or 1.0
     if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY"):
         print(

@@ -484,3 +484,13 @@ def test_open_reports_an_init_failure_through_the_problem() -> None:
         assert source.sample().gpus == ()
     finally:
         source.close()
+
+
+def test_prefetch_opens_in_the_background_and_open_returns_its_result():
+    src = NvmlSource()
+    src.prefetch()
+    info = src.open()  # waits for the prefetch thread
+    assert info.system.nvml_problem is not None
+    assert info.system.nvml_problem.code == 12
+    assert src.open() is info  # opening again does not re-initialise
+    src.close()

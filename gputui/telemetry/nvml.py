@@ -322,12 +322,29 @@ class NvmlSource:
         self._procs = ProcessInspector()
         self._seq = 0
         self.info: MachineInfo | None = None
+        self._prefetch: threading.Thread | None = None
         self.slow_cost: float | None = None
         """Seconds the last full slow-cadence pass took (all GPUs)."""
 
     # ---- static ----------------------------------------------------------------------
 
+    def prefetch(self) -> None:
+        """Start opening NVML in the background, e.g. while the UI's modules load; the next
+        `open()` waits for it.  nvmlInit and the static queries are C calls that release
+        the GIL, so they overlap with importing Textual."""
+        if self._prefetch is None and self.info is None:
+            self._prefetch = threading.Thread(target=self._open, name="gputui-nvml-open", daemon=True)
+            self._prefetch.start()
+
     def open(self) -> MachineInfo:
+        if self._prefetch is not None:
+            self._prefetch.join()
+            self._prefetch = None
+        if self.info is not None:
+            return self.info
+        return self._open()
+
+    def _open(self) -> MachineInfo:
         hostname = socket.gethostname()
         try:
             if self._nvml is None:

@@ -12,6 +12,7 @@ with more bytes); tests/test_textual_patch.py pins the behaviour.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,8 @@ def install() -> bool:
     """Install the cropping renderer if Textual's internals are what it was written for."""
     if _state["installed"]:
         return True
+    if os.environ.get("GPUTUI_NO_TEXTUAL_PATCH"):
+        return False  # escape hatch (and a way to measure what the patch saves)
     try:
         from textual import _compositor
         from textual.strip import Strip
