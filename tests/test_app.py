@@ -157,3 +157,26 @@ def test_quit_key_exits_cleanly():
         assert not app.poller.alive
 
     run(go())
+
+
+def test_a_broken_tick_later_in_a_replay_is_reported_with_its_line(tmp_path):
+    import gzip
+
+    with gzip.open(H200_X2, "rt") as f:
+        lines = f.read().splitlines()
+    lines[3] = lines[3].replace('"temperature":', '"temperature":"hot","x":', 1)  # tick 3
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines[:8]) + "\n")
+
+    async def go():
+        app = replay_app(bad)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 2)
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.error is not None)
+            assert f"{bad}:4:" in str(app.error)
+            assert "unknown field(s) for GpuSample: x" in str(app.error)
+            assert app.poller.alive  # the replay goes on; the bad tick is skipped
+            assert app.query_one("HeaderBar").position[0] == 2
+
+    run(go())

@@ -53,7 +53,7 @@ def test_live_without_nvml_shows_the_error_host_panel_and_opens_the_demo():
             await wait_for(pilot, lambda: app.snapshot is not None)
             await pilot.pause()
             text = "\n".join(screen_lines(app))
-            assert "RECORDED SESSION (bundled demo)" in text
+            assert "RECORDED SESSION · bundled demo" in text
             assert "not live data" in text
             assert "0 NVIDIA H200" in text
             assert not app.query_one("NoGpuPanel").display

@@ -138,16 +138,16 @@ class GpuTuiApp(App[int]):
         yield Footer()
 
     def _banner_text(self) -> str:
+        """The banner's parts, "|"-separated, each prefixed with its priority (0 = kept last)."""
         if self.source.live:
             return ""
         what = "bundled demo" if self.demo else self.source.label
-        note = ""
+        parts = ["0RECORDED SESSION", f"3{what}"]
         header = getattr(self.source, "header", None)
         if header is not None and header.derived:
-            note = " · DERIVED from real recordings"
-        return (
-            f"RECORDED SESSION ({what}){note} | not live data from this machine | space pause  . step  , back"
-        )
+            parts.append("1DERIVED from real recordings")
+        parts += ["2not live data from this machine", "4space pause  . step  , back"]
+        return "|".join(parts)
 
     def on_mount(self) -> None:
         header = self.query_one(HeaderBar)

@@ -33,7 +33,6 @@ from gputui.ui.render import (
     S,
     bar,
     clean,
-    fit,
     fmt_gib,
     fmt_mhz,
     fmt_pct,
@@ -572,8 +571,10 @@ def header_line(
 
 
 def banner_line(text: str, width: int) -> Line:
-    """The banner's "|"-separated parts, dropped from the end (whole) until they fit."""
-    parts = [p.strip() for p in text.split("|")]
-    while len(parts) > 1 and len(" · ".join(parts)) > width - 2:
-        parts.pop()
-    return [(pad(" " + fit(" · ".join(parts), width - 2), width), S.banner)]
+    """The banner from "|"-separated parts, each starting with a priority digit: parts are
+    dropped whole, least important first, until the rest fit; shown in their given order."""
+    raw = [p.strip() for p in text.split("|") if p.strip()]
+    prio = [int(p[0]) if p[0].isdigit() else 9 for p in raw]
+    parts = [p[1:] if p[0].isdigit() else p for p in raw]
+    line = join_items([[(p, S.banner)] for p in parts], width - 2, " · ", prio)
+    return [(" ", S.banner), *pad_line(line, width - 1, S.banner)]
