@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import signal
 import sys
 from pathlib import Path
@@ -21,12 +20,13 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch
+from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar, HostPanel, NoGpuPanel
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 LAYOUTS = ("auto", "cards", "compact")
-TERMINAL_CHECK_S = 2.0
+TERMINAL_CHECK_S = 1.0
 
 DEMO_RECORDING = Path(__file__).resolve().parents[1] / "data" / "demo.jsonl.gz"
 
@@ -124,6 +124,7 @@ class GpuTuiApp(App[int]):
         self.layout_mode = "auto"
         self.error: BaseException | None = None
         self._watch_terminal = watch_terminal
+        self._terminal_watch: TerminalWatch | None = None
 
     # ---- layout ----------------------------------------------------------------------
 
@@ -157,11 +158,7 @@ class GpuTuiApp(App[int]):
         self._start_poller()
         header.interval = self.interval
         if self._watch_terminal and not self.is_headless:
-            self.set_interval(TERMINAL_CHECK_S, self._check_terminal)
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGHUP, signal.SIGTERM):
-                with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-                    loop.add_signal_handler(sig, self._on_hangup)
+            self._start_terminal_watch()
 
     def _start_poller(self) -> None:
         self.generation += 1
@@ -344,17 +341,20 @@ class GpuTuiApp(App[int]):
 
     # ---- going away cleanly ----------------------------------------------------------
 
-    def _terminal_alive(self) -> bool:
-        try:
-            fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
-            os.tcgetpgrp(fd)
-        except (OSError, ValueError):
-            return False
-        return True
+    def _start_terminal_watch(self) -> None:
+        """Exit when the terminal goes away (SSH dropped), even if the UI is stuck on it."""
+        loop = asyncio.get_running_loop()
+        fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
 
-    def _check_terminal(self) -> None:
-        if not self._terminal_alive():
-            self._on_hangup()
+        def on_lost() -> None:
+            loop.call_soon_threadsafe(self._on_hangup)
+
+        watch = self._terminal_watch = TerminalWatch(fd, on_lost, period=TERMINAL_CHECK_S)
+        watch.start()
+        with contextlib.suppress(ValueError):  # not the main thread (embedded): skip
+            signal.signal(signal.SIGHUP, lambda signum, frame: watch.hangup())
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(signal.SIGTERM, self._on_hangup)
 
     def _on_hangup(self) -> None:
         if self.poller is not None:
@@ -364,4 +364,6 @@ class GpuTuiApp(App[int]):
     async def action_quit(self) -> None:
         if self.poller is not None:
             self.poller.stop(timeout=0.5)
+        if self._terminal_watch is not None:
+            self._terminal_watch.stop()
         self.exit(0)
