@@ -11,17 +11,17 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
 from textual.message import Message
-from textual.widgets import Footer
+from textual.widgets import ContentSwitcher, Footer
 
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch
+from gputui.ui.panes import OverviewPane, Pane, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
-from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar, HostPanel, NoGpuPanel
+from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
@@ -59,12 +59,29 @@ class PollerFailed(Message):
         self.generation = generation
 
 
+def tab_bindings(panes: list[type[Pane]]) -> list[Binding]:
+    return [
+        Binding(
+            p.TAB_KEY,
+            f"show_tab('{p.PANE_ID}')",
+            p.TAB_TITLE,
+            show=False,
+            tooltip=f"Show the {p.TAB_TITLE} tab",
+        )
+        for p in panes
+        if p.TAB_KEY
+    ]
+
+
 class GpuTuiApp(App[int]):
     """gputui's terminal UI.  Give it a Source: live NVML, or a recording."""
 
     TITLE = "gputui"
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
+
+    PANES: ClassVar[list[type[Pane]]] = [OverviewPane]
+    """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit gputui"),
@@ -95,6 +112,7 @@ class GpuTuiApp(App[int]):
         ),
         Binding("c", "cycle_layout", "Layout", tooltip="Cards when they fit / always cards / compact"),
         Binding("d", "demo", "Demo", tooltip="When no GPU is found: open the bundled recording of real GPUs"),
+        *tab_bindings(PANES),
     ]
 
     def __init__(
@@ -131,12 +149,34 @@ class GpuTuiApp(App[int]):
     def compose(self) -> ComposeResult:
         yield HeaderBar(id="header")
         yield Banner(self._banner_text(), id="banner")
-        with Vertical(id="main"):
-            with VerticalScroll(id="gpus"):
-                yield NoGpuPanel(id="nogpu")
-                yield GpuBoard(self.hub, id="board")
-            yield HostPanel(id="host")
+        yield TabBar([(p.PANE_ID, p.TAB_TITLE, p.TAB_KEY) for p in self.PANES], id="tabs")
+        with ContentSwitcher(initial=self.PANES[0].PANE_ID, id="panes"):
+            for pane in self.PANES:
+                yield pane(self.hub)
         yield Footer()
+
+    @property
+    def demo_available(self) -> bool:
+        return not self.demo and DEMO_RECORDING.exists()
+
+    def current_pane(self) -> Pane:
+        switcher = self.query_one(ContentSwitcher)
+        return self.query_one(f"#{switcher.current}", Pane)
+
+    def action_show_tab(self, pane_id: str) -> None:
+        switcher = self.query_one(ContentSwitcher)
+        if switcher.current == pane_id:
+            return
+        switcher.current = pane_id
+        tabs = self.query_one(TabBar)
+        tabs.current = pane_id
+        tabs.update_lines()
+        pane = self.current_pane()
+        if self.info is not None:
+            pane.show_info(self.info)
+        if self.snapshot is not None:
+            pane.show_snapshot(self.info, self.snapshot)
+        self.refresh_bindings()
 
     def _banner_text(self) -> str:
         """The banner's parts, "|"-separated, each prefixed with its priority (0 = kept last)."""
@@ -154,7 +194,6 @@ class GpuTuiApp(App[int]):
         header = self.query_one(HeaderBar)
         header.live = self.source.live
         header.label = self.source.label
-        self.query_one(NoGpuPanel).display = False
         self._start_poller()
         header.interval = self.interval
         if self._watch_terminal and not self.is_headless:
@@ -194,14 +233,8 @@ class GpuTuiApp(App[int]):
         header = self.query_one(HeaderBar)
         header.info = message.info
         header.update_lines()
-        nogpu = self.query_one(NoGpuPanel)
-        no_gpus = not message.info.devices
-        nogpu.info = message.info
-        nogpu.demo_available = not self.demo and DEMO_RECORDING.exists()
-        nogpu.display = no_gpus
-        self.query_one(GpuBoard).display = not no_gpus
-        if no_gpus:
-            nogpu.relayout()
+        for pane in self.query(Pane):
+            pane.show_info(message.info)
         self.refresh_bindings()
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
@@ -214,10 +247,7 @@ class GpuTuiApp(App[int]):
             header.timestamp = snap.timestamp
             header.position = message.position
             header.update_lines()
-            board = self.query_one(GpuBoard)
-            if board.display:
-                board.show(self.info, snap)
-            self.query_one(HostPanel).show(self.info.system.hostname if self.info else "", snap)
+            self.current_pane().show_snapshot(self.info, snap)
 
     def on_poller_failed(self, message: PollerFailed) -> None:
         if message.generation != self.generation:
@@ -230,13 +260,6 @@ class GpuTuiApp(App[int]):
             timeout=10,
         )
 
-    def on_resize(self) -> None:
-        self.call_after_refresh(self._relayout)
-
-    def _relayout(self) -> None:
-        board = self.query_one(GpuBoard)
-        board.relayout()
-
     # ---- actions ---------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -247,7 +270,9 @@ class GpuTuiApp(App[int]):
             return paused and not self.source.live
         if action == "demo":
             no_gpus = self.info is not None and not self.info.devices
-            return no_gpus and not self.demo and DEMO_RECORDING.exists()
+            return no_gpus and self.demo_available
+        if action == "cycle_layout":
+            return self.query_one(ContentSwitcher).current == OverviewPane.PANE_ID
         return True
 
     def _set_interval(self, seconds: float) -> None:

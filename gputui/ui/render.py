@@ -60,6 +60,10 @@ class S:
     spark_power = Style(color=ORANGE)
     spark_temp = Style(color=RED)
     spark_cpu = Style(color=CYAN)
+    tab = Style(color=GREY)
+    tab_key = Style(color=CYAN)
+    tab_active = Style(color=WHITE, bold=True, underline=True)
+    tab_key_active = Style(color=CYAN, bold=True, reverse=True)
 
 
 _BAR_CACHE: dict[tuple[str, str], tuple[Style, Style]] = {}
