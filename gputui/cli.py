@@ -7,25 +7,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import signal
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from gputui import __version__
+from gputui.commands import record
+from gputui.commands.common import positive
 
 DEMO_RECORDING = Path(__file__).parent / "data" / "demo.jsonl.gz"
 
-
-def _positive(value: str) -> float:
-    try:
-        f = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
-    if not f > 0:
-        raise argparse.ArgumentTypeError(f"must be greater than 0: {value!r}")
-    return f
+#: Subcommands: modules with NAME, add_parser(subparsers) and run(args) -> exit code.
+COMMANDS = [record]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,7 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "-i",
         "--interval",
-        type=_positive,
+        type=positive,
         default=None,
         metavar="S",
         help="seconds between refreshes (default 1; a replay defaults to its recorded interval)",
@@ -54,83 +47,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --replay/--demo: begin at this recorded tick (default 1)",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    rec = sub.add_parser(
-        "record",
-        help="write a recording of this machine's GPUs (headless)",
-        description="Sample NVML and the host every INTERVAL seconds and write a gputui "
-        "recording (JSON lines; gzip-compressed when FILE ends in .gz).  Ctrl-C stops it "
-        "and leaves a valid file.",
-    )
-    rec.add_argument("file", metavar="FILE")
-    rec.add_argument(
-        "--duration",
-        type=_positive,
-        default=None,
-        metavar="S",
-        help="stop after S seconds (default: until Ctrl-C)",
-    )
-    rec.add_argument(
-        "--interval", type=_positive, default=1.0, metavar="S", help="seconds between ticks (default 1)"
-    )
-    rec.add_argument("--note", default=None, help="a note stored in the recording's header")
-    rec.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    for command in COMMANDS:
+        command.add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "record":
-        return cmd_record(args)
+    for command in COMMANDS:
+        if args.command == command.NAME:
+            return int(command.run(args))
     return run_tui(args)
-
-
-def cmd_record(args: argparse.Namespace) -> int:
-    from gputui.telemetry.nvml import NvmlSource
-    from gputui.telemetry.recording import RecordingWriter
-
-    path = Path(args.file)
-    if path.exists() and not args.force:
-        print(f"gputui record: {path} exists; pass --force to overwrite it", file=sys.stderr)
-        return 2
-    source = NvmlSource()
-    info = source.open()
-    problem = info.system.nvml_problem
-    if problem is not None:
-        print(f"gputui record: NVML unavailable: {problem.error}\n  {problem.meaning}", file=sys.stderr)
-        source.close()
-        return 2
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    info_with_topology = type(info)(info.system, info.devices, source.read_topology())
-    try:
-        writer = RecordingWriter(path, info_with_topology, args.interval, note=args.note)
-    except OSError as exc:
-        print(f"gputui record: cannot write {path}: {exc.strerror}", file=sys.stderr)
-        source.close()
-        return 2
-    start = time.monotonic()
-    next_due = start
-    with writer:
-        while not stop:
-            writer.write(source.sample())
-            if args.duration is not None and time.monotonic() - start >= args.duration:
-                break
-            next_due = max(next_due + args.interval, time.monotonic())
-            while not stop and time.monotonic() < next_due:
-                time.sleep(min(0.1, next_due - time.monotonic()))
-    source.close()
-    print(
-        f"gputui record: {writer.ticks} ticks of {len(info.devices)} GPU(s) written to {path}",
-        file=sys.stderr,
-    )
-    return 0
 
 
 def run_tui(args: argparse.Namespace) -> int:

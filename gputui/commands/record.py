@@ -1,0 +1,85 @@
+"""`gputui record FILE`: write a recording of this machine's GPUs, headless."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from gputui.commands.common import positive
+
+NAME = "record"
+
+
+def add_parser(subparsers: Any) -> None:
+    rec = subparsers.add_parser(
+        "record",
+        help="write a recording of this machine's GPUs (headless)",
+        description="Sample NVML and the host every INTERVAL seconds and write a gputui "
+        "recording (JSON lines; gzip-compressed when FILE ends in .gz).  Ctrl-C stops it "
+        "and leaves a valid file.",
+    )
+    rec.add_argument("file", metavar="FILE")
+    rec.add_argument(
+        "--duration",
+        type=positive,
+        default=None,
+        metavar="S",
+        help="stop after S seconds (default: until Ctrl-C)",
+    )
+    rec.add_argument(
+        "--interval", type=positive, default=1.0, metavar="S", help="seconds between ticks (default 1)"
+    )
+    rec.add_argument("--note", default=None, help="a note stored in the recording's header")
+    rec.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputui.telemetry.nvml import NvmlSource
+    from gputui.telemetry.recording import RecordingWriter
+
+    path = Path(args.file)
+    if path.exists() and not args.force:
+        print(f"gputui record: {path} exists; pass --force to overwrite it", file=sys.stderr)
+        return 2
+    source = NvmlSource()
+    info = source.open()
+    problem = info.system.nvml_problem
+    if problem is not None:
+        print(f"gputui record: NVML unavailable: {problem.error}\n  {problem.meaning}", file=sys.stderr)
+        source.close()
+        return 2
+    stop = False
+
+    def on_signal(signum: int, frame: object) -> None:
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    info_with_topology = type(info)(info.system, info.devices, source.read_topology())
+    try:
+        writer = RecordingWriter(path, info_with_topology, args.interval, note=args.note)
+    except OSError as exc:
+        print(f"gputui record: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        source.close()
+        return 2
+    start = time.monotonic()
+    next_due = start
+    with writer:
+        while not stop:
+            writer.write(source.sample())
+            if args.duration is not None and time.monotonic() - start >= args.duration:
+                break
+            next_due = max(next_due + args.interval, time.monotonic())
+            while not stop and time.monotonic() < next_due:
+                time.sleep(min(0.1, next_due - time.monotonic()))
+    source.close()
+    print(
+        f"gputui record: {writer.ticks} ticks of {len(info.devices)} GPU(s) written to {path}",
+        file=sys.stderr,
+    )
+    return 0
