@@ -46,6 +46,11 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TICK",
         help="with --replay/--demo: begin at this recorded tick (default 1)",
     )
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        help="never signal processes: the kill keys are hidden and disabled",
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
@@ -92,6 +97,6 @@ def run_tui(args: argparse.Namespace) -> int:
         return 2
     from gputui.ui.app import GpuTuiApp
 
-    app = GpuTuiApp(source=source, interval=interval, demo=args.demo)
+    app = GpuTuiApp(source=source, interval=interval, demo=args.demo, readonly=args.readonly)
     app.run()
     return app.return_code or 0

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from gpu_children import children  # noqa: F401  (fixture: real child processes, reaped after the test)
 
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import RecordingHeader, read_recording

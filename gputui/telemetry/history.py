@@ -1,4 +1,5 @@
-"""Bounded per-GPU, per-metric history: fixed-size ring buffers of floats (NaN = no value)."""
+"""Bounded history: fixed-size ring buffers of floats (NaN = no value), per GPU and metric,
+for the host, and per GPU process (its GPU memory and SM %) while it lives."""
 
 from __future__ import annotations
 
@@ -27,6 +28,14 @@ HOST_METRICS = ("cpu_percent", "mem_used")
 
 DEFAULT_CAPACITY = 3600
 """One hour at 1 Hz; 16 GPUs x 9 metrics x 3600 x 8 bytes = 4.1 MB at most."""
+
+#: GpuProcess fields kept per process.
+PROCESS_METRICS = ("gpu_memory", "sm_util")
+PROCESS_CAPACITY = 600
+"""Ten minutes at 1 Hz per process."""
+MAX_PROCESSES = 512
+"""Processes with history at once: 512 x 2 metrics x 600 x 8 bytes = 4.9 MB at most.  A
+process beyond that (a fork storm) is shown without history."""
 
 
 class Ring:
@@ -82,6 +91,9 @@ class History:
         self.host: dict[str, Ring] = {m: Ring(capacity) for m in HOST_METRICS}
         self.timestamps = Ring(capacity)
         self.ticks = 0
+        self.process_capacity = min(capacity, PROCESS_CAPACITY)
+        self._procs: dict[tuple[int, int], tuple[float | None, dict[str, Ring]]] = {}
+        """(GPU, PID) -> (start time, rings); a process that ends is dropped."""
 
     def append(self, snap: Snapshot) -> None:
         self.ticks += 1
@@ -95,6 +107,37 @@ class History:
         h = snap.host
         self.host["cpu_percent"].append(h.cpu_percent if h else None)
         self.host["mem_used"].append(h.mem_used if h else None)
+        self._append_processes(snap)
+
+    def _append_processes(self, snap: Snapshot) -> None:
+        procs = self._procs
+        seen: set[tuple[int, int]] = set()
+        for p in snap.processes:
+            key = (p.gpu_index, p.pid)
+            seen.add(key)
+            entry = procs.get(key)
+            if entry is None or entry[0] != p.create_time:  # new, or the PID was reused
+                if entry is None and len(procs) >= MAX_PROCESSES:
+                    continue
+                entry = procs[key] = (
+                    p.create_time,
+                    {m: Ring(self.process_capacity) for m in PROCESS_METRICS},
+                )
+            rings = entry[1]
+            for m in PROCESS_METRICS:
+                rings[m].append(getattr(p, m))
+        if len(seen) != len(procs):
+            for key in [k for k in procs if k not in seen]:
+                del procs[key]
+
+    def process_series(self, gpu: int, pid: int, metric: str, n: int | None = None) -> list[float]:
+        """A process's history on one GPU since gputui first saw it there (oldest first)."""
+        entry = self._procs.get((gpu, pid))
+        return entry[1][metric].last(n) if entry is not None else []
+
+    @property
+    def process_count(self) -> int:
+        return len(self._procs)
 
     def series(self, gpu: int, metric: str, n: int | None = None) -> list[float]:
         rings = self._gpus.get(gpu)

@@ -1,7 +1,14 @@
-"""The host side, through psutil: CPU, memory, load, and what each GPU process is."""
+"""The host side, through psutil: CPU, memory, load, and what each GPU process is.
+
+Also what the processes view needs beyond a tick: whether a PID that NVML reports is
+visible from gputui's PID namespace (containers), and the facts of one process that are
+too costly to read every tick (environment, open files, children), read on demand.
+"""
 
 from __future__ import annotations
 
+import functools
+import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
@@ -12,6 +19,64 @@ import psutil
 from gputui.telemetry.model import GpuProcess, HostSample
 
 T = TypeVar("T")
+
+#: Every process using an NVIDIA GPU holds some of these device files open.
+GPU_DEVICE_PREFIX = "/dev/nvidia"
+#: Inode of /proc/self/ns/pid in the initial (host) PID namespace: the kernel's
+#: PROC_PID_INIT_INO, the same on every Linux.
+INIT_PID_NS_INODE = 0xEFFFFFFC
+
+
+@functools.cache
+def boot_time() -> float:
+    """The boot time, read once: psutil re-reads it on every call, and it can move by a
+    second when the clock is stepped, which would make one process look like two."""
+    return float(psutil.boot_time())
+
+
+def start_time(proc: psutil.Process) -> float:
+    """When the process started, seconds since the epoch, rounded to the clock tick (0.01 s).
+
+    The same process always gives the same value within one gputui run, so (PID, start
+    time) identifies it: a reused PID has a later start time."""
+    try:
+        ticks = proc.create_time(monotonic=True)  # type: ignore[call-arg]  # psutil >= 7.1
+    except TypeError:
+        return round(proc.create_time(), 2)
+    return round(ticks + boot_time(), 2)
+
+
+def pid_namespace_inode(pid: int | str = "self") -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def in_host_pid_namespace() -> bool | None:
+    """True in the host's PID namespace (NVML's PIDs are ours), False inside a container
+    without `--pid=host`, None when it cannot be told."""
+    inode = pid_namespace_inode()
+    return None if inode is None else inode == INIT_PID_NS_INODE
+
+
+def gpu_device_files(pid: int, prefix: str | None = None) -> tuple[str, ...] | None:
+    """The NVIDIA device files the process holds open (sorted, each once); None when its
+    file descriptors cannot be read (another user's process, without root)."""
+    prefix = GPU_DEVICE_PREFIX if prefix is None else prefix
+    found: set[str] = set()
+    try:
+        with os.scandir(f"/proc/{pid}/fd") as it:
+            for entry in it:
+                try:
+                    target = os.readlink(entry.path)
+                except OSError:
+                    continue  # closed meanwhile
+                if target.startswith(prefix):
+                    found.add(target)
+    except (PermissionError, FileNotFoundError, ProcessLookupError, NotADirectoryError):
+        return None
+    return tuple(sorted(found))
 
 
 class HostSampler:
@@ -63,14 +128,28 @@ class _Tracked:
 class ProcessInspector:
     """Adds host facts (user, command line, CPU %, RSS, start time) to NVML's processes.
 
-    psutil objects are kept between ticks, keyed by PID and checked against their creation
+    psutil objects are kept between ticks, keyed by PID and checked against their start
     time, so a reused PID is never mistaken for the process seen before, and CPU % is a
     real rate from the first tick a process is seen (its average since it started, then the
     rate since the previous tick).
+
+    NVML reports PIDs of the host's PID namespace.  Inside a container without the host's
+    PID namespace such a PID does not exist locally, or is some other local process.  So
+    where gputui is not in the host's PID namespace (or when `verify_gpu_files` is set),
+    a process is shown as the GPU process only if it holds an NVIDIA device file open;
+    otherwise its row is marked not visible and carries no host facts.  The check reads
+    /proc/PID/fd once per process, not every tick.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, verify_gpu_files: bool | None = None) -> None:
         self._tracked: dict[int, _Tracked] = {}
+        self._foreign: dict[int, psutil.Process] = {}
+        """PIDs that exist here but are not the GPU process NVML means."""
+        host_ns = in_host_pid_namespace()
+        self.verify_gpu_files = (host_ns is not True) if verify_gpu_files is None else verify_gpu_files
+        """Check that a local process with NVML's PID really holds an NVIDIA device file."""
+        self._unverifiable_is_foreign = host_ns is False
+        """Outside the host's namespace, a process whose files cannot be read is not trusted."""
 
     def enrich(self, processes: Iterable[GpuProcess], now: float | None = None) -> list[GpuProcess]:
         now = time.time() if now is None else now
@@ -80,24 +159,43 @@ class ProcessInspector:
             facts[pid] = self._describe(pid, now)
         for pid in set(self._tracked) - set(facts):
             del self._tracked[pid]
+        for pid in set(self._foreign) - set(facts):
+            del self._foreign[pid]
         out = []
         for p in procs:
             f = facts.get(p.pid)
             out.append(replace(p, visible=False) if f is None else replace(p, **f))  # type: ignore[arg-type]
         return out
 
+    def _is_foreign(self, pid: int) -> bool:
+        """Seen before as a local process that is not the GPU process, and still the same."""
+        proc = self._foreign.get(pid)
+        if proc is None:
+            return False
+        if proc.is_running():
+            return True
+        del self._foreign[pid]
+        return False
+
     def _describe(self, pid: int, now: float) -> dict[str, object] | None:
         tracked = self._tracked.get(pid)
         try:
             if tracked is None:
+                if self._is_foreign(pid):
+                    return None
                 proc = psutil.Process(pid)
                 with proc.oneshot():
-                    create_time = proc.create_time()
+                    create_time = start_time(proc)
                     name = _safe(proc.name)
                     user = _safe(proc.username)
                     cmd = _safe(proc.cmdline)
                     times = proc.cpu_times()
                     rss = proc.memory_info().rss
+                if self.verify_gpu_files:
+                    files = gpu_device_files(pid)
+                    if (files is not None and not files) or (files is None and self._unverifiable_is_foreign):
+                        self._foreign[pid] = proc
+                        return None
                 cpu_total = times.user + times.system
                 elapsed = max(now - create_time, 1e-3)
                 cpu_pct = 100.0 * cpu_total / elapsed
@@ -107,9 +205,9 @@ class ProcessInspector:
                 self._tracked[pid] = tracked
             else:
                 proc = tracked.proc
-                # psutil caches create_time() per Process object, so comparing it with the
-                # record cannot see a reused PID; is_running() compares a fresh reading.
-                if not proc.is_running() or proc.create_time() != tracked.create_time:
+                # is_running() compares a fresh reading of the start time with the one
+                # psutil took first: it sees a PID that was reused by another process.
+                if not proc.is_running():
                     del self._tracked[pid]  # gone, or the PID was reused by another process
                     return self._describe(pid, now)
                 with proc.oneshot():
@@ -133,6 +231,96 @@ class ProcessInspector:
             "rss": rss,
             "create_time": tracked.create_time,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessDetail:
+    """One process's facts that are too costly to read every tick, read on demand (the
+    detail view, off the UI thread).  None = could not be read."""
+
+    pid: int
+    create_time: float
+    exists: bool
+    """False when the process has exited, or its PID now belongs to another process."""
+    cmdline: tuple[str, ...] | None = None
+    exe: str | None = None
+    cwd: str | None = None
+    user: str | None = None
+    status: str | None = None
+    threads: int | None = None
+    ppid: int | None = None
+    parent: str | None = None
+    """The parent's name and command line."""
+    children: tuple[tuple[int, str], ...] = ()
+    """(PID, name) of each direct child."""
+    environ: tuple[tuple[str, str], ...] | None = None
+    """Sorted by name; None when not readable (see `environ_error`)."""
+    environ_error: str | None = None
+    gpu_files: tuple[str, ...] | None = None
+    """NVIDIA device files it holds open; None when its file descriptors are not readable."""
+    rss: int | None = None
+    vms: int | None = None
+
+
+def describe_process(pid: int, create_time: float | None) -> ProcessDetail:
+    """Everything the detail view shows about one process, if it is still the one that
+    started at `create_time` (any start time when None).  Blocking: call off the UI thread."""
+    gone = ProcessDetail(pid, create_time or 0.0, exists=False)
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            started = start_time(proc)
+            if create_time is not None and abs(started - create_time) > 0.005:
+                return gone
+            cmd = _safe(proc.cmdline)
+            user = _safe(proc.username)
+            status = _safe(proc.status)
+            threads = _safe(proc.num_threads)
+            ppid = _safe(proc.ppid)
+            mem = _safe(proc.memory_info)
+        exe = _safe(proc.exe)
+        cwd = _safe(proc.cwd)
+        parent = None
+        if ppid:
+            try:
+                pproc = psutil.Process(ppid)
+                pcmd = _safe(pproc.cmdline)
+                parent = " ".join(pcmd) if pcmd else _safe(pproc.name)
+            except psutil.Error:
+                parent = None
+        children: list[tuple[int, str]] = []
+        for child in _safe(proc.children) or []:
+            children.append((child.pid, _safe(child.name) or "?"))
+        environ: tuple[tuple[str, str], ...] | None = None
+        environ_error = None
+        try:
+            environ = tuple(sorted(proc.environ().items()))
+        except psutil.AccessDenied:
+            owner = user or "another user"
+            environ_error = f"not readable: the process belongs to {owner} (root can read it)"
+        except psutil.ZombieProcess:
+            environ_error = "not readable: the process has exited"
+        return ProcessDetail(
+            pid,
+            started,
+            exists=True,
+            cmdline=tuple(cmd) if cmd is not None else None,
+            exe=exe or None,
+            cwd=cwd,
+            user=user,
+            status=status,
+            threads=threads,
+            ppid=ppid,
+            parent=parent,
+            children=tuple(sorted(children)),
+            environ=environ,
+            environ_error=environ_error,
+            gpu_files=gpu_device_files(pid),
+            rss=getattr(mem, "rss", None),
+            vms=getattr(mem, "vms", None),
+        )
+    except psutil.Error:
+        return gone
 
 
 def _safe(getter: Callable[[], T]) -> T | None:

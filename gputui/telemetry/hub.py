@@ -45,6 +45,10 @@ class Hub:
         with self.lock:
             return self.history.series(gpu, metric, n)
 
+    def process_series(self, gpu: int, pid: int, metric: str, n: int | None = None) -> list[float]:
+        with self.lock:
+            return self.history.process_series(gpu, pid, metric, n)
+
     def host_series(self, metric: str, n: int | None = None) -> list[float]:
         with self.lock:
             return self.history.host[metric].last(n)

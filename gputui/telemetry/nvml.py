@@ -306,6 +306,7 @@ class NvmlSource:
     """
 
     live = True
+    local_processes = True
 
     def __init__(self, slow_interval: float = 2.0, nvml: Nvml | None = None) -> None:
         self.label = "live"

@@ -484,6 +484,7 @@ class ReplaySource:
     fails fast on a wrong file); later ticks are decoded as the replay reaches them."""
 
     live = False
+    local_processes = False
 
     def __init__(self, path: str | os.PathLike[str], *, loop: bool = True) -> None:
         self.path = Path(path)

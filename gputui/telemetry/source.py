@@ -13,6 +13,9 @@ class Source(Protocol):
     live: bool
     """True for real hardware, False for a recording."""
     label: str
+    local_processes: bool
+    """True when the processes' PIDs are this machine's (live NVML), so the processes view
+    may signal them; False for a recording (its PIDs were another machine's, or another time's)."""
     """Shown in the header: "live", or the recording's file name."""
 
     def open(self) -> MachineInfo:

@@ -20,6 +20,7 @@ from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch
 from gputui.ui.panes import OverviewPane, Pane, TabBar
+from gputui.ui.processes import ProcessesPane
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
@@ -80,7 +81,7 @@ class GpuTuiApp(App[int]):
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
 
-    PANES: ClassVar[list[type[Pane]]] = [OverviewPane]
+    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, ProcessesPane]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -122,6 +123,7 @@ class GpuTuiApp(App[int]):
         *,
         demo: bool = False,
         watch_terminal: bool = True,
+        readonly: bool = False,
     ) -> None:
         super().__init__()
         _textual_patch.install()
@@ -134,6 +136,8 @@ class GpuTuiApp(App[int]):
         self.source = source
         self.interval = interval
         self.demo = demo
+        self.readonly = readonly
+        """No signals: every kill action is hidden and disabled (`--readonly`)."""
         self.hub = Hub()
         self.poller: Poller | None = None
         self.generation = 0

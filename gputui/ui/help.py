@@ -9,6 +9,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.dom import DOMNode
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -27,6 +28,11 @@ def key_names(binding: Binding) -> str:
         "comma": ",",
         "ctrl+c": "ctrl+c",
         "escape": "esc",
+        "slash": "/",
+        "greater_than_sign": ">",
+        "less_than_sign": "<",
+        "pageup": "pgup",
+        "pagedown": "pgdn",
     }
     return " / ".join(names.get(k, k) for k in keys)
 
@@ -38,6 +44,13 @@ def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
             continue
         rows.append((key_names(b), b.tooltip or b.description))
     return rows
+
+
+def _hidden(node: DOMNode, binding: BindingType) -> bool:
+    if not isinstance(binding, Binding):
+        return False
+    action = binding.action.split("(", 1)[0]
+    return node.check_action(action, ()) is False
 
 
 class HelpScreen(ModalScreen[None]):
@@ -69,6 +82,15 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for keys, what in binding_rows(list(self.app.BINDINGS)):
             table.add_row(Text(keys), Text(what))
+        for pane in getattr(self.app, "PANES", []):
+            mounted = list(self.app.query(pane))
+            for heading, section in pane.help_sections():
+                # leave out what the tab hides (e.g. the kill keys with --readonly)
+                shown = [b for b in section if not (mounted and _hidden(mounted[0], b))]
+                table.add_row(Text(""), Text(""))
+                table.add_row(Text(heading, style="bold"), Text(""))
+                for keys, what in binding_rows(shown):
+                    table.add_row(Text(keys), Text(what))
         title = Text.assemble((f"gputui {__version__}", "bold"), " — keys\n")
         with VerticalScroll():
             yield Static(title)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Container, VerticalScroll
 
 from gputui.telemetry.model import MachineInfo, Snapshot
@@ -42,6 +43,12 @@ class Pane(Container):
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         """A tick, while this pane is visible."""
+
+    @classmethod
+    def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
+        """(title, bindings) for the help screen: the keys this tab adds."""
+        bindings = list(cls.BINDINGS)
+        return [(f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", bindings)] if bindings else []
 
 
 class OverviewPane(Pane):

@@ -1,0 +1,1 @@
+"""Acting on the machine: sending signals to processes (no UI here)."""

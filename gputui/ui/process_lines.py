@@ -1,0 +1,839 @@
+"""The processes view as plain data: rows from a snapshot, sorting, filtering, where the
+cursor goes, and the table's lines.  No Textual here: tested and benchmarked on its own.
+
+A row is one process on one GPU, keyed by (GPU index, PID).  Values are rounded for
+display (GiB to 0.1, percent to 1, elapsed time to the minute after the first one) so
+that fewer cells change from one tick to the next: what crosses SSH is the changed cells.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import unicodedata
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from rich.style import Style
+
+from gputui.telemetry.host import ProcessDetail
+from gputui.telemetry.model import DeviceInfo, GpuProcess, MachineInfo, Snapshot
+from gputui.ui.render import (
+    CYAN,
+    DIM,
+    GIB,
+    GREEN,
+    GREY,
+    MIB,
+    RED,
+    TEXT,
+    WHITE,
+    YELLOW,
+    Line,
+    S,
+    fit,
+    pad,
+    pad_line,
+)
+
+RowKey = tuple[int, int]
+"""(GPU index, PID): one row."""
+Ident = tuple[int, float]
+"""(PID, start time): one process, as signals.py checks it."""
+
+NOT_VISIBLE = "not visible from this PID namespace"
+
+
+# --------------------------------------------------------------------------------------
+# untrusted text
+# --------------------------------------------------------------------------------------
+
+
+def literal(text: str) -> str:
+    """Untrusted text (a command line, an environment value) as cells that show exactly
+    what it holds: control and invisible characters become Python-style escapes
+    (ESC -> \\x1b, BEL -> \\x07), so an escape sequence is displayed, never obeyed; wide and
+    combining characters become \\u escapes so one character is one cell.  Markup such as
+    `[bold]` is plain text here (lines are runs of text, never parsed)."""
+    if text.isascii() and text.isprintable():
+        return text
+    out = []
+    for ch in text:
+        if (ch.isascii() and ch.isprintable()) or (
+            ch.isprintable()
+            and not unicodedata.combining(ch)
+            and unicodedata.east_asian_width(ch) not in ("W", "F")
+        ):
+            out.append(ch)
+        else:
+            code = ord(ch)
+            out.append(
+                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+            )
+    return "".join(out)
+
+
+def _quote(arg: str) -> str:
+    if arg and not any(ch.isspace() for ch in arg) and "'" not in arg and '"' not in arg:
+        return arg
+    return "'" + arg.replace("'", "'\\''") + "'"
+
+
+def command_text(cmdline: Sequence[str] | None, name: str | None = None) -> str:
+    """The command line as one string (arguments with spaces quoted), escaped by `literal`;
+    a process whose command line is empty (a kernel thread, a zombie) shows as [name]."""
+    if cmdline:
+        return literal(" ".join(_quote(a) for a in cmdline))
+    return f"[{literal(name)}]" if name else "?"
+
+
+# --------------------------------------------------------------------------------------
+# rows
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ProcessRow:
+    key: RowKey
+    proc: GpuProcess
+    command: str
+    """Display text of the command line (escaped)."""
+    haystack: str
+    """What `/` searches: user and command line, lower case."""
+    elapsed: float | None
+    """Seconds since the process started, at the snapshot's time."""
+
+    @property
+    def ident(self) -> Ident | None:
+        p = self.proc
+        return (p.pid, p.create_time) if p.visible and p.create_time is not None else None
+
+    @property
+    def is_compute(self) -> bool:
+        return "C" in self.proc.type or self.proc.type == "M"
+
+
+class RowBuilder:
+    """Turns a snapshot's processes into rows, remembering each command line's display
+    text (a live process keeps the same command line for its whole life)."""
+
+    MAX_CACHE = 4096
+
+    def __init__(self) -> None:
+        self._commands: dict[tuple[tuple[str, ...] | None, str | None], tuple[str, str]] = {}
+
+    def rows(self, snapshot: Snapshot | None) -> list[ProcessRow]:
+        if snapshot is None:
+            return []
+        cache = self._commands
+        if len(cache) > self.MAX_CACHE:
+            cache.clear()
+        now = snapshot.timestamp
+        out = []
+        for p in snapshot.processes:
+            ck = (p.cmdline, p.name)
+            texts = cache.get(ck)
+            if texts is None:
+                cmd = command_text(p.cmdline, p.name)
+                texts = cache[ck] = (cmd, cmd.lower())
+            cmd, low = texts
+            user = p.user or ""
+            out.append(
+                ProcessRow(
+                    (p.gpu_index, p.pid),
+                    p,
+                    cmd if p.visible else NOT_VISIBLE,
+                    f"{user.lower()} {low}" if p.visible else "",
+                    max(0.0, now - p.create_time) if p.create_time is not None else None,
+                )
+            )
+        return out
+
+
+# --------------------------------------------------------------------------------------
+# columns, sorting and filtering
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    key: str
+    title: str
+    width: int
+    """Cells; 0 = takes the rest of the line (the command)."""
+    align: str = ">"
+    priority: int = 0
+    """0 = always shown; higher numbers are dropped first when the terminal is narrow."""
+    descending: bool = True
+    """The direction a sort by this column starts in (largest first for numbers)."""
+    help: str = ""
+
+
+COLUMNS: tuple[Column, ...] = (
+    Column("gpu", "GPU", 3, ">", 0, False, "GPU index"),
+    Column("pid", "PID", 7, ">", 0, False, "process id (the host's PID namespace, as NVML reports it)"),
+    Column("user", "USER", 10, "<", 1, False, "owner"),
+    Column("type", "TYPE", 4, "<", 5, False, "C compute, G graphics, C+G both, M MPS"),
+    Column("gpu_memory", "GPU MEM", 8, ">", 0, True, "GPU memory the process holds"),
+    Column("sm_util", "SM%", 4, ">", 0, True, "share of time its kernels ran (NVML's sampled value)"),
+    Column("mem_util", "MBW%", 4, ">", 3, True, "memory bandwidth use"),
+    Column("enc_util", "ENC%", 4, ">", 6, True, "video encoder use"),
+    Column("dec_util", "DEC%", 4, ">", 6, True, "video decoder use"),
+    Column("cpu_percent", "CPU%", 5, ">", 2, True, "host CPU, percent of one core"),
+    Column("rss", "HOST MEM", 8, ">", 4, True, "host resident memory"),
+    Column("elapsed", "TIME", 6, ">", 2, True, "time since the process started"),
+    Column("command", "COMMAND", 0, "<", 0, False, "command line"),
+)
+COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
+MIN_COMMAND = 20
+"""Narrower than this, columns are dropped (by priority) to leave room for the command."""
+
+
+def _sort_value(key: str) -> Callable[[ProcessRow], object]:
+    if key == "gpu":
+        return lambda r: r.key[0]
+    if key == "pid":
+        return lambda r: r.key[1]
+    if key == "elapsed":
+        return lambda r: r.elapsed
+    if key == "command":
+        return lambda r: r.command.lower()
+    if key == "user":
+        return lambda r: (r.proc.user or "").lower()
+    if key == "type":
+        return lambda r: r.proc.type
+    return lambda r: getattr(r.proc, key)
+
+
+@dataclass
+class ViewState:
+    """How the table is sorted and filtered (what the summary line shows)."""
+
+    sort_key: str = "gpu"
+    descending: bool = False
+    mine: bool = False
+    """Only processes of the user running gputui."""
+    gpu: int | None = None
+    """Only this GPU."""
+    compute_only: bool = False
+    search: str = ""
+    """Case-insensitive text searched in user and command line."""
+
+    def filters(self) -> list[str]:
+        out = []
+        if self.gpu is not None:
+            out.append(f"GPU {self.gpu}")
+        if self.mine:
+            out.append("mine")
+        if self.compute_only:
+            out.append("compute")
+        if self.search:
+            out.append(f"/{self.search}")
+        return out
+
+
+def filter_rows(rows: Iterable[ProcessRow], state: ViewState, me: str | None) -> list[ProcessRow]:
+    gpu = state.gpu
+    needle = state.search.lower()
+    out = []
+    for r in rows:
+        if gpu is not None and r.key[0] != gpu:
+            continue
+        if state.mine and (not r.proc.visible or r.proc.user != me):
+            continue
+        if state.compute_only and not r.is_compute:
+            continue
+        if needle and needle not in r.haystack:
+            continue
+        out.append(r)
+    return out
+
+
+def sort_rows(rows: Iterable[ProcessRow], key: str, descending: bool) -> list[ProcessRow]:
+    """Sorted by `key`, ties by (GPU, PID) ascending; rows without a value (N/A, not
+    visible) always last, whichever the direction."""
+    base = sorted(rows, key=lambda r: r.key)
+    value = _sort_value(key)
+    known = [r for r in base if value(r) is not None]
+    unknown = [r for r in base if value(r) is None]
+    known.sort(key=value, reverse=descending)  # type: ignore[arg-type]  # stable: ties keep (GPU, PID)
+    return known + unknown
+
+
+def arrange(rows: Iterable[ProcessRow], state: ViewState, me: str | None) -> list[ProcessRow]:
+    """Filter, then sort: the rows the table shows, in order."""
+    return sort_rows(filter_rows(rows, state, me), state.sort_key, state.descending)
+
+
+# --------------------------------------------------------------------------------------
+# the cursor
+# --------------------------------------------------------------------------------------
+
+
+def place_cursor(
+    keys: Sequence[RowKey],
+    key: RowKey | None,
+    index: int,
+    screen_row: int,
+    body_height: int,
+    *,
+    reordered: bool = False,
+) -> tuple[int, int]:
+    """Where the cursor and the view's top go after the rows changed: on the same process
+    if it is still there, at the same screen row if possible; if it has gone, on the row
+    that took its place (the next one, or the last).  After a new sort or filter
+    (`reordered`) the first page is shown when the cursor's process is on it.  Returns
+    (index, top); index -1 when there are no rows."""
+    n = len(keys)
+    if n == 0:
+        return -1, 0
+    new = -1
+    if key is not None:
+        try:
+            new = keys.index(key)
+        except ValueError:
+            new = -1
+    if new < 0:
+        new = min(max(index, 0), n - 1)
+    body = max(1, body_height)
+    if reordered and new < body:
+        screen_row = new
+    top = new - max(0, min(screen_row, body - 1))
+    top = max(0, min(top, max(0, n - body)))
+    if new < top:
+        top = new
+    elif new >= top + body:
+        top = new - body + 1
+    return new, top
+
+
+# --------------------------------------------------------------------------------------
+# formatting
+# --------------------------------------------------------------------------------------
+
+
+def fmt_mem(value: int | None) -> str:
+    """Compact memory: 10.2GiB, 734MiB (0.1 GiB steps above 1 GiB: fewer changing cells)."""
+    if value is None:
+        return "N/A"
+    if value >= 100 * GIB:
+        return f"{value / GIB:.0f}GiB"
+    if value >= GIB:
+        return f"{value / GIB:.1f}GiB"
+    return f"{value / MIB:.0f}MiB"
+
+
+def fmt_elapsed(seconds: float | None) -> str:
+    """42s, 12m, 3h05m, 2d03h: to the minute after the first one, so the column is quiet."""
+    if seconds is None:
+        return "N/A"
+    s = int(seconds)
+    if s < 60:
+        return f"{s}s"
+    m = s // 60
+    if m < 60:
+        return f"{m}m"
+    h, m = divmod(m, 60)
+    if h < 24:
+        return f"{h}h{m:02d}m"
+    d, h = divmod(h, 24)
+    return f"{d}d{h:02d}h" if d < 100 else f"{d}d"
+
+
+def fmt_pct_cell(value: float | None) -> str:
+    return "N/A" if value is None else f"{value:.0f}"
+
+
+def _cell(row: ProcessRow, key: str) -> str:
+    p = row.proc
+    if key == "gpu":
+        return str(p.gpu_index)
+    if key == "pid":
+        return str(p.pid)
+    if key == "user":
+        return literal(p.user) if p.user else ("?" if not p.visible else "N/A")
+    if key == "type":
+        return p.type
+    if key in ("gpu_memory", "rss"):
+        if key == "rss" and not p.visible:
+            return ""
+        return fmt_mem(getattr(p, key))
+    if key in ("sm_util", "mem_util", "enc_util", "dec_util"):
+        return fmt_pct_cell(getattr(p, key))
+    if key == "cpu_percent":
+        return fmt_pct_cell(p.cpu_percent) if p.visible else ""
+    if key == "elapsed":
+        return fmt_elapsed(row.elapsed) if p.visible else ""
+    return row.command
+
+
+# --------------------------------------------------------------------------------------
+# the table's lines
+# --------------------------------------------------------------------------------------
+
+CURSOR_BG = "#005f87"
+CURSOR_BG_UNFOCUSED = "#3a3a3a"
+
+
+class PS:
+    """Styles of the processes view."""
+
+    header = Style(color=GREY, bold=True)
+    header_sorted = Style(color=WHITE, bold=True, underline=True)
+    gpu = Style(color=CYAN, bold=True)
+    text = Style(color=TEXT)
+    command = Style(color=GREY)
+    hidden = Style(color=YELLOW, italic=True)
+    mark = Style(color=YELLOW, bold=True)
+    marked = Style(color=YELLOW)
+    busy = Style(color=GREEN)
+    note_ok = Style(color=GREEN, bold=True)
+    note_warn = Style(color=YELLOW, bold=True)
+    note_bad = Style(color=RED, bold=True)
+    dim = Style(color=DIM)
+
+
+_WITH_BG: dict[tuple[Style, str], Style] = {}
+
+
+def _on(style: Style, bg: str | None) -> Style:
+    if bg is None:
+        return style
+    out = _WITH_BG.get((style, bg))
+    if out is None:
+        out = _WITH_BG[(style, bg)] = style + Style(bgcolor=bg)
+    return out
+
+
+def visible_columns(width: int) -> list[Column]:
+    """The columns that fit, dropping the highest priority numbers first."""
+    cols = list(COLUMNS)
+    while True:
+        used = 2 + sum(c.width + 1 for c in cols if c.width)
+        if used + MIN_COMMAND <= width:
+            return cols
+        droppable = [c for c in cols if c.priority > 0]
+        if not droppable:
+            return cols
+        worst = max(droppable, key=lambda c: (c.priority, cols.index(c)))
+        cols.remove(worst)
+
+
+def column_spans(cols: Sequence[Column], width: int) -> list[tuple[Column, int, int]]:
+    """Each column's cells [x0, x1) on the line (for clicks on the header)."""
+    spans = []
+    x = 2  # the mark column and a space
+    for c in cols:
+        w = c.width if c.width else max(0, width - x)
+        spans.append((c, x, x + w))
+        x += w + 1
+    return spans
+
+
+def header_line(cols: Sequence[Column], state: ViewState, width: int) -> Line:
+    """Column titles; the sorted one highlighted with its direction (the arrow takes the
+    separator's cell when the title fills its column)."""
+    line: Line = [("  ", None)]
+    rest = max(0, width - 2 - sum(c.width + 1 for c in cols if c.width))
+    for c in cols:
+        w = c.width or rest
+        sorted_here = c.key == state.sort_key
+        arrow = ("▼" if state.descending else "▲") if sorted_here else ""
+        style = PS.header_sorted if sorted_here else PS.header
+        if c.align == "<" and len(c.title) + len(arrow) <= w:
+            text, sep = pad(c.title + arrow, w), " "
+        else:
+            text, sep = pad(c.title, w, c.align), arrow or " "
+        line.append((text, style))
+        if c.width:
+            line.append((sep, style if arrow else None))
+    return pad_line(line, width)
+
+
+@dataclass(frozen=True, slots=True)
+class RowNote:
+    """What happened to a row after a signal, shown before its command."""
+
+    text: str
+    style: Style
+
+
+def row_line(
+    row: ProcessRow,
+    cols: Sequence[Column],
+    width: int,
+    *,
+    cursor: bool = False,
+    focused: bool = True,
+    marked: bool = False,
+    note: RowNote | None = None,
+) -> Line:
+    bg = (CURSOR_BG if focused else CURSOR_BG_UNFOCUSED) if cursor else None
+    visible = row.proc.visible
+    base = PS.marked if marked else PS.text
+    line: Line = [("*" if marked else " ", _on(PS.mark, bg)), (" ", _on(base, bg))]
+    used = 2
+    for c in cols:
+        if c.width:
+            text = pad(_cell(row, c.key), c.width, c.align)
+            if c.key == "gpu":
+                style = PS.gpu
+            elif c.key == "sm_util" and (row.proc.sm_util or 0) >= 50:
+                style = PS.busy
+            else:
+                style = base
+            line.append((text + " ", _on(style, bg)))
+            used += c.width + 1
+            continue
+        rest = max(0, width - used)
+        if note is not None and rest > 0:
+            note_text = fit(note.text, rest) + " "
+            line.append((note_text, _on(note.style, bg)))
+            rest -= len(note_text)
+        if rest > 0:
+            style = PS.hidden if not visible else (PS.marked if marked else PS.command)
+            line.append((fit(row.command, rest), _on(style, bg)))
+    return pad_line(line, width, _on(base, bg) if bg else None)
+
+
+def table_lines(
+    rows: Sequence[ProcessRow],
+    state: ViewState,
+    width: int,
+    height: int,
+    *,
+    top: int,
+    cursor: int,
+    focused: bool,
+    marks: set[Ident],
+    notes: dict[Ident, RowNote],
+    empty_text: str = "no GPU processes",
+) -> tuple[list[Column], list[Line]]:
+    """The header and the rows from `top` that fit in `height` lines (always `height`
+    lines, so the widget's size does not change with the row count)."""
+    cols = visible_columns(width)
+    lines: list[Line] = [header_line(cols, state, width)]
+    body = max(0, height - 1)
+    for i in range(top, min(len(rows), top + body)):
+        row = rows[i]
+        ident = row.ident
+        lines.append(
+            row_line(
+                row,
+                cols,
+                width,
+                cursor=i == cursor,
+                focused=focused,
+                marked=ident in marks if ident is not None else False,
+                note=notes.get(ident) if ident is not None else None,
+            )
+        )
+    if not rows and body > 0:
+        lines.append(pad_line([("  " + empty_text, PS.dim)], width))
+    while len(lines) < height:
+        lines.append([(" " * width, None)])
+    return cols, lines
+
+
+# --------------------------------------------------------------------------------------
+# the lines above the table
+# --------------------------------------------------------------------------------------
+
+UNLISTED_MIN = GIB
+UNLISTED_MIN_FRACTION = 0.01
+
+
+def unlisted_memory(info: MachineInfo | None, snapshot: Snapshot | None) -> list[tuple[int, int]]:
+    """(GPU, bytes) where the GPU's used memory exceeds what its listed processes hold by a
+    significant amount (>= 1 GiB and >= 1 % of the GPU): memory of processes NVML does not
+    list to us (other containers or VMs, MIG instances we cannot see).  The CUDA context of
+    each listed process (5-15 MiB on an H200) and, on drivers without NVML's v2 memory
+    info, the ~600 MiB the driver reserves are below the threshold."""
+    if info is None or snapshot is None:
+        return []
+    totals: dict[int, DeviceInfo] = {d.index: d for d in info.devices}
+    listed: dict[int, int] = {}
+    unknown: set[int] = set()
+    for p in snapshot.processes:
+        if p.gpu_memory is None:
+            unknown.add(p.gpu_index)
+        else:
+            listed[p.gpu_index] = listed.get(p.gpu_index, 0) + p.gpu_memory
+    out = []
+    for g in snapshot.gpus:
+        if g.lost or g.mem_used is None or g.index in unknown:
+            continue
+        extra = g.mem_used - listed.get(g.index, 0)
+        dev = totals.get(g.index)
+        total = dev.memory_total if dev is not None and dev.memory_total else 0
+        if extra >= UNLISTED_MIN and extra >= UNLISTED_MIN_FRACTION * total:
+            out.append((g.index, extra))
+    return out
+
+
+def summary_line(
+    shown: Sequence[ProcessRow],
+    total: int,
+    state: ViewState,
+    width: int,
+    *,
+    marked: int = 0,
+    gpus: int = 0,
+) -> Line:
+    """What is shown, how it is sorted and filtered, and how many rows are marked."""
+    mem = sum(r.proc.gpu_memory or 0 for r in shown)
+    n = len(shown)
+    what = f"{n} process{'es' if n != 1 else ''}" if n == total else f"{n} of {total} processes"
+    on = f" on {gpus} GPU{'s' if gpus != 1 else ''}" if gpus and state.gpu is None else ""
+    col = COLUMN_BY_KEY[state.sort_key]
+    arrow = "▼" if state.descending else "▲"
+    line: Line = [
+        (" " + what + on, S.title),
+        (f" · {fmt_mem(mem)} GPU memory" if n else "", S.label),
+        ("   sort ", S.label),
+        (f"{col.title}{arrow}", S.value),
+    ]
+    filters = state.filters()
+    line.append(("   filter ", S.label))
+    line.append((literal(" · ".join(filters)) if filters else "none", PS.note_warn if filters else S.dim))
+    if marked:
+        line.append((f"   {marked} marked", PS.mark))
+    return pad_line(line, width)
+
+
+def notice_lines(
+    rows: Sequence[ProcessRow],
+    unlisted: Sequence[tuple[int, int]],
+    width: int,
+    *,
+    live: bool,
+    own_namespace: bool | None,
+) -> list[Line]:
+    """Warnings above the table: processes not visible from this PID namespace (and the
+    fix), and GPU memory that no listed process holds."""
+    out: list[Line] = []
+    hidden = sum(1 for r in rows if not r.proc.visible)
+    if hidden:
+        n = f"{hidden} GPU process{'es' if hidden != 1 else ''}"
+        if live:
+            where = (
+                "gputui runs in its own PID namespace (a container without --pid=host)"
+                if own_namespace
+                else "their PIDs do not exist here, or belong to other processes"
+            )
+            text = (
+                f"⚠ {n} not visible from this PID namespace: {where}; NVML reports host PIDs. "
+                "Run the container with --pid=host (Kubernetes: hostPID: true) to see and signal them."
+            )
+        else:
+            text = f"⚠ {n} were not visible from the PID namespace where this was recorded."
+        out.extend(_wrap(text, width, PS.note_warn))
+    if unlisted:
+        parts = ", ".join(f"GPU {g} {fmt_mem(b)}" for g, b in unlisted)
+        out.extend(
+            _wrap(
+                f"⚠ GPU memory used by no listed process: {parts} "
+                "(processes NVML does not show here: other containers or VMs)",
+                width,
+                PS.note_warn,
+            )
+        )
+    return out
+
+
+def _wrap(text: str, width: int, style: Style) -> list[Line]:
+    import textwrap
+
+    return [pad_line([(" " + chunk, style)], width) for chunk in textwrap.wrap(text, max(10, width - 2))]
+
+
+# --------------------------------------------------------------------------------------
+# the detail view
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class DetailData:
+    """Everything the detail view draws, gathered by the widget."""
+
+    row: ProcessRow | None
+    """The process's row at the latest tick (None once it has left the GPU)."""
+    gpu_index: int
+    pid: int
+    facts: ProcessDetail | None = None
+    """Read off the UI thread; None until then (and always in a replay)."""
+    memory: list[float] = field(default_factory=list)
+    sm: list[float] = field(default_factory=list)
+    memory_total: int | None = None
+    show_all_env: bool = False
+    note: RowNote | None = None
+    live: bool = True
+
+
+#: Environment variables shown first (and, unless all are asked for, the only ones).
+ENV_PREFIXES = (
+    "CUDA_",
+    "NVIDIA_",
+    "NCCL_",
+    "TORCH",
+    "PYTORCH_",
+    "OMP_",
+    "MKL_",
+    "HF_",
+    "TRANSFORMERS_",
+    "JAX_",
+    "XLA_",
+    "TF_",
+    "SLURM_",
+    "CONDA_",
+    "VIRTUAL_ENV",
+    "LD_LIBRARY_PATH",
+    "LD_PRELOAD",
+    "PATH",
+    "PYTHONPATH",
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "GPU_DEVICE_ORDINAL",
+    "HIP_VISIBLE_DEVICES",
+)
+_SECRET_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "API_KEY", "ACCESS_KEY", "PRIVATE")
+
+
+def is_gpu_env(name: str) -> bool:
+    return name.startswith(ENV_PREFIXES) or name in ENV_PREFIXES
+
+
+def looks_secret(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS)
+
+
+def detail_lines(d: DetailData, width: int) -> list[Line]:
+    """The detail view of one process, as lines (wrapped, escaped)."""
+    from gputui.ui.render import sparkline_rows
+
+    out: list[Line] = []
+    label_w = 13
+
+    def kv(label: str, value: str, style: Style = PS.text) -> None:
+        avail = max(10, width - label_w - 2)
+        chunks = [value[i : i + avail] for i in range(0, len(value), avail)] or [""]
+        for k, chunk in enumerate(chunks):
+            cells: Line = [(" " + pad(label if k == 0 else "", label_w), S.label), (" " + chunk, style)]
+            out.append(pad_line(cells, width))
+
+    def heading(text: str) -> None:
+        out.append(pad_line([], width))
+        out.append(pad_line([(text, S.title)], width))
+
+    row = d.row
+    proc = row.proc if row else None
+    facts = d.facts if d.facts is not None and d.facts.exists else None
+    title: Line = [(f" PID {d.pid}", S.title), (f"  on GPU {d.gpu_index}", PS.gpu)]
+    if row is None:
+        title.append(("  · no longer on this GPU", PS.note_warn))
+    elif d.facts is not None and not d.facts.exists:
+        title.append(("  · has exited", PS.note_warn))
+    if d.note is not None:
+        title.append(("  " + d.note.text, d.note.style))
+    out.append(pad_line(title, width))
+    if proc is not None and not proc.visible:
+        kv("", NOT_VISIBLE, PS.hidden)
+    cmdline = facts.cmdline if facts is not None else None
+    if cmdline is None and proc is not None:
+        cmdline = proc.cmdline
+    name = proc.name if proc is not None else None
+    kv("command", command_text(cmdline, name) if (cmdline or name) else "N/A")
+    if facts is not None and facts.exe:
+        kv("executable", literal(facts.exe))
+    pending = "…" if d.facts is None and d.live else "N/A"
+    kv("cwd", literal(facts.cwd) if facts is not None and facts.cwd else pending)
+    user = (facts.user if facts is not None else None) or (proc.user if proc else None)
+    kv("user", literal(user) if user else "N/A")
+    started = proc.create_time if proc is not None else None
+    if started:
+        local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))
+        kv("started", f"{local}  ({fmt_elapsed(row.elapsed) if row else '?'} ago)")
+    if facts is not None:
+        parent = f"{facts.ppid}  {literal(facts.parent)}" if facts.parent else str(facts.ppid or "N/A")
+        kv("parent", parent)
+        children = ", ".join(f"{pid} {literal(n)}" for pid, n in facts.children)
+        kv("children", children or "none")
+        threads = facts.threads if facts.threads is not None else "?"
+        kv("state", f"{facts.status or 'N/A'}, {threads} threads")
+        files = facts.gpu_files
+        opened = ", ".join(literal(f) for f in files) if files else None
+        kv("GPU devices", opened or ("none open" if files is not None else "not readable"))
+    if proc is not None:
+        kv(
+            "now",
+            f"GPU memory {fmt_mem(proc.gpu_memory)} · SM {fmt_pct_cell(proc.sm_util)}% · "
+            f"memory bandwidth {fmt_pct_cell(proc.mem_util)}% · enc {fmt_pct_cell(proc.enc_util)}% · "
+            f"dec {fmt_pct_cell(proc.dec_util)}% · CPU {fmt_pct_cell(proc.cpu_percent)}% · "
+            f"host memory {fmt_mem(proc.rss)}",
+        )
+
+    heading(" History (since gputui first saw it on this GPU, 1 sample a tick)")
+    chart_w = max(10, width - label_w - 13)
+    for label, values, top, style, now_text in (
+        (
+            "GPU memory",
+            d.memory,
+            float(d.memory_total) if d.memory_total else None,
+            S.spark_mem,
+            fmt_mem(proc.gpu_memory) if proc else "",
+        ),
+        ("SM %", d.sm, 100.0, S.spark_util, f"{fmt_pct_cell(proc.sm_util)}%" if proc else ""),
+    ):
+        finite = [v for v in values if not math.isnan(v)]
+        if not finite:
+            out.append(pad_line([(" " + pad(label, label_w), S.label), (" no samples yet", S.dim)], width))
+            continue
+        for r, text in enumerate(sparkline_rows(values, chart_w, 2, top)):
+            out.append(
+                pad_line(
+                    [
+                        (" " + pad(label if r == 0 else "", label_w), S.label),
+                        (" " + text, style),
+                        (pad(now_text if r == 1 else "", 10, ">"), S.value),
+                    ],
+                    width,
+                )
+            )
+
+    heading(" Environment")
+    if d.facts is None:
+        text = "  reading…" if d.live else "  not available: a recording holds no environment"
+        out.append(pad_line([(text, S.dim)], width))
+        return out
+    if facts is None:
+        out.append(pad_line([("  the process has exited", S.dim)], width))
+        return out
+    environ = facts.environ
+    if environ is None:
+        out.append(pad_line([("  " + literal(facts.environ_error or "not readable"), S.dim)], width))
+        return out
+    gpu_vars = [(k, v) for k, v in environ if is_gpu_env(k)]
+    shown = environ if d.show_all_env else gpu_vars
+    if not shown:
+        out.append(pad_line([("  none of the GPU-related variables is set", S.dim)], width))
+    for k, v in shown:
+        secret = looks_secret(k)
+        value = "(hidden: the name looks like a secret)" if secret else literal(v)
+        text = f"{literal(k)}={value}"
+        avail = max(10, width - 4)
+        for i in range(0, len(text), avail):
+            out.append(
+                pad_line(
+                    [("  " if i == 0 else "    ", None), (text[i : i + avail], S.dim if secret else PS.text)],
+                    width,
+                )
+            )
+    others = len(environ) - len(gpu_vars)
+    if not d.show_all_env and others:
+        out.append(pad_line([(f"  {others} more variables: press e to show all", S.dim)], width))
+    return out

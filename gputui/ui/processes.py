@@ -1,0 +1,811 @@
+"""The Processes tab: every process on every GPU, sorted and filtered, and signalled safely.
+
+The table is a LineWidget (only changed cells cross the wire); sorting, filtering and the
+cursor logic are plain functions in `process_lines`.  Signals go through
+`gputui.control.signals` on a worker thread, after a confirmation that lists exactly the
+processes (PID and start time) that will be signalled; the rows then show what happened.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from rich.table import Table
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Static
+
+from gputui.control.signals import (
+    Outcome,
+    PinnedProcess,
+    ProcessIdentity,
+    SignalResult,
+    is_running,
+    pin,
+    send_signal,
+    signal_name,
+)
+from gputui.telemetry.host import ProcessDetail, describe_process, in_host_pid_namespace
+from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.ui.panes import Pane
+from gputui.ui.process_lines import (
+    COLUMNS,
+    PS,
+    DetailData,
+    Ident,
+    ProcessRow,
+    RowBuilder,
+    RowNote,
+    ViewState,
+    arrange,
+    detail_lines,
+    fmt_mem,
+    notice_lines,
+    summary_line,
+    unlisted_memory,
+)
+from gputui.ui.render import Line, S, fit
+from gputui.ui.widgets.lines import LineWidget
+from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
+
+if TYPE_CHECKING:
+    from gputui.telemetry.hub import Hub
+
+#: What each signal does, for the confirmation.
+SIGNALS: dict[str, str] = {
+    "TERM": "SIGTERM asks the process to exit: it may clean up first, or ignore it.",
+    "KILL": "SIGKILL ends the process at once: it cannot clean up or refuse. Its GPU memory is "
+    "freed when it is gone.",
+    "INT": "SIGINT is Ctrl-C: Python raises KeyboardInterrupt; many training scripts save and exit.",
+}
+WATCH_S = 120.0
+"""How long after a signal gputui watches for the process to exit."""
+FAILED_NOTE_S = 20.0
+"""How long a refusal or failure stays on its row."""
+EXITED_NOTE_S = 10.0
+FACTS_EVERY_S = 5.0
+"""The detail view re-reads its process's facts this often (off the UI thread)."""
+COMMAND_IN_DIALOG = 400
+"""Characters of each command line in the confirmation (the detail view has all of it)."""
+
+
+@dataclass
+class SignalTarget:
+    """One process as the confirmation shows it (merged over its GPUs)."""
+
+    identity: ProcessIdentity
+    gpus: list[int] = field(default_factory=list)
+    gpu_memory: int | None = None
+    command: str = ""
+    pinned: PinnedProcess | None = None
+    """Held from the moment the confirmation is shown (see `gputui.control.signals.pin`)."""
+
+
+@dataclass
+class SignalWatch:
+    """A signal sent (or refused) and what became of the process."""
+
+    result: SignalResult
+    at: float
+    """time.monotonic() when it was sent."""
+    exited_after: float | None = None
+    """Seconds from sending to the process being gone."""
+    gave_up: bool = False
+
+
+def signal_number(name: str) -> int:
+    return int(getattr(signal, f"SIG{name}"))
+
+
+# --------------------------------------------------------------------------------------
+# the confirmation
+# --------------------------------------------------------------------------------------
+
+
+class SignalDialog(ModalScreen[bool]):
+    """Shows exactly what will be signalled (PID, user, GPU, GPU memory, command, literally)
+    and asks; nothing is sent before `y`, enter or the button."""
+
+    DEFAULT_CSS = """
+    SignalDialog { align: center middle; }
+    SignalDialog > Vertical {
+        width: 110; max-width: 100%; height: auto; max-height: 90%;
+        border: thick $error; background: $surface; padding: 0 1;
+    }
+    SignalDialog #targets { height: auto; max-height: 24; }
+    SignalDialog Horizontal { height: auto; align: center middle; margin-top: 1; }
+    SignalDialog Button { margin: 0 2; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Send", tooltip="Send the signal"),
+        Binding("n,escape", "answer(False)", "Cancel", key_display="n/esc", tooltip="Send nothing"),
+    ]
+
+    def __init__(self, targets: list[SignalTarget], sig: str) -> None:
+        super().__init__()
+        self.targets = targets
+        self.sig = sig
+
+    def compose(self) -> ComposeResult:
+        n = len(self.targets)
+        what = f"{n} process{'es' if n != 1 else ''}"
+        title = Text.assemble(
+            ("Send ", "bold"),
+            (f"SIG{self.sig}", "bold red" if self.sig == "KILL" else "bold yellow"),
+            (f" to {what}?", "bold"),
+        )
+        table = Table(box=None, header_style="bold", padding=(0, 1), expand=True)
+        table.add_column("PID", justify="right", no_wrap=True)
+        table.add_column("USER", no_wrap=True, max_width=16)
+        table.add_column("GPU", no_wrap=True)
+        table.add_column("GPU MEM", justify="right", no_wrap=True)
+        table.add_column("COMMAND", ratio=1, overflow="fold")
+        for t in self.targets:
+            ident = t.identity
+            command = t.command
+            if len(command) > COMMAND_IN_DIALOG:
+                command = command[: COMMAND_IN_DIALOG - 1] + "…"
+            table.add_row(
+                Text(str(ident.pid)),
+                Text(ident.user or "?"),
+                Text(",".join(str(g) for g in t.gpus)),
+                Text(fmt_mem(t.gpu_memory)),
+                Text(command),
+            )
+        started = ", ".join(
+            time.strftime("%H:%M:%S", time.localtime(t.identity.create_time)) for t in self.targets
+        )
+        note = Text(
+            f"{SIGNALS.get(self.sig, '')}\nOnly these processes (started {fit(started, 60)}) are signalled: "
+            "each was checked and is held by its pidfd since this dialog opened, so a PID that "
+            "now belongs to another process is refused.",
+            style="dim",
+        )
+        with Vertical():
+            yield Static(title, id="title")
+            with VerticalScroll(id="targets"):
+                yield Static(table)
+            yield Static(note, id="note")
+            with Horizontal():
+                yield Button(f"Send SIG{self.sig} (y)", variant="error", id="send")
+                yield Button("Cancel (n)", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#send", Button).focus()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "send")
+
+    def action_answer(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+
+# --------------------------------------------------------------------------------------
+# the detail view
+# --------------------------------------------------------------------------------------
+
+
+class DetailView(LineWidget):
+    DEFAULT_CSS = """
+    DetailView { height: auto; }
+    """
+
+    def __init__(self, data: DetailData) -> None:
+        super().__init__()
+        self.data = data
+
+    def build(self, width: int, height: int) -> list[Line]:
+        return detail_lines(self.data, width)
+
+
+class ProcessDetailScreen(ModalScreen[None]):
+    """Enter on a row: the whole command line, cwd, user, start time, parent and children,
+    GPU memory and SM % history, environment (GPU-related variables; `e` for all)."""
+
+    DEFAULT_CSS = """
+    ProcessDetailScreen { align: center middle; }
+    ProcessDetailScreen > Vertical {
+        width: 100%; height: 100%; border: round $accent; background: $surface;
+    }
+    ProcessDetailScreen VerticalScroll { height: 1fr; scrollbar-size-vertical: 1; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,q,enter", "close", "Back", key_display="esc", tooltip="Back to the table"),
+        Binding("e", "toggle_env", "All env", tooltip="Show every environment variable, or the GPU ones"),
+        Binding("T", "signal('TERM')", "SIGTERM", tooltip="Send SIGTERM to this process (asks first)"),
+        Binding("K", "signal('KILL')", "SIGKILL", tooltip="Send SIGKILL to this process (asks first)"),
+        Binding("I", "signal('INT')", "SIGINT", tooltip="Send SIGINT to this process (asks first)"),
+    ]
+
+    def __init__(self, pane: ProcessesPane, row: ProcessRow) -> None:
+        super().__init__()
+        self.pane = pane
+        self.key = row.key
+        self.ident = row.ident
+        self.data = DetailData(row, row.key[0], row.key[1], live=pane.signals_possible)
+        self._reading = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            with VerticalScroll():
+                yield DetailView(self.data)
+            yield TextLines(self._hint, id="hint")
+
+    def _hint(self, width: int) -> list[Line]:
+        keys = "esc back · e all environment variables"
+        if self.pane.signal_keys_shown():
+            keys += " · T SIGTERM · K SIGKILL · I SIGINT"
+        return [[(" " + keys, S.label)]]
+
+    def on_mount(self) -> None:
+        self.refresh_from(self.pane.row_for(self.key, self.ident))
+        if self.data.live and self.data.row is not None and self.data.row.proc.visible:
+            self._read_facts()
+            self.set_interval(FACTS_EVERY_S, self._read_facts)
+
+    def refresh_from(self, row: ProcessRow | None) -> None:
+        """The latest tick's row for this process (None once it has gone)."""
+        d = self.data
+        d.row = row
+        hub = self.pane.hub
+        width = max(20, self.size.width or 100)
+        gpu, pid = self.key
+        d.memory = hub.process_series(gpu, pid, "gpu_memory", width) if row else d.memory
+        d.sm = hub.process_series(gpu, pid, "sm_util", width) if row else d.sm
+        info = self.pane.info
+        if info is not None and gpu < len(info.devices):
+            d.memory_total = info.devices[gpu].memory_total
+        d.note = self.pane.note_for(self.ident)
+        if self.is_mounted:
+            self.query_one(DetailView).update_lines()
+
+    def _read_facts(self) -> None:
+        if self._reading or self.ident is None:
+            return
+        self._reading = True
+        self._facts_worker(self.ident)
+
+    @work(thread=True, exit_on_error=False)
+    def _facts_worker(self, ident: Ident) -> None:
+        facts = describe_process(ident[0], ident[1])
+        self.app.call_from_thread(self._got_facts, facts)
+
+    def _got_facts(self, facts: ProcessDetail) -> None:
+        self._reading = False
+        self.data.facts = facts
+        if self.is_mounted:
+            self.query_one(DetailView).update_lines()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "signal":
+            return self.pane.check_signal()
+        return True
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_toggle_env(self) -> None:
+        self.data.show_all_env = not self.data.show_all_env
+        self.query_one(DetailView).update_lines()
+
+    def action_signal(self, name: str) -> None:
+        row = self.data.row
+        if row is None:
+            self.notify("The process is no longer on this GPU.", severity="warning")
+            return
+        self.pane.ask_to_signal([row], name)
+
+
+# --------------------------------------------------------------------------------------
+# the tab
+# --------------------------------------------------------------------------------------
+
+
+class ProcessesPane(Pane):
+    """Every process on every GPU: sort, filter, search, inspect, signal."""
+
+    PANE_ID = "processes"
+    TAB_TITLE = "Processes"
+    TAB_KEY = "2"
+
+    DEFAULT_CSS = """
+    ProcessesPane { layout: vertical; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "T",
+            "signal('TERM')",
+            "SIGTERM",
+            tooltip="Send SIGTERM to the selected (or marked) processes, after a confirmation",
+        ),
+        Binding(
+            "K",
+            "signal('KILL')",
+            "SIGKILL",
+            tooltip="Send SIGKILL to the selected (or marked) processes, after a confirmation",
+        ),
+        Binding(
+            "I",
+            "signal('INT')",
+            "SIGINT",
+            tooltip="Send SIGINT (Ctrl-C) to the selected (or marked) processes, after a confirmation",
+        ),
+        Binding(
+            "m",
+            "mark",
+            "Mark",
+            tooltip="Mark or unmark the process under the cursor (to signal several at once)",
+        ),
+        Binding(
+            "enter",
+            "detail",
+            "Detail",
+            tooltip="Details of the process: command, cwd, parent, children, history, environment",
+        ),
+        Binding(
+            "slash",
+            "search",
+            "Search",
+            key_display="/",
+            tooltip="Search user and command line (enter keeps it, esc clears it)",
+        ),
+        Binding(
+            "s,greater_than_sign",
+            "sort(1)",
+            "Sort",
+            key_display="s",
+            tooltip="Sort by the next column (> too; or click a column's title)",
+        ),
+        Binding(
+            "S,less_than_sign",
+            "sort(-1)",
+            "Sort back",
+            key_display="S",
+            show=False,
+            tooltip="Sort by the previous column (< too)",
+        ),
+        Binding("r", "reverse", "Reverse", show=False, tooltip="Reverse the sort order"),
+        Binding("u", "mine", "Mine", show=False, tooltip="Only my processes (toggle)"),
+        Binding("g", "gpu_filter(1)", "GPU", show=False, tooltip="Only one GPU: 0, 1, ..., then all again"),
+        Binding("G", "gpu_filter(-1)", "GPU back", show=False, tooltip="Only one GPU, going the other way"),
+        Binding("t", "compute", "Compute", show=False, tooltip="Only compute processes (toggle)"),
+        Binding(
+            "escape",
+            "clear",
+            "Clear",
+            show=False,
+            tooltip="Clear the marks; pressed again: the search and filters",
+        ),
+    ]
+
+    def __init__(self, hub: Hub) -> None:
+        super().__init__(hub)
+        self.info: MachineInfo | None = None
+        self.snapshot: Snapshot | None = None
+        self.state = ViewState()
+        self.builder = RowBuilder()
+        self.all_rows: list[ProcessRow] = []
+        self.shown: list[ProcessRow] = []
+        self.marks: set[Ident] = set()
+        self.watches: dict[Ident, SignalWatch] = {}
+        self.status: dict[int, Line] = {}
+        """The outcome of the latest signals, by PID (the line under the table)."""
+        self.me = _current_user()
+        self.own_namespace: bool | None = None
+        self._detail: ProcessDetailScreen | None = None
+
+    # ---- layout ----------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield TextLines(self._header_lines, id="proc-summary")
+        yield ProcessTable(id="proc-table")
+        yield TextLines(self._status_lines, id="proc-status")
+        search = SearchInput(placeholder="search user and command line", id="proc-search")
+        search.display = False
+        yield search
+
+    def on_mount(self) -> None:
+        ns = in_host_pid_namespace()
+        self.own_namespace = None if ns is None else not ns
+
+    def on_show(self) -> None:
+        search = self.query_one(SearchInput)
+        (search if search.display else self.query_one(ProcessTable)).focus()
+
+    @property
+    def table(self) -> ProcessTable:
+        return self.query_one(ProcessTable)
+
+    # ---- capabilities ----------------------------------------------------------------
+
+    @property
+    def readonly(self) -> bool:
+        return bool(getattr(self.app, "readonly", False))
+
+    @property
+    def signals_possible(self) -> bool:
+        """The processes are this machine's (live), so they can be signalled."""
+        return bool(getattr(getattr(self.app, "source", None), "local_processes", False))
+
+    def signal_keys_shown(self) -> bool:
+        return not self.readonly
+
+    def check_signal(self) -> bool | None:
+        """True: allowed; None: shown but disabled (a replay); False: hidden (--readonly)."""
+        if self.readonly:
+            return False
+        return True if self.signals_possible else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("signal", "mark"):
+            return self.check_signal()
+        return True
+
+    # ---- data ------------------------------------------------------------------------
+
+    def show_info(self, info: MachineInfo) -> None:
+        self.info = info
+        if self.state.gpu is not None and self.state.gpu >= len(info.devices):
+            self.state.gpu = None
+
+    def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
+        self.info = info
+        self.snapshot = snapshot
+        self.all_rows = self.builder.rows(snapshot)
+        present = {r.ident for r in self.all_rows if r.ident is not None}
+        self.marks &= present
+        self._expire_watches(present)
+        self._refresh()
+
+    def _refresh(self, *, reordered: bool = False) -> None:
+        """Arrange the rows and redraw what changed (a tick, a sort, a filter, a mark)."""
+        shown = arrange(self.all_rows, self.state, self.me)
+        self.shown = shown
+        table = self.table
+        table.state = self.state
+        table.marks = self.marks
+        table.notes = self._notes()
+        if not self.all_rows:
+            table.empty_text = (
+                "no GPU processes" if self.snapshot is not None else "waiting for the first sample…"
+            )
+        else:
+            table.empty_text = "no process matches the filter (esc clears it)"
+        table.set_rows(shown, reordered=reordered)
+        self.query_one("#proc-summary", TextLines).update_lines()
+        self.query_one("#proc-status", TextLines).update_lines()
+        if self._detail is not None:
+            self._detail.refresh_from(self.row_for(self._detail.key, self._detail.ident))
+
+    def row_for(self, key: tuple[int, int], ident: Ident | None) -> ProcessRow | None:
+        for r in self.all_rows:
+            if r.key == key and (ident is None or r.ident == ident):
+                return r
+        return None
+
+    def _header_lines(self, width: int) -> list[Line]:
+        gpus = len(self.info.devices) if self.info else 0
+        summary = summary_line(
+            self.shown,
+            len(self.all_rows),
+            self.state,
+            width,
+            marked=len(self.marks),
+            gpus=gpus,
+        )
+        if self.readonly:
+            summary = [*summary[:-1], ("   read-only", PS.note_warn)] if summary else summary
+        lines = [summary]
+        lines += notice_lines(
+            self.all_rows,
+            unlisted_memory(self.info, self.snapshot),
+            width,
+            live=self.signals_possible,
+            own_namespace=self.own_namespace,
+        )
+        return lines
+
+    def _status_lines(self, width: int) -> list[Line]:
+        return list(self.status.values())[-4:]
+
+    # ---- signals: what happened ------------------------------------------------------
+
+    def note_for(self, ident: Ident | None) -> RowNote | None:
+        if ident is None:
+            return None
+        w = self.watches.get(ident)
+        if w is None:
+            return None
+        name = signal_name(w.result.signal)
+        if not w.result.sent:
+            return RowNote(f"✗ {name}: {_short(w.result)}", PS.note_bad)
+        if w.exited_after is not None:
+            return RowNote(f"✓ exited {w.exited_after:.1f} s after {name}", PS.note_ok)
+        running = int(time.monotonic() - w.at)
+        offer = " · K: SIGKILL" if w.result.signal != signal.SIGKILL else ""
+        return RowNote(f"{name} sent · still running after {running} s{offer}", PS.note_warn)
+
+    def _notes(self) -> dict[Ident, RowNote]:
+        out = {}
+        for ident in self.watches:
+            note = self.note_for(ident)
+            if note is not None:
+                out[ident] = note
+        return out
+
+    def _expire_watches(self, present: set[Ident]) -> None:
+        now = time.monotonic()
+        for ident, w in list(self.watches.items()):
+            done = (not w.result.sent and now - w.at > FAILED_NOTE_S) or (
+                w.exited_after is not None and now - w.at - w.exited_after > EXITED_NOTE_S
+            )
+            if done or (ident not in present and now - w.at > WATCH_S):
+                del self.watches[ident]
+
+    # ---- signals: asking and sending -------------------------------------------------
+
+    def _targets(self, rows: list[ProcessRow]) -> tuple[list[SignalTarget], list[str]]:
+        """Merge rows into processes (one per PID and start time); say why others are left out."""
+        targets: dict[Ident, SignalTarget] = {}
+        problems: list[str] = []
+        for r in rows:
+            p = r.proc
+            ident = r.ident
+            if not p.visible:
+                problems.append(f"PID {p.pid} is {r.command}: gputui cannot signal it")
+                continue
+            if ident is None:
+                problems.append(f"PID {p.pid}: its start time could not be read, so it cannot be verified")
+                continue
+            t = targets.get(ident)
+            if t is None:
+                t = targets[ident] = SignalTarget(
+                    ProcessIdentity(p.pid, ident[1], p.user, p.name), command=r.command
+                )
+            t.gpus.append(p.gpu_index)
+            if p.gpu_memory is not None:
+                t.gpu_memory = (t.gpu_memory or 0) + p.gpu_memory
+        return list(targets.values()), problems
+
+    def selected_rows(self) -> list[ProcessRow]:
+        """The marked processes (all their rows, filtered out or not), else the cursor's row."""
+        if self.marks:
+            return [r for r in self.all_rows if r.ident in self.marks]
+        current = self.table.current
+        return [current] if current is not None else []
+
+    def ask_to_signal(self, rows: list[ProcessRow], name: str) -> None:
+        allowed = self.check_signal()
+        if not allowed:
+            why = (
+                "gputui runs --readonly"
+                if allowed is False
+                else "this is a recording, not this machine's processes"
+            )
+            self.notify(f"Signals are disabled: {why}.", severity="warning")
+            return
+        if not rows:
+            self.notify("No process selected.", severity="warning")
+            return
+        targets, problems = self._targets(rows)
+        sig = signal_number(name)
+        # Pin each process now, while the user looks at it: what is sent later goes to
+        # exactly these processes.  One already gone, reused or not ours is said now.
+        ready: list[SignalTarget] = []
+        for t in targets:
+            t.pinned = pin(t.identity)
+            if t.pinned.problem is not None:
+                refused = dataclasses.replace(t.pinned.problem, signal=sig)
+                problems.append(refused.message)
+                self._record([refused], time.monotonic())
+                continue
+            ready.append(t)
+        for problem in problems:
+            self.notify(problem, severity="warning", timeout=8)
+        if not ready:
+            self._refresh()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._send(ready, sig)
+            else:
+                for t in ready:
+                    if t.pinned is not None:
+                        t.pinned.close()
+
+        self.app.push_screen(SignalDialog(ready, name), answered)
+
+    def action_signal(self, name: str) -> None:
+        self.ask_to_signal(self.selected_rows(), name)
+
+    @work(thread=True, exit_on_error=False, group="signals")
+    def _send(self, targets: list[SignalTarget], sig: int) -> None:
+        """Off the UI thread: send, then watch the processes that got it until they exit."""
+        results = []
+        for t in targets:
+            if t.pinned is not None:
+                with t.pinned:
+                    results.append(send_signal(t.pinned, sig))
+            else:
+                results.append(send_signal(t.identity, sig))
+        sent_at = time.monotonic()
+        self.app.call_from_thread(self._on_sent, results, sent_at)
+        pending = [r.identity for r in results if r.sent]
+        deadline = sent_at + WATCH_S
+        delay = 0.05
+        while pending and time.monotonic() < deadline:
+            time.sleep(delay)
+            delay = min(0.5, delay * 1.5)
+            for identity in list(pending):
+                if not is_running(identity):
+                    pending.remove(identity)
+                    self.app.call_from_thread(self._on_exited, identity, time.monotonic() - sent_at)
+
+    def _record(self, results: list[SignalResult], at: float) -> None:
+        """Remember each result for its row and the status line."""
+        for r in results:
+            self.watches[(r.identity.pid, r.identity.create_time)] = SignalWatch(r, at)
+            style = PS.note_ok if r.sent else PS.note_bad
+            self.status[r.identity.pid] = [(" " + r.message, style)]
+
+    def _on_sent(self, results: list[SignalResult], at: float) -> None:
+        self.status = {}
+        self._record(results, at)
+        for r in results:
+            if not r.sent:
+                self.notify(r.message, severity="warning", timeout=8)
+        self.marks.clear()
+        self._refresh()
+
+    def _on_exited(self, identity: ProcessIdentity, after: float) -> None:
+        w = self.watches.get((identity.pid, identity.create_time))
+        if w is not None:
+            w.exited_after = after
+            name = signal_name(w.result.signal)
+            self.status[identity.pid] = [
+                (f" PID {identity.pid} exited {after:.1f} s after {name}", PS.note_ok)
+            ]
+        self._refresh()
+
+    # ---- marks, sorting, filtering ---------------------------------------------------
+
+    def action_mark(self) -> None:
+        row = self.table.current
+        if row is None:
+            return
+        ident = row.ident
+        if ident is None:
+            self.notify(f"PID {row.proc.pid} is {row.command}: it cannot be marked.", severity="warning")
+            return
+        if ident in self.marks:
+            self.marks.discard(ident)
+        else:
+            self.marks.add(ident)
+        self.table.move_to(self.table.cursor + 1)
+        self._refresh()
+
+    def action_clear(self) -> None:
+        if self.marks:
+            self.marks.clear()
+        elif self.state.filters():
+            self.state.gpu = None
+            self.state.mine = False
+            self.state.compute_only = False
+            self.state.search = ""
+            self.query_one(SearchInput).value = ""
+        self._refresh(reordered=True)
+
+    def action_sort(self, step: int) -> None:
+        keys = [c.key for c in COLUMNS]
+        nxt = keys[(keys.index(self.state.sort_key) + step) % len(keys)]
+        self._sort_by(nxt)
+
+    def _sort_by(self, key: str) -> None:
+        col = next(c for c in COLUMNS if c.key == key)
+        self.state.sort_key = key
+        self.state.descending = col.descending
+        self._refresh(reordered=True)
+
+    def action_reverse(self) -> None:
+        self.state.descending = not self.state.descending
+        self._refresh(reordered=True)
+
+    def on_process_table_sort_requested(self, message: ProcessTable.SortRequested) -> None:
+        if message.key == self.state.sort_key:
+            self.action_reverse()
+        else:
+            self._sort_by(message.key)
+
+    def on_process_table_row_clicked(self, message: ProcessTable.RowClicked) -> None:
+        if message.double:
+            self.action_detail()
+
+    def action_mine(self) -> None:
+        self.state.mine = not self.state.mine
+        self._refresh(reordered=True)
+
+    def action_compute(self) -> None:
+        self.state.compute_only = not self.state.compute_only
+        self._refresh(reordered=True)
+
+    def action_gpu_filter(self, step: int) -> None:
+        n = len(self.info.devices) if self.info else 0
+        choices: list[int | None] = [None, *range(n)]
+        current = choices.index(self.state.gpu) if self.state.gpu in choices else 0
+        self.state.gpu = choices[(current + step) % len(choices)]
+        self._refresh(reordered=True)
+
+    def action_search(self) -> None:
+        search = self.query_one(SearchInput)
+        search.display = True
+        search.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "proc-search":
+            self.state.search = event.value
+            self._refresh(reordered=True)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "proc-search":
+            self._close_search()
+
+    def on_search_input_cancelled(self, event: SearchInput.Cancelled) -> None:
+        self.state.search = ""
+        self._close_search()
+        self._refresh(reordered=True)
+
+    def _close_search(self) -> None:
+        search = self.query_one(SearchInput)
+        search.display = False
+        self.table.focus()
+
+    # ---- detail ----------------------------------------------------------------------
+
+    def action_detail(self) -> None:
+        row = self.table.current
+        if row is None:
+            return
+        screen = self._detail = ProcessDetailScreen(self, row)
+
+        def closed(_: None) -> None:
+            self._detail = None
+
+        self.app.push_screen(screen, closed)
+
+    @classmethod
+    def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
+        return [
+            (f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", [*cls.BINDINGS, *ProcessTable.BINDINGS]),
+            ("Process detail (enter on a row)", list(ProcessDetailScreen.BINDINGS)),
+        ]
+
+
+def _short(result: SignalResult) -> str:
+    return {
+        Outcome.GONE: "already exited",
+        Outcome.REUSED: "PID reused by another process, refused",
+        Outcome.PROTECTED: "protected, refused",
+        Outcome.DENIED: f"permission denied (owner {result.owner or '?'})",
+        Outcome.INVALID: "invalid",
+        Outcome.FAILED: "failed",
+    }.get(result.outcome, result.outcome.value)
+
+
+def _current_user() -> str | None:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return None
