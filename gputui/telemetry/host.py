@@ -207,7 +207,7 @@ class ProcessInspector:
                 proc = tracked.proc
                 # is_running() compares a fresh reading of the start time with the one
                 # psutil took first: it sees a PID that was reused by another process.
-                if not proc.is_running():
+                if not proc.is_running() or start_time(proc) != tracked.create_time:
                     del self._tracked[pid]  # gone, or the PID was reused by another process
                     return self._describe(pid, now)
                 with proc.oneshot():

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -59,7 +60,7 @@ class HelpScreen(ModalScreen[None]):
         align: center middle;
     }
     HelpScreen > VerticalScroll {
-        width: 76;
+        width: 84;
         max-width: 100%;
         height: auto;
         max-height: 90%;
@@ -77,24 +78,30 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
-        table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
-        table.add_column(style="bold cyan", no_wrap=True)
-        table.add_column()
-        for keys, what in binding_rows(list(self.app.BINDINGS)):
-            table.add_row(Text(keys), Text(what))
+        sections: list[tuple[str | None, list[tuple[str, str]]]] = [
+            (None, binding_rows(list(self.app.BINDINGS)))
+        ]
         for pane in getattr(self.app, "PANES", []):
             mounted = list(self.app.query(pane))
-            for heading, section in pane.help_sections():
+            for heading, bindings in pane.help_sections():
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
-                shown = [b for b in section if not (mounted and _hidden(mounted[0], b))]
-                table.add_row(Text(""), Text(""))
-                table.add_row(Text(heading, style="bold"), Text(""))
-                for keys, what in binding_rows(shown):
-                    table.add_row(Text(keys), Text(what))
+                shown = [b for b in bindings if not (mounted and _hidden(mounted[0], b))]
+                sections.append((heading, binding_rows(shown)))
+        key_width = max((len(keys) for _, rows in sections for keys, _ in rows), default=8)
+        parts: list[Text | Table] = []
+        for heading, rows in sections:
+            if heading is not None:
+                parts.append(Text("\n" + heading, style="bold"))
+            table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
+            table.add_column(style="bold cyan", no_wrap=True, min_width=key_width)
+            table.add_column()
+            for keys, what in rows:
+                table.add_row(Text(keys), Text(what))
+            parts.append(table)
         title = Text.assemble((f"gputui {__version__}", "bold"), " — keys\n")
         with VerticalScroll():
             yield Static(title)
-            yield Static(table, id="keys")
+            yield Static(Group(*parts), id="keys")
             yield Static(Text("\nesc, q or ? closes this screen.", style="dim"))
 
     async def action_dismiss(self, result: None = None) -> None:

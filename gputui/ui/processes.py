@@ -328,19 +328,19 @@ class ProcessesPane(Pane):
             "T",
             "signal('TERM')",
             "SIGTERM",
-            tooltip="Send SIGTERM to the selected (or marked) processes, after a confirmation",
+            tooltip="Send SIGTERM to the selected or marked processes (asks first)",
         ),
         Binding(
             "K",
             "signal('KILL')",
             "SIGKILL",
-            tooltip="Send SIGKILL to the selected (or marked) processes, after a confirmation",
+            tooltip="Send SIGKILL to the selected or marked processes (asks first)",
         ),
         Binding(
             "I",
             "signal('INT')",
             "SIGINT",
-            tooltip="Send SIGINT (Ctrl-C) to the selected (or marked) processes, after a confirmation",
+            tooltip="Send SIGINT (Ctrl-C) to the selected or marked processes (asks first)",
         ),
         Binding(
             "m",
