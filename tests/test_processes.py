@@ -564,3 +564,57 @@ def test_unlisted_memory_is_shown(children):
 
 def test_view_state_defaults_sort_by_gpu_then_pid():
     assert ViewState().sort_key == "gpu" and not ViewState().descending
+
+
+def test_readonly_flag_from_the_command_line():
+    """`gputui --demo --readonly` in a real pseudo-terminal: no kill key anywhere."""
+    import fcntl
+    import pty
+    import select
+    import struct
+    import sys
+    import termios
+    import time
+
+    import pyte
+
+    cols, rows = 160, 40
+    env = dict(os.environ, TERM="xterm-256color")
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.execvpe(sys.executable, [sys.executable, "-m", "gputui", "--demo", "--readonly"], env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.ByteStream(screen)
+
+    def pump(until: str, seconds: float = 20.0) -> str:
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            r, _, _ = select.select([fd], [], [], 0.05)
+            if r:
+                stream.feed(os.read(fd, 65536))
+            text = "\n".join(screen.display)
+            if until in text:
+                return text
+        raise AssertionError(f"{until!r} not on screen")
+
+    try:
+        pump("NVIDIA H200")
+        os.write(fd, b"2")
+        pump("read-only")
+        text = pump("Search")  # the footer, redrawn with the tab's keys
+        assert "processes on 2 GPUs" in text or "no GPU processes" in text
+        footer = next(line for line in screen.display if "Search" in line)
+        assert "SIGTERM" not in footer and "SIGKILL" not in footer and "Mark" not in footer
+        assert "Search" in footer
+    finally:
+        os.write(fd, b"q")
+        for _ in range(100):
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+        os.close(fd)

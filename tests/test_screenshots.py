@@ -24,6 +24,11 @@ PICTURES = {
     "overview-8gpu-160x50.svg": "test_overview_8gpu_160x50.svg",
     "overview-16gpu-80x24.svg": "test_overview_16gpu_80x24.svg",
     "help.svg": "test_help_screen.svg",
+    "processes-8gpu-160x50.svg": "test_processes_8gpu_160x50.svg",
+    "processes-2gpu-80x24.svg": "test_processes_2gpu_80x24.svg",
+    "processes-sorted-filtered-160x50.svg": "test_processes_sorted_filtered_160x50.svg",
+    "kill-dialog.svg": "test_kill_dialog.svg",
+    "process-detail.svg": "test_process_detail.svg",
     "no-gpu.svg": "test_no_gpu_panel.svg",
 }
 

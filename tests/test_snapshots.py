@@ -59,3 +59,45 @@ def test_no_gpu_panel(snap_compare):
         await pilot.pause()
 
     assert snap_compare(replay_app(NOGPU), terminal_size=(100, 30), run_before=run_before)
+
+
+# ---- the Processes tab -------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not X8_240.exists(), reason="derived fixture missing")
+def test_processes_8gpu_160x50(snap_compare):
+    assert snap_compare(replay_app(X8_240), terminal_size=(160, 50), run_before=at_tick(40, press=("2",)))
+
+
+def test_processes_2gpu_80x24(snap_compare):
+    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("2",)))
+
+
+def test_processes_sorted_filtered_160x50(snap_compare):
+    """Sorted by GPU memory (largest first), only GPU 1, searching "hold"."""
+    keys = ("2", "s", "s", "s", "s", "g", "g", "slash", *"hold", "enter")
+    assert snap_compare(replay_app(X8_240), terminal_size=(160, 50), run_before=at_tick(40, press=keys))
+
+
+def test_kill_dialog(snap_compare):
+    """The confirmation, as `T` shows it for the idle 8 GiB holder of the real 2x H200
+    recording.  A replay's PIDs are not this machine's, so `T` is disabled there; the dialog
+    is opened with the recorded rows instead (tests/test_processes.py opens it with `T` on
+    real child processes, whose PIDs differ on every run)."""
+    from gputui.ui.processes import ProcessesPane, SignalDialog
+
+    async def run_before(pilot) -> None:
+        await at_tick(60, press=("2", "down"))(pilot)
+        pane = pilot.app.query_one(ProcessesPane)
+        targets, problems = pane._targets([pane.table.current])
+        assert not problems
+        await pilot.app.push_screen(SignalDialog(targets, "TERM"))
+        await pilot.pause()
+
+    assert snap_compare(replay_app(H200_X2), terminal_size=(120, 30), run_before=run_before)
+
+
+def test_process_detail(snap_compare):
+    assert snap_compare(
+        replay_app(H200_X2), terminal_size=(120, 36), run_before=at_tick(60, press=("2", "enter"))
+    )

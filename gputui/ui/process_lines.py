@@ -405,6 +405,19 @@ def _on(style: Style, bg: str | None) -> Style:
     return out
 
 
+def merge_runs(line: Line) -> Line:
+    """Join neighbouring runs of one style: each run costs a colour escape on the wire."""
+    out: Line = []
+    for text, style in line:
+        if not text:
+            continue
+        if out and out[-1][1] == style:
+            out[-1] = (out[-1][0] + text, style)
+        else:
+            out.append((text, style))
+    return out
+
+
 def visible_columns(width: int) -> list[Column]:
     """The columns that fit, dropping the highest priority numbers first."""
     cols = list(COLUMNS)
@@ -447,7 +460,7 @@ def header_line(cols: Sequence[Column], state: ViewState, width: int) -> Line:
         line.append((text, style))
         if c.width:
             line.append((sep, style if arrow else None))
-    return pad_line(line, width)
+    return merge_runs(pad_line(line, width))
 
 
 @dataclass(frozen=True, slots=True)
@@ -493,7 +506,7 @@ def row_line(
         if rest > 0:
             style = PS.hidden if not visible else (PS.marked if marked else PS.command)
             line.append((fit(row.command, rest), _on(style, bg)))
-    return pad_line(line, width, _on(base, bg) if bg else None)
+    return merge_runs(pad_line(line, width, _on(base, bg) if bg else None))
 
 
 def table_lines(
@@ -664,7 +677,6 @@ class DetailData:
     """Read off the UI thread; None until then (and always in a replay)."""
     memory: list[float] = field(default_factory=list)
     sm: list[float] = field(default_factory=list)
-    memory_total: int | None = None
     show_all_env: bool = False
     note: RowNote | None = None
     live: bool = True
@@ -778,15 +790,10 @@ def detail_lines(d: DetailData, width: int) -> list[Line]:
         )
 
     heading(" History (since gputui first saw it on this GPU, 1 sample a tick)")
-    chart_w = max(10, width - label_w - 13)
+    chart_w = max(10, width - label_w - 17)
+    peak = max((v for v in d.memory if not math.isnan(v)), default=0.0)
     for label, values, top, style, now_text in (
-        (
-            "GPU memory",
-            d.memory,
-            float(d.memory_total) if d.memory_total else None,
-            S.spark_mem,
-            fmt_mem(proc.gpu_memory) if proc else "",
-        ),
+        ("GPU memory", d.memory, peak or None, S.spark_mem, f"peak {fmt_mem(int(peak))}" if peak else ""),
         ("SM %", d.sm, 100.0, S.spark_util, f"{fmt_pct_cell(proc.sm_util)}%" if proc else ""),
     ):
         finite = [v for v in values if not math.isnan(v)]
@@ -799,7 +806,7 @@ def detail_lines(d: DetailData, width: int) -> list[Line]:
                     [
                         (" " + pad(label if r == 0 else "", label_w), S.label),
                         (" " + text, style),
-                        (pad(now_text if r == 1 else "", 10, ">"), S.value),
+                        (pad(now_text if r == 1 else "", 14, ">"), S.value),
                     ],
                     width,
                 )

@@ -263,9 +263,6 @@ class ProcessDetailScreen(ModalScreen[None]):
         gpu, pid = self.key
         d.memory = hub.process_series(gpu, pid, "gpu_memory", width) if row else d.memory
         d.sm = hub.process_series(gpu, pid, "sm_util", width) if row else d.sm
-        info = self.pane.info
-        if info is not None and gpu < len(info.devices):
-            d.memory_total = info.devices[gpu].memory_total
         d.note = self.pane.note_for(self.ident)
         if self.is_mounted:
             self.query_one(DetailView).update_lines()
@@ -328,25 +325,25 @@ class ProcessesPane(Pane):
             "T",
             "signal('TERM')",
             "SIGTERM",
-            tooltip="Send SIGTERM to the selected or marked processes (asks first)",
+            tooltip="SIGTERM to the selected or marked processes, after asking",
         ),
         Binding(
             "K",
             "signal('KILL')",
             "SIGKILL",
-            tooltip="Send SIGKILL to the selected or marked processes (asks first)",
+            tooltip="SIGKILL to the selected or marked processes, after asking",
         ),
         Binding(
             "I",
             "signal('INT')",
             "SIGINT",
-            tooltip="Send SIGINT (Ctrl-C) to the selected or marked processes (asks first)",
+            tooltip="SIGINT (Ctrl-C) to the selected or marked processes, after asking",
         ),
         Binding(
             "m",
             "mark",
             "Mark",
-            tooltip="Mark or unmark the process under the cursor (to signal several at once)",
+            tooltip="Mark or unmark the process (to signal several at once)",
         ),
         Binding(
             "enter",

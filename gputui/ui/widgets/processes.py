@@ -145,10 +145,11 @@ class ProcessTable(LineWidget, can_focus=True):
         self.move_to(0 if direction < 0 else len(self.rows) - 1)
 
     def on_focus(self) -> None:
-        self.update_lines()
+        # Widget._on_focus sets has_focus after this handler: redraw once it has
+        self.call_later(self.update_lines)
 
     def on_blur(self) -> None:
-        self.update_lines()
+        self.call_later(self.update_lines)
 
     def on_click(self, event: events.Click) -> None:
         if event.y == 0:
