@@ -780,6 +780,8 @@ def detail_lines(d: DetailData, width: int) -> list[Line]:
         files = facts.gpu_files
         opened = ", ".join(literal(f) for f in files) if files else None
         kv("GPU devices", opened or ("none open" if files is not None else "not readable"))
+    if proc is not None and (proc.gpu_instance_id is not None or proc.compute_instance_id is not None):
+        kv("MIG", f"GPU instance {proc.gpu_instance_id}, compute instance {proc.compute_instance_id}")
     if proc is not None:
         kv(
             "now",

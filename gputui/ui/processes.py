@@ -8,10 +8,12 @@ processes (PID and start time) that will be signalled; the rows then show what h
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import getpass
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
@@ -276,7 +278,8 @@ class ProcessDetailScreen(ModalScreen[None]):
     @work(thread=True, exit_on_error=False)
     def _facts_worker(self, ident: Ident) -> None:
         facts = describe_process(ident[0], ident[1])
-        self.app.call_from_thread(self._got_facts, facts)
+        with contextlib.suppress(RuntimeError):  # the app has gone meanwhile
+            self.app.call_from_thread(self._got_facts, facts)
 
     def _got_facts(self, facts: ProcessDetail) -> None:
         self._reading = False
@@ -639,7 +642,8 @@ class ProcessesPane(Pane):
             else:
                 results.append(send_signal(t.identity, sig))
         sent_at = time.monotonic()
-        self.app.call_from_thread(self._on_sent, results, sent_at)
+        if not self._tell_ui(self._on_sent, results, sent_at):
+            return
         pending = [r.identity for r in results if r.sent]
         deadline = sent_at + WATCH_S
         delay = 0.05
@@ -649,7 +653,16 @@ class ProcessesPane(Pane):
             for identity in list(pending):
                 if not is_running(identity):
                     pending.remove(identity)
-                    self.app.call_from_thread(self._on_exited, identity, time.monotonic() - sent_at)
+                    if not self._tell_ui(self._on_exited, identity, time.monotonic() - sent_at):
+                        return
+
+    def _tell_ui(self, callback: Callable[..., None], *args: object) -> bool:
+        """Run `callback` on the UI thread; False once the app has gone (stop watching)."""
+        try:
+            self.app.call_from_thread(callback, *args)
+        except RuntimeError:
+            return False
+        return True
 
     def _record(self, results: list[SignalResult], at: float) -> None:
         """Remember each result for its row and the status line."""
