@@ -13,10 +13,10 @@ import time
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 
-from gputui.telemetry.host import ProcessDetail
 from gputui.telemetry.model import DeviceInfo, GpuProcess, MachineInfo, Snapshot
 from gputui.ui.render import (
     CYAN,
@@ -35,6 +35,9 @@ from gputui.ui.render import (
     pad,
     pad_line,
 )
+
+if TYPE_CHECKING:
+    from gputui.telemetry.host import ProcessDetail
 
 RowKey = tuple[int, int]
 """(GPU index, PID): one row."""

