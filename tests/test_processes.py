@@ -618,3 +618,22 @@ def test_readonly_flag_from_the_command_line():
             os.kill(pid, signal.SIGKILL)
             os.waitpid(pid, 0)
         os.close(fd)
+
+
+def test_mouse_click_selects_and_double_click_opens_the_detail():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await open_tab(pilot)
+            t = table(app)
+            await pilot.click(ProcessTable, offset=(20, 3))  # header + 3rd row
+            assert t.cursor == 2 and t.current.proc.pid == RANK1
+            await pilot.click(ProcessTable, offset=(20, 2), times=2)
+            await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+            assert app.screen.key == (1, HOLDER)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
+            await pilot.press("enter")  # enter opens it too
+            await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+
+    run(go())
