@@ -5,6 +5,7 @@ so that killing through the dialog kills real processes."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import os
 import signal
@@ -41,6 +42,16 @@ def children_app(mapping: dict[int, int], **kwargs) -> GpuTuiApp:
     verify = kwargs.pop("verify_gpu_files", False)
     source = ReplayOntoChildren(H200_X2, mapping, verify_gpu_files=verify)
     return GpuTuiApp(source=source, interval=FROZEN, watch_terminal=False, **kwargs)
+
+
+@contextlib.asynccontextmanager
+async def tab_on_children(mapping: dict[int, int], size: tuple[int, int] = (160, 40), **kwargs):
+    """The app on the real recording with its processes on `mapping`'s children, on the
+    Processes tab at tick TICK: yields (app, pilot)."""
+    app = children_app(mapping, **kwargs)
+    async with app.run_test(size=size) as pilot:
+        await open_tab(pilot)
+        yield app, pilot
 
 
 def three(children) -> dict[str, subprocess.Popen[bytes]]:
@@ -85,6 +96,19 @@ async def cursor_to(pilot, pid: int) -> None:
     while t.cursor != target:
         await pilot.press("down" if t.cursor < target else "up")
     assert t.current is not None and t.current.proc.pid == pid
+
+
+async def ask(pilot, key: str) -> None:
+    """Press a signal key and wait for the confirmation."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, SignalDialog))
+    await pilot.pause()
+
+
+async def answer(pilot, key: str) -> None:
+    """Answer the confirmation and wait for it to close."""
+    await pilot.press(key)
+    await wait_for(pilot, lambda: not isinstance(pilot.app.screen, SignalDialog))
 
 
 async def step(pilot) -> None:
@@ -271,13 +295,9 @@ def test_kill_the_selected_process_through_the_dialog(children):
     holder = kids["holder"]
 
     async def go():
-        app = children_app(mapping_of(kids))
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children(mapping_of(kids)) as (app, pilot):
             await cursor_to(pilot, holder.pid)
-            await pilot.press("T")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
-            await pilot.pause()
+            await ask(pilot, "T")
             dialog = text(app)
             assert "Send SIGTERM to 1 process?" in dialog
             row = next(ln for ln in screen_lines(app) if f" {holder.pid} " in ln)
@@ -299,18 +319,12 @@ def test_cancel_sends_nothing(children):
     kids = three(children)
 
     async def go():
-        app = children_app(mapping_of(kids))
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children(mapping_of(kids)) as (_app, pilot):
             await cursor_to(pilot, kids["rank0"].pid)
-            await pilot.press("K")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
-            await pilot.press("n")
-            await wait_for(pilot, lambda: not isinstance(app.screen, SignalDialog))
-            await pilot.press("K")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
-            await pilot.press("escape")
-            await wait_for(pilot, lambda: not isinstance(app.screen, SignalDialog))
+            await ask(pilot, "K")
+            await answer(pilot, "n")
+            await ask(pilot, "K")
+            await answer(pilot, "escape")
             await pilot.pause(0.2)
             assert all(alive(k.pid) for k in kids.values())
 
@@ -321,18 +335,14 @@ def test_mark_several_and_kill_them_together(children):
     kids = three(children)
 
     async def go():
-        app = children_app(mapping_of(kids))
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children(mapping_of(kids)) as (app, pilot):
             await cursor_to(pilot, kids["rank0"].pid)
             await pilot.press("m")
             await cursor_to(pilot, kids["rank1"].pid)
             await pilot.press("m")
             assert "2 marked" in text(app)
             await cursor_to(pilot, kids["holder"].pid)  # the cursor elsewhere: the marks count
-            await pilot.press("K")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
-            await pilot.pause()
+            await ask(pilot, "K")
             assert "Send SIGKILL to 2 processes?" in text(app)
             assert f" {kids['holder'].pid} " not in text(app)
             await pilot.press("y")
@@ -358,17 +368,13 @@ def test_a_process_that_ignores_sigterm_offers_sigkill(children):
     assert stubborn.stdout is not None and stubborn.stdout.readline().strip() == b"ready"
 
     async def go():
-        app = children_app({HOLDER: stubborn.pid})
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children({HOLDER: stubborn.pid}) as (app, pilot):
             await cursor_to(pilot, stubborn.pid)
-            await pilot.press("T")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
+            await ask(pilot, "T")
             await pilot.press("y")
             await wait_for(pilot, lambda: "SIGTERM sent · still running after" in text(app))
             assert "K: SIGKILL" in text(app)
-            await pilot.press("K")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
+            await ask(pilot, "K")
             await pilot.press("y")
             assert stubborn.wait(timeout=30) == -signal.SIGKILL
 
@@ -384,9 +390,7 @@ def test_a_reused_pid_is_refused(children):
     mapping = mapping_of(kids)
 
     async def go():
-        app = children_app(mapping)
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children(mapping) as (app, pilot):
             await cursor_to(pilot, holder.pid)
             seen = table(app).current.ident
             holder.kill()
@@ -415,12 +419,9 @@ def test_a_pid_reused_while_the_dialog_is_open_is_never_signalled(children):
     holder = kids["holder"]
 
     async def go():
-        app = children_app(mapping_of(kids))
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children(mapping_of(kids)) as (app, pilot):
             await cursor_to(pilot, holder.pid)
-            await pilot.press("K")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
+            await ask(pilot, "K")
             holder.kill()  # it exits while the user reads the dialog, and its PID is reused
             holder.wait(timeout=10)
             new = start_child_with_pid(holder.pid, "while-asking")
@@ -444,20 +445,15 @@ def test_escape_sequences_and_markup_render_literally_everywhere(children):
     wanted = ("\\x1b[2J", "\\x1b]0;title\\x07", "[bold red]x[/]")
 
     async def go():
-        app = children_app({HOLDER: nasty.pid})
-        async with app.run_test(size=(220, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children({HOLDER: nasty.pid}, size=(220, 40)) as (app, pilot):
             screen = text(app)
             for w in wanted:
                 assert w in screen, w  # the table
-            await pilot.press("T")
-            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
-            await pilot.pause()
+            await ask(pilot, "T")
             folded = "".join(text(app).replace("█", "").split())  # the dialog wraps the command
             for w in wanted:
                 assert "".join(w.split()) in folded, w  # the dialog
-            await pilot.press("n")
-            await wait_for(pilot, lambda: not isinstance(app.screen, SignalDialog))
+            await answer(pilot, "n")
             await pilot.press("enter")
             await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
             await wait_for(pilot, lambda: app.screen.data.facts is not None)
@@ -480,9 +476,7 @@ def test_detail_view_shows_what_the_process_is(children, tmp_path):
 
     async def go():
         await wait_started_with_child(kid.pid)
-        app = children_app({RANK0: kid.pid})
-        async with app.run_test(size=(160, 50)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children({RANK0: kid.pid}, size=(160, 50)) as (app, pilot):
             for _ in range(3):
                 await step(pilot)
             await pilot.press("enter")
@@ -533,9 +527,7 @@ def test_processes_not_visible_from_this_namespace(children):
     kids = three(children)
 
     async def go():
-        app = children_app(mapping_of(kids), verify_gpu_files=True)
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        async with tab_on_children(mapping_of(kids), verify_gpu_files=True) as (app, pilot):
             screen = text(app)
             assert "3 GPU processes not visible from this PID namespace" in screen
             assert "--pid=host" in screen
@@ -554,9 +546,8 @@ def test_unlisted_memory_is_shown(children):
     kids = three(children)
 
     async def go():
-        app = children_app({RANK0: kids["rank0"].pid, RANK1: kids["rank1"].pid})  # the holder: not ours
-        async with app.run_test(size=(160, 40)) as pilot:
-            await open_tab(pilot)
+        ours = {RANK0: kids["rank0"].pid, RANK1: kids["rank1"].pid}  # the holder: not ours
+        async with tab_on_children(ours) as (app, _pilot):
             assert "GPU memory used by no listed process: GPU 1 8.6GiB" in text(app)
 
     run(go())

@@ -169,23 +169,22 @@ class Column:
     """0 = always shown; higher numbers are dropped first when the terminal is narrow."""
     descending: bool = True
     """The direction a sort by this column starts in (largest first for numbers)."""
-    help: str = ""
 
 
 COLUMNS: tuple[Column, ...] = (
-    Column("gpu", "GPU", 3, ">", 0, False, "GPU index"),
-    Column("pid", "PID", 7, ">", 0, False, "process id (the host's PID namespace, as NVML reports it)"),
-    Column("user", "USER", 10, "<", 1, False, "owner"),
-    Column("type", "TYPE", 4, "<", 5, False, "C compute, G graphics, C+G both, M MPS"),
-    Column("gpu_memory", "GPU MEM", 8, ">", 0, True, "GPU memory the process holds"),
-    Column("sm_util", "SM%", 4, ">", 0, True, "share of time its kernels ran (NVML's sampled value)"),
-    Column("mem_util", "MBW%", 4, ">", 3, True, "memory bandwidth use"),
-    Column("enc_util", "ENC%", 4, ">", 6, True, "video encoder use"),
-    Column("dec_util", "DEC%", 4, ">", 6, True, "video decoder use"),
-    Column("cpu_percent", "CPU%", 5, ">", 2, True, "host CPU, percent of one core"),
-    Column("rss", "HOST MEM", 8, ">", 4, True, "host resident memory"),
-    Column("elapsed", "TIME", 6, ">", 2, True, "time since the process started"),
-    Column("command", "COMMAND", 0, "<", 0, False, "command line"),
+    Column("gpu", "GPU", 3, ">", 0, False),
+    Column("pid", "PID", 7, ">", 0, False),
+    Column("user", "USER", 10, "<", 1, False),
+    Column("type", "TYPE", 4, "<", 5, False),
+    Column("gpu_memory", "GPU MEM", 8, ">", 0, True),
+    Column("sm_util", "SM%", 4, ">", 0, True),
+    Column("mem_util", "MBW%", 4, ">", 3, True),
+    Column("enc_util", "ENC%", 4, ">", 6, True),
+    Column("dec_util", "DEC%", 4, ">", 6, True),
+    Column("cpu_percent", "CPU%", 5, ">", 2, True),
+    Column("rss", "HOST MEM", 8, ">", 4, True),
+    Column("elapsed", "TIME", 6, ">", 2, True),
+    Column("command", "COMMAND", 0, "<", 0, False),
 )
 COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
 MIN_COMMAND = 20
