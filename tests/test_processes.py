@@ -626,5 +626,9 @@ def test_mouse_click_selects_and_double_click_opens_the_detail():
             await wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
             await pilot.press("enter")  # enter opens it too
             await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
+            samples = len(app.screen.data.sm)
+            await step(pilot)  # ticks reach the detail view while it is open
+            await step(pilot)
+            assert len(app.screen.data.sm) == samples + 2
 
     run(go())
