@@ -44,6 +44,7 @@ class S:
     dim = Style(color=DIM)
     border = Style(color=BORDER)
     border_selected = Style(color=CYAN)
+    border_alert = Style(color=YELLOW)
     title = Style(color=WHITE, bold=True)
     index = Style(color=CYAN, bold=True)
     value = Style(color=WHITE)
