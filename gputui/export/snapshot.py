@@ -351,8 +351,8 @@ def csv_text(
     """nvidia-smi's CSV: ", "-separated; a value holding a comma or quote is quoted (RFC 4180),
     so `csv.reader(f, skipinitialspace=True)` reads it back."""
     rows: list[list[str]] = []
-    if header:
-        rows.append([f"{name} [{f.unit}]" if f.unit else name for name, f in fields])
+    if header:  # nvidia-smi heads a column with the field's own name, whatever alias was asked
+        rows.append([f.header for _, f in fields])
     for ctx in _process_contexts(info, snap) if processes else _contexts(info, snap):
         rows.append([_csv_value(f, f.get(ctx), units) for _, f in fields])
     return "".join(", ".join(_quote(cell) for cell in row) + "\n" for row in rows)
