@@ -75,7 +75,7 @@ def test_static_fields_print_exactly_what_nvidia_smi_printed(fixture):
 
 
 def test_dynamic_fields_are_formatted_as_nvidia_smi_formats_them():
-    smi_header, smi_rows = smi_csv(FIXTURES / "h200-x2" / "nvidia-smi-query.csv")
+    _, smi_rows = smi_csv(FIXTURES / "h200-x2" / "nvidia-smi-query.csv")
     r = gputui(
         "snapshot", "--replay", str(H200_X2), "--tick", "60", "--fields", ",".join(recorded_query_fields())
     )
@@ -96,7 +96,7 @@ def test_dynamic_fields_are_formatted_as_nvidia_smi_formats_them():
 
 
 def test_csv_values_are_the_recorded_tick(x2_recording):
-    header, ticks = x2_recording
+    _, ticks = x2_recording
     tick = ticks[59]
     r = gputui(
         "snapshot",

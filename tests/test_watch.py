@@ -116,7 +116,7 @@ def test_rate_limit_holds_per_alert(tmp_path):
 
 
 def test_no_shell_unless_asked(tmp_path):
-    cfg, out, _ = setup(tmp_path, TEMPERATURE)
+    cfg, _, _ = setup(tmp_path, TEMPERATURE)
     pwned = tmp_path / "pwned"
     cmd = f"true; touch {pwned}"
     base = ["watch", "--config", str(cfg), "--replay", str(H200_X2), "--interval", "0.001", "--quiet"]
@@ -136,7 +136,7 @@ def test_no_shell_unless_asked(tmp_path):
 
 
 def test_a_slow_command_never_holds_up_sampling(tmp_path):
-    cfg, out, _ = setup(tmp_path, TEMPERATURE)
+    cfg, _, _ = setup(tmp_path, TEMPERATURE)
     t0 = time.monotonic()
     r = gputui(
         "watch", "--config", str(cfg), "--replay", str(H200_X2), "--interval", "0.001",
