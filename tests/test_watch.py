@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -192,4 +191,6 @@ def test_submit_does_not_block_on_running_commands():
     assert runner.wait_idle(60)
     runner.close()
     assert runner.stats.timed_out == 20
-    assert threading.active_count() < 30
+    for worker in runner._workers:  # close() ends the worker threads
+        worker.join(10)
+        assert not worker.is_alive()
