@@ -17,13 +17,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from conftest import FROZEN, H200_X2, X8_240
-from prometheus_client import start_http_server
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from gputui.export.address import is_loopback, parse_listen
-from gputui.export.prometheus import DCGM_LABELS, GpuCollector
+from gputui.export.prometheus import DCGM_LABELS, GpuCollector, metrics_app, serve
 from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.poller import Poller
@@ -48,8 +47,9 @@ class Exporter:
 
         self.poller = Poller(self.source, interval, on_snapshot, self.hub.set_info)
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(GpuCollector(self.hub, self.poller))
-        self.server, self.thread = start_http_server(0, addr="127.0.0.1", registry=registry)
+        self.collector = GpuCollector(self.hub, self.poller)
+        registry.register(self.collector)
+        self.server = serve("127.0.0.1", 0, metrics_app(registry, self.hub))
         self.url = f"http://127.0.0.1:{self.server.server_port}/metrics"
         self.poller.start()
 
@@ -310,3 +310,30 @@ def test_without_nvml_export_exits_2():
     r = gputui("export", "--listen", "127.0.0.1:0")
     assert r.returncode == 2
     assert "gputui export: NVML unavailable" in r.stderr
+
+
+def test_one_rendering_per_snapshot_and_format_gzip_and_name_filter():
+    import gzip as gz
+
+    with exporter() as e:
+        e.step_to(30)
+        calls = []
+        original = e.collector.collect
+
+        def counting():
+            calls.append(1)
+            return original()
+
+        e.collector.collect = counting
+        plain = [e.scrape() for _ in range(5)]
+        assert len(set(plain)) == 1
+        assert len(calls) == 1  # four scrapes served from the cache
+        req = urllib.request.Request(e.url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert gz.decompress(resp.read()).decode() == plain[0]
+        with urllib.request.urlopen(e.url + "?name[]=DCGM_FI_DEV_GPU_UTIL", timeout=10) as resp:
+            names = {f.name for f in text_string_to_metric_families(resp.read().decode())}
+        assert names == {"DCGM_FI_DEV_GPU_UTIL"}
+        e.step_to(31)
+        assert e.scrape() != plain[0]  # a new tick is rendered anew

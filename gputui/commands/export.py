@@ -71,10 +71,9 @@ def run(args: argparse.Namespace) -> int:
         )
         return 2
 
-    from prometheus_client import start_http_server
     from prometheus_client.registry import CollectorRegistry
 
-    from gputui.export.prometheus import GpuCollector
+    from gputui.export.prometheus import GpuCollector, metrics_app, serve
     from gputui.telemetry.alerts import AlertEngine
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.poller import Poller
@@ -105,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
         GpuCollector(hub, poller, processes=settings.export.processes and not args.no_processes)
     )
     try:
-        server, _thread = start_http_server(port, addr=host, registry=registry)
+        server = serve(host, port, metrics_app(registry, hub))
     except OSError as exc:
         print(f"{PROG}: cannot listen on {listen}: {exc.strerror or exc}", file=sys.stderr)
         source.close()
