@@ -307,3 +307,23 @@ def test_headless_commands_never_import_textual():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "[]"
+
+
+def test_the_readme_prologue_picks_the_freest_idle_gpu(x2_recording):
+    """The README's job prologue, run on snapshots of real ticks (idle, then both busy)."""
+    readme = (ROOT / "README.md").read_text()
+    script = readme.split("python3 -c '", 1)[1].split("')", 1)[0]
+    _, ticks = x2_recording
+    idle = gputui("snapshot", "--replay", str(H200_X2), "--tick", "25", "--json")
+    r = subprocess.run(
+        [sys.executable, "-c", script], input=idle.stdout, capture_output=True, text=True, check=False
+    )
+    free = {g.index: g.mem_free for g in ticks[24].gpus}
+    assert r.returncode == 0
+    assert int(r.stdout) == max(free, key=free.get)
+    busy = gputui("snapshot", "--replay", str(H200_X2), "--tick", "60", "--json")
+    r = subprocess.run(
+        [sys.executable, "-c", script], input=busy.stdout, capture_output=True, text=True, check=False
+    )
+    assert r.returncode == 1
+    assert "no idle GPU" in r.stderr
