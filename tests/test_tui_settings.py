@@ -74,29 +74,17 @@ def test_alert_border_and_header_as_data(x2_recording):
     top = lines[0]
     assert top[0] == ("╭─ ", S.border_alert)  # GPU 0's card: warning colour
     assert any(style == S.border for text, style in top if "╮" in text)  # GPU 1's: normal
-    line = header_line(
-        header.machine,
-        160,
-        live=False,
-        label="x",
-        interval=1,
-        paused=False,
-        position=None,
-        timestamp=None,
-        alerts=3,
-    )
-    assert ("⚠ 3 alerts", S.warn) in line
-    narrow = header_line(
-        header.machine,
-        40,
-        live=False,
-        label="x",
-        interval=1,
-        paused=False,
-        position=None,
-        timestamp=None,
-        alerts=1,
-    )
+
+    header_info = header.machine
+
+    def header_at(width: int, alerts: int):
+        return header_line(
+            header_info, width, live=False, label="x", interval=1, paused=False, position=None,
+            timestamp=None, alerts=alerts,
+        )  # fmt: skip
+
+    assert ("⚠ 3 alerts", S.warn) in header_at(160, 3)
+    narrow = header_at(40, 1)
     assert ("⚠ 1 alert", S.warn) in narrow  # kept when the host, driver and CUDA are dropped
 
 
