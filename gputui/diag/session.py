@@ -27,9 +27,9 @@ class DiagnosisSession:
         timeout: float = DEFAULT_TIMEOUT,
         env_overrides: Mapping[str, str | None] | None = None,
         probe_args: Sequence[str] = (),
-        on_finding: Callable[[Finding], None] | None = None,
-        on_phase: Callable[[str | None], None] | None = None,
-        on_done: Callable[[Diagnosis], None] | None = None,
+        on_finding: Callable[[Finding], object] | None = None,
+        on_phase: Callable[[str | None], object] | None = None,
+        on_done: Callable[[Diagnosis], object] | None = None,
     ) -> None:
         self.python = python
         self.diagnosis = Diagnosis(python=python)

@@ -1,0 +1,451 @@
+"""The Diagnostics tab: run the diagnosis (and the stress benchmark) in a child interpreter,
+stream its findings in, pick the interpreter, cancel, save the report.
+
+The children run on the runner's threads; their events reach the pane as messages.  Nothing
+here imports torch: the monitor process never initialises CUDA.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import textwrap
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.style import Style
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Input, OptionList, Static
+from textual.widgets.option_list import Option
+
+from gputui.diag.interpreters import Interpreter, default_interpreter, find_interpreters
+from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession
+from gputui.diag.verdicts import Diagnosis, Finding, report_json, report_markdown
+from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.ui.panes import Pane
+from gputui.ui.render import Line, S, clean, fit
+from gputui.ui.widgets.lines import LineWidget
+
+if TYPE_CHECKING:
+    from gputui.telemetry.hub import Hub
+
+STATUS_STYLE = {"PASS": S.ok, "WARN": S.warn, "FAIL": S.bad, "SKIP": S.dim}
+TITLE_WIDTH = 30
+REVERSE = Style(reverse=True)
+
+
+# --------------------------------------------------------------------------------------
+# messages from the runner's threads
+# --------------------------------------------------------------------------------------
+
+
+class FindingArrived(Message):
+    def __init__(self, finding: Finding, generation: int) -> None:
+        super().__init__()
+        self.finding = finding
+        self.generation = generation
+
+
+class PhaseChanged(Message):
+    def __init__(self, title: str | None, generation: int) -> None:
+        super().__init__()
+        self.title = title
+        self.generation = generation
+
+
+class DiagnosisDone(Message):
+    def __init__(self, diagnosis: Diagnosis, generation: int) -> None:
+        super().__init__()
+        self.diagnosis = diagnosis
+        self.generation = generation
+
+
+# --------------------------------------------------------------------------------------
+# lines (plain data)
+# --------------------------------------------------------------------------------------
+
+
+def _wrap(text: str, width: int, indent: int) -> list[str]:
+    return textwrap.wrap(clean(text), max(10, width - indent)) or [""]
+
+
+def finding_lines(f: Finding, width: int) -> list[Line]:
+    """One line per check; the cause, its meaning and the fix under anything not PASS."""
+    title = fit(clean(f.title), TITLE_WIDTH).ljust(TITLE_WIDTH)
+    summary_width = max(10, width - 8 - TITLE_WIDTH)
+    out: list[Line] = [
+        [
+            (" ", None),
+            (f"{f.status:<4}", STATUS_STYLE.get(f.status, S.text)),
+            ("  ", None),
+            (title, S.label),
+            (" ", None),
+            (fit(clean(f.summary), summary_width), S.text),
+        ]
+    ]
+    if f.status in ("WARN", "FAIL"):
+        if f.summary and len(clean(f.summary)) > summary_width:
+            out += [[("       ", None), (chunk, S.text)] for chunk in _wrap(f.summary, width, 8)]
+        if f.cause_title:
+            text = f"{f.cause_title}: {f.meaning or ''}"
+            out += [[("       ", None), (chunk, S.label)] for chunk in _wrap(text, width, 8)]
+        for line in f.fix:
+            for k, chunk in enumerate(_wrap(line, width, 10)):
+                out.append([("       ", None), ("→ " if k == 0 else "  ", S.info), (chunk, S.value)])
+    elif f.note:
+        out += [[("       ", None), (chunk, S.dim)] for chunk in _wrap("note: " + f.note, width, 8)]
+    return out
+
+
+def summary_line(diagnosis: Diagnosis | None, running: bool, phase: str | None, elapsed: float) -> Line:
+    if diagnosis is None:
+        return [(" press ", S.label), ("g", S.index), (" to diagnose this environment", S.label)]
+    counts = diagnosis.counts()
+    parts: Line = [(" ", None)]
+    if running:
+        parts += [("● running ", S.info), (f"{elapsed:.1f} s", S.value)]
+        if phase:
+            parts += [(": ", S.label), (clean(phase) + "…", S.text)]
+        parts.append(("   ", None))
+    elif diagnosis.child.get("cancelled"):
+        parts += [("cancelled", S.warn), ("   ", None)]
+    else:
+        parts += [(f" {diagnosis.status} ", STATUS_STYLE[diagnosis.status] + REVERSE)]
+        parts.append(("  ", None))
+    for status in ("PASS", "WARN", "FAIL", "SKIP"):
+        parts += [(str(counts[status]), STATUS_STYLE[status]), (f" {status.lower()}  ", S.label)]
+    if not running and diagnosis.child.get("seconds") is not None:
+        parts.append((f"in {diagnosis.child['seconds']:.1f} s", S.dim))
+    return parts
+
+
+def primary_lines(diagnosis: Diagnosis | None, width: int) -> list[Line]:
+    if diagnosis is None:
+        return []
+    first = diagnosis.primary()
+    if first is None:
+        return []
+    head = f"{first.cause_title or first.title}: {first.summary}"
+    out: list[Line] = [[(" First fix: ", S.title), (fit(clean(head), max(10, width - 13)), S.text)]]
+    for line in first.fix[:3]:
+        out.append([("   → ", S.info), (fit(clean(line), max(10, width - 5)), S.value)])
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# widgets
+# --------------------------------------------------------------------------------------
+
+
+class DiagHeader(LineWidget):
+    """Interpreter, state and counts, the first fix, and the keys."""
+
+    DEFAULT_CSS = """
+    DiagHeader { height: auto; }
+    """
+
+    def __init__(self, pane: DiagnosticsPane, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.pane = pane
+
+    def build(self, width: int, height: int) -> list[Line]:
+        p = self.pane
+        label = f" ({clean(p.python_label)})" if p.python_label else ""
+        lines: list[Line] = [
+            [
+                (" python ", S.label),
+                (fit(clean(p.python), max(10, width - 10 - len(label))), S.value),
+                (label, S.dim),
+            ],
+            summary_line(p.diagnosis, p.running, p.phase, p.elapsed()),
+        ]
+        if not p.running:
+            lines += primary_lines(p.diagnosis, width)
+        if p.saved:
+            lines.append([(" saved: ", S.label), (fit(clean(p.saved), max(10, width - 8)), S.ok)])
+        keys: Line = [(" ", None)]
+        for key, what in (
+            ("g", "diagnose"),
+            ("s", "stress"),
+            ("x", "cancel"),
+            ("e", "interpreter"),
+            ("w", "save"),
+        ):
+            keys += [(key, S.index), (f" {what}  ", S.label)]
+        lines.append(keys)
+        lines.append([("─" * width, S.border)])
+        return lines
+
+
+class FindingsView(LineWidget):
+    """The checks as they arrive."""
+
+    DEFAULT_CSS = """
+    FindingsView { height: auto; }
+    """
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.findings: list[Finding] = []
+
+    def build(self, width: int, height: int) -> list[Line]:
+        out: list[Line] = []
+        for f in self.findings:
+            out += finding_lines(f, width)
+        return out
+
+
+class InterpreterPicker(ModalScreen[str | None]):
+    """Choose the interpreter to diagnose: the environments found, or a typed path."""
+
+    DEFAULT_CSS = """
+    InterpreterPicker { align: center middle; }
+    InterpreterPicker > Vertical {
+        width: 100; max-width: 95%; height: auto; max-height: 80%;
+        border: round $accent; background: $surface; padding: 0 1;
+    }
+    InterpreterPicker OptionList { height: auto; max-height: 16; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, candidates: list[Interpreter], current: str) -> None:
+        super().__init__()
+        self.candidates = candidates
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(Text("Diagnose which Python?  (enter picks, esc closes)", style="bold"))
+            options = [
+                Option(
+                    Text.assemble(
+                        (c.path, "bold" if c.path == self.current else ""), ("  " + c.label, "dim")
+                    ),
+                    id=str(k),
+                )
+                for k, c in enumerate(self.candidates)
+            ]
+            yield OptionList(*options, id="candidates")
+            yield Static(Text("or type a path:", style="dim"))
+            yield Input(placeholder="/path/to/python", id="path")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).focus()
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.candidates[int(event.option.id or 0)].path)
+
+    @on(Input.Submitted)
+    def _typed(self, event: Input.Submitted) -> None:
+        path = os.path.expanduser(event.value.strip())
+        self.dismiss(path or None)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class DiagnosticsPane(Pane):
+    """Diagnosis and stress results; `g` (anywhere) runs the diagnosis."""
+
+    PANE_ID = "diagnostics"
+    TAB_TITLE = "Diagnostics"
+    TAB_KEY = "4"
+    can_focus = True
+
+    DEFAULT_CSS = """
+    DiagnosticsPane #diag-body { height: 1fr; scrollbar-size-vertical: 1; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("s", "stress", "Stress", tooltip="Diagnostics tab: run the stress benchmark on every GPU"),
+        Binding("x,escape", "cancel", "Cancel", key_display="x", tooltip="Diagnostics tab: cancel the run"),
+        Binding(
+            "e", "pick_interpreter", "Interpreter", tooltip="Diagnostics tab: choose the Python to diagnose"
+        ),
+        Binding("w", "save", "Save", tooltip="Diagnostics tab: save the report (Markdown and JSON)"),
+        Binding("up", "scroll(-1)", show=False),
+        Binding("down", "scroll(1)", show=False),
+        Binding("pageup", "scroll(-10)", show=False),
+        Binding("pagedown", "scroll(10)", show=False),
+    ]
+
+    timeout: float = DEFAULT_TIMEOUT
+    """Seconds before a hung diagnosis is killed."""
+
+    def __init__(self, hub: Hub) -> None:
+        super().__init__(hub)
+        self.python = default_interpreter()
+        self.python_label = _label_for(self.python)
+        self.diagnosis: Diagnosis | None = None
+        self.session: DiagnosisSession | None = None
+        self.phase: str | None = None
+        self.saved: str | None = None
+        self.env_overrides: dict[str, str | None] = {}
+        """Extra child environment (tests)."""
+        self.report_dir: Path | None = None
+        """Where `w` saves (default: the current directory, else the home directory)."""
+        self._generation = 0
+        self._started = 0.0
+        self._ended = 0.0
+        self._ticker: Any = None
+
+    def compose(self) -> ComposeResult:
+        yield DiagHeader(self, id="diag-header")
+        with VerticalScroll(id="diag-body"):
+            yield FindingsView(id="findings")
+
+    def on_show(self) -> None:
+        self.focus()
+
+    # ---- state -----------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self.session is not None and self.session.running
+
+    def elapsed(self) -> float:
+        if not self._started:
+            return 0.0
+        return (time.monotonic() if self.running else self._ended) - self._started
+
+    def refresh_header(self) -> None:
+        self.query_one(DiagHeader).update_lines()
+
+    # ---- the diagnosis ---------------------------------------------------------------
+
+    def start_diagnosis(self) -> None:
+        if self.running:
+            self.app.notify("A diagnosis is already running (x cancels it)", timeout=3)
+            return
+        self._generation += 1
+        gen = self._generation
+        self.saved = None
+        self.phase = None
+        view = self.query_one(FindingsView)
+        view.findings = []
+        view.relayout()
+        self.session = DiagnosisSession(
+            self.python,
+            timeout=self.timeout,
+            env_overrides=self.env_overrides,
+            on_finding=lambda f: self.post_message(FindingArrived(f, gen)),
+            on_phase=lambda t: self.post_message(PhaseChanged(t, gen)),
+            on_done=lambda d: self.post_message(DiagnosisDone(d, gen)),
+        )
+        self.diagnosis = self.session.diagnosis
+        self._started = time.monotonic()
+        self.session.start()
+        if self._ticker is None:
+            self._ticker = self.set_interval(0.25, self._tick)
+        self.refresh_header()
+
+    def _tick(self) -> None:
+        if self.running:
+            self.refresh_header()
+
+    def on_finding_arrived(self, message: FindingArrived) -> None:
+        if message.generation != self._generation:
+            return
+        view = self.query_one(FindingsView)
+        view.findings.append(message.finding)
+        view.update_lines()
+        self.refresh_header()
+
+    def on_phase_changed(self, message: PhaseChanged) -> None:
+        if message.generation == self._generation:
+            self.phase = message.title
+            self.refresh_header()
+
+    def on_diagnosis_done(self, message: DiagnosisDone) -> None:
+        if message.generation != self._generation:
+            return
+        self._ended = time.monotonic()
+        self.phase = None
+        if self._ticker is not None:
+            self._ticker.stop()
+            self._ticker = None
+        self.refresh_header()
+
+    # ---- actions ---------------------------------------------------------------------
+
+    def action_cancel(self) -> None:
+        if self.session is not None and self.session.running:
+            self.session.cancel()
+            self.app.notify("Cancelled: the diagnosis process and its children were killed", timeout=3)
+
+    def action_stress(self) -> None:
+        self.app.notify("The stress benchmark is not available yet", timeout=3)
+
+    def action_pick_interpreter(self) -> None:
+        candidates = find_interpreters()
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self.python = path
+                self.python_label = _label_for(path, candidates)
+                self.refresh_header()
+                self.start_diagnosis()
+
+        self.app.push_screen(InterpreterPicker(candidates, self.python), chosen)
+
+    def action_save(self) -> None:
+        if self.diagnosis is None or self.running:
+            self.app.notify("Nothing to save yet: press g to diagnose", timeout=3)
+            return
+        try:
+            md, js = save_report(self.diagnosis, self.report_dir)
+        except OSError as exc:
+            self.app.notify(f"Cannot save the report: {exc}", severity="error")
+            return
+        self.saved = f"{md}  and  {js.name}"
+        self.refresh_header()
+        self.app.notify(f"Report saved: {md} and {js}", title="Saved", timeout=8)
+
+    def action_scroll(self, lines: int) -> None:
+        self.query_one("#diag-body", VerticalScroll).scroll_relative(y=lines, animate=False)
+
+    # ---- pane hooks ------------------------------------------------------------------
+
+    def show_info(self, info: MachineInfo) -> None:
+        pass
+
+    def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
+        pass
+
+
+def _label_for(path: str, candidates: list[Interpreter] | None = None) -> str:
+    for c in candidates if candidates is not None else find_interpreters():
+        if os.path.abspath(c.path) == os.path.abspath(path):
+            return c.label
+    return "typed path"
+
+
+def save_report(
+    diagnosis: Diagnosis, directory: Path | None = None, stress: dict[str, Any] | None = None
+) -> tuple[Path, Path]:
+    """Write the report as Markdown and JSON; returns both paths."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(diagnosis.created))
+    name = f"gputui-diag-{clean(socket.gethostname()).replace('/', '_')}-{stamp}"
+    candidates = [directory] if directory is not None else [Path.cwd(), Path.home()]
+    last: OSError | None = None
+    report = diagnosis.to_json(stress)
+    for folder in candidates:
+        md, js = folder / f"{name}.md", folder / f"{name}.json"
+        try:
+            md.write_text(report_markdown(report), encoding="utf-8")
+            js.write_text(report_json(report), encoding="utf-8")
+        except OSError as exc:
+            last = exc
+            continue
+        return md.resolve(), js.resolve()
+    assert last is not None
+    raise last
