@@ -119,3 +119,61 @@ def test_w_saves_markdown_and_json(tmp_path):
             assert "saved:" in text(app) and str(md[0]) in text(app)
 
     run(go())
+
+
+STRESS_QUICK = ["--test-cpu", "--precisions", "fp32,bf16"]
+
+
+def test_stress_from_the_tab_shows_progress_table_and_saves(tmp_path):
+    python = need_torch_python()
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 45)) as pilot:
+            await pilot.press("4")
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = python
+            pane.stress_duration = 1
+            pane.stress_args = STRESS_QUICK
+            pane.report_dir = tmp_path
+            await pilot.press("s")
+            await wait_for(pilot, lambda: "matmul" in pane.stress.results.phases_done, timeout=90)
+            await pilot.pause(0.6)
+            assert "matmul ████████ 100%" in text(app)
+            await wait_for(pilot, lambda: not pane.stress_running, timeout=90)
+            await pilot.pause(0.2)
+            screen = text(app)
+            assert "Stress  PASS" in screen
+            assert "verdict" in screen and "matmul TFLOP/s per precision" in screen
+            await pilot.press("w")
+            await wait_for(pilot, lambda: pane.saved is not None)
+            report = json.loads(next(tmp_path.glob("gputui-diag-*.json")).read_text())
+            jsonschema.validate(report, load_schema())
+            assert report["stress"]["status"] == "PASS"
+
+    run(go())
+
+
+def test_stress_cancel_from_the_tab_leaves_no_process():
+    python = need_torch_python()
+
+    async def go():
+        from gputui.diag.runner import group_members
+
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 45)) as pilot:
+            await pilot.press("4")
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = python
+            pane.stress_duration = 600
+            pane.stress_args = STRESS_QUICK
+            await pilot.press("s")
+            await wait_for(pilot, lambda: "burn" in (pane.stress.results.current_phase() or ""), timeout=90)
+            pgid = pane.stress.child.pid
+            await pilot.press("x")
+            await wait_for(pilot, lambda: not pane.stress_running, timeout=30)
+            await pilot.pause(0.2)
+            assert pane.stress.result.cancelled and group_members(pgid) == []
+            assert "cancelled" in text(app)
+
+    run(go())

@@ -14,7 +14,13 @@ from diag_support import gputui_cli, need_torch_python
 
 from gputui.diag.runner import group_members
 from gputui.diag.session import StressMonitor, StressSession
-from gputui.diag.verdicts import StressResults, load_schema, report_markdown, stress_only_report, stress_verdicts
+from gputui.diag.verdicts import (
+    StressResults,
+    load_schema,
+    report_markdown,
+    stress_only_report,
+    stress_verdicts,
+)
 
 QUICK = ["--test-cpu", "--precisions", "fp32,bf16"]
 
@@ -36,7 +42,9 @@ def test_protocol_and_phase_sequence():
     assert gpu.matmul["fp32"]["tflops"] > 0
     assert set(gpu.matmul) == {"fp32", "bf16"}
     assert gpu.memory["d2d"] > 0
-    assert gpu.burn["iterations"] > 0 and gpu.burn["mismatches"] == 0 and gpu.burn["reference_mismatches"] == 0
+    assert (
+        gpu.burn["iterations"] > 0 and gpu.burn["mismatches"] == 0 and gpu.burn["reference_mismatches"] == 0
+    )
     # each result arrives before the next phase starts (streamed, not batched at the end)
     first_matmul = next(k for k, e in enumerate(events) if e["event"] == "result" and e["phase"] == "matmul")
     burn_start = next(k for k, e in enumerate(events) if e["event"] == "phase" and e.get("name") == "burn")
@@ -51,8 +59,18 @@ def test_protocol_and_phase_sequence():
 def test_injected_miscompare_fails_through_the_cli():
     python = need_torch_python()
     r = gputui_cli(
-        "stress", "--python", python, "--test-cpu", "--duration", "0.5", "--json", "--inject-corruption", "0",
-        "--monitor-interval", "0", "--child-arg=--precisions=fp32",
+        "stress",
+        "--python",
+        python,
+        "--test-cpu",
+        "--duration",
+        "0.5",
+        "--json",
+        "--inject-corruption",
+        "0",
+        "--monitor-interval",
+        "0",
+        "--child-arg=--precisions=fp32",
     )
     assert r.returncode == 2, r.stderr
     report = json.loads(r.stdout)
@@ -111,20 +129,74 @@ def test_no_gpu_is_an_error_not_a_crash():
 
 RECORDED = [  # events as a 2-GPU run emits them (values: REFERENCE.md's H200 figures)
     {"v": 1, "event": "hello", "tool": "stress", "duration": 60},
-    {"v": 1, "event": "gpus", "gpus": [{"index": 0, "nvml_index": 0, "name": "NVIDIA H200"},
-                                       {"index": 1, "nvml_index": 1, "name": "NVIDIA H200"}]},
-    {"v": 1, "event": "result", "phase": "matmul", "gpu": 0, "precision": "bf16", "tflops": 773.0, "size": 8192},
-    {"v": 1, "event": "result", "phase": "matmul", "gpu": 1, "precision": "bf16", "tflops": 770.0, "size": 8192},
+    {
+        "v": 1,
+        "event": "gpus",
+        "gpus": [
+            {"index": 0, "nvml_index": 0, "name": "NVIDIA H200"},
+            {"index": 1, "nvml_index": 1, "name": "NVIDIA H200"},
+        ],
+    },
+    {
+        "v": 1,
+        "event": "result",
+        "phase": "matmul",
+        "gpu": 0,
+        "precision": "bf16",
+        "tflops": 773.0,
+        "size": 8192,
+    },
+    {
+        "v": 1,
+        "event": "result",
+        "phase": "matmul",
+        "gpu": 1,
+        "precision": "bf16",
+        "tflops": 770.0,
+        "size": 8192,
+    },
     {"v": 1, "event": "result", "phase": "memory", "gpu": 0, "kind": "d2d", "gbps": 4270.0},
     {"v": 1, "event": "result", "phase": "memory", "gpu": 1, "kind": "d2d", "gbps": 4265.0},
-    {"v": 1, "event": "result", "phase": "burn", "gpu": 0, "iterations": 40000, "mismatches": 0, "nonfinite": 0,
-     "reference_mismatches": 0},
-    {"v": 1, "event": "result", "phase": "burn", "gpu": 1, "iterations": 40000, "mismatches": 0, "nonfinite": 0,
-     "reference_mismatches": 0},
-    {"v": 1, "event": "result", "phase": "health", "gpu": 0, "before": {"ecc_volatile_uncorrected": 0},
-     "after": {"ecc_volatile_uncorrected": 0}, "xid_events": [], "clock_event_reasons": 4},
-    {"v": 1, "event": "result", "phase": "health", "gpu": 1, "before": {"ecc_volatile_uncorrected": 0},
-     "after": {"ecc_volatile_uncorrected": 0}, "xid_events": [], "clock_event_reasons": 4},
+    {
+        "v": 1,
+        "event": "result",
+        "phase": "burn",
+        "gpu": 0,
+        "iterations": 40000,
+        "mismatches": 0,
+        "nonfinite": 0,
+        "reference_mismatches": 0,
+    },
+    {
+        "v": 1,
+        "event": "result",
+        "phase": "burn",
+        "gpu": 1,
+        "iterations": 40000,
+        "mismatches": 0,
+        "nonfinite": 0,
+        "reference_mismatches": 0,
+    },
+    {
+        "v": 1,
+        "event": "result",
+        "phase": "health",
+        "gpu": 0,
+        "before": {"ecc_volatile_uncorrected": 0},
+        "after": {"ecc_volatile_uncorrected": 0},
+        "xid_events": [],
+        "clock_event_reasons": 4,
+    },
+    {
+        "v": 1,
+        "event": "result",
+        "phase": "health",
+        "gpu": 1,
+        "before": {"ecc_volatile_uncorrected": 0},
+        "after": {"ecc_volatile_uncorrected": 0},
+        "xid_events": [],
+        "clock_event_reasons": 4,
+    },
     {"v": 1, "event": "done", "seconds": 75},
 ]
 
@@ -179,7 +251,10 @@ def test_verdict_rules(events, status, reason):
 
 def test_all_gpus_slow_warn_against_the_achievable_reference():
     events = edit(0, "matmul", tflops=500.0)
-    events = [e if not (e.get("phase") == "matmul" and e.get("gpu") == 1) else {**e, "tflops": 505.0} for e in events]
+    events = [
+        e if not (e.get("phase") == "matmul" and e.get("gpu") == 1) else {**e, "tflops": 505.0}
+        for e in events
+    ]
     v = verdicts_of(events)
     assert v["status"] == "WARN"
     assert any("achievable 773" in r for r in v["gpus"][1]["reasons"])

@@ -37,12 +37,23 @@ def add_parser(subparsers: Any) -> None:
         "Exit status: 0 every GPU passed, 1 warnings, 2 failures.",
     )
     p.add_argument("--duration", type=positive, default=60.0, metavar="S", help="burn seconds (default 60)")
-    p.add_argument("--gpus", type=gpu_list, default=None, metavar="0,1", help="torch GPU indices (default: all)")
+    p.add_argument(
+        "--gpus", type=gpu_list, default=None, metavar="0,1", help="torch GPU indices (default: all)"
+    )
     fmt = p.add_mutually_exclusive_group()
-    fmt.add_argument("--json", action="store_true", help="print the report as JSON (gputui/diag/report.schema.json)")
+    fmt.add_argument(
+        "--json", action="store_true", help="print the report as JSON (gputui/diag/report.schema.json)"
+    )
     fmt.add_argument("--markdown", action="store_true", help="print the report as Markdown")
-    p.add_argument("--python", metavar="PATH", default=None, help="the interpreter to run it in (default: as gputui diag)")
-    p.add_argument("--timeout", type=positive, default=None, metavar="S", help="kill it after S s (default DURATION+600)")
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        default=None,
+        help="the interpreter to run it in (default: as gputui diag)",
+    )
+    p.add_argument(
+        "--timeout", type=positive, default=None, metavar="S", help="kill it after S s (default DURATION+600)"
+    )
     p.add_argument(
         "--monitor-interval",
         type=float,
@@ -59,7 +70,13 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from gputui.diag.interpreters import default_interpreter
     from gputui.diag.session import StressMonitor, StressSession
-    from gputui.diag.verdicts import EXIT_CODES, report_json, report_markdown, stress_markdown, stress_only_report
+    from gputui.diag.verdicts import (
+        EXIT_CODES,
+        report_json,
+        report_markdown,
+        stress_markdown,
+        stress_only_report,
+    )
 
     python = args.python or default_interpreter()
     extra = list(args.child_arg)

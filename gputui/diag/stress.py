@@ -202,7 +202,7 @@ def phase_memory(torch, devices, opts):
             dst = torch.empty(nbytes, dtype=torch.uint8, device=dev.device)
             seconds, iters = dev.calibrated(lambda: dst.copy_(src), opts.memory_seconds)
             out["d2d"] = round(2.0 * nbytes * iters / seconds / 1e9, 2)  # read + write
-            del src, dst
+            src = dst = None
             if dev.cpu:
                 return out
             host_bytes = opts.host_bytes
@@ -211,15 +211,15 @@ def phase_memory(torch, devices, opts):
                 host = torch.empty(host_bytes, dtype=torch.uint8, pin_memory=pinned)
                 tag = "pinned" if pinned else "pageable"
                 s, n = dev.calibrated(
-                    lambda: gpu_buf.copy_(host, non_blocking=pinned), opts.memory_seconds / 2
+                    lambda h=host, p=pinned: gpu_buf.copy_(h, non_blocking=p), opts.memory_seconds / 2
                 )
                 out["h2d_" + tag] = round(host_bytes * n / s / 1e9, 2)
                 s, n = dev.calibrated(
-                    lambda: host.copy_(gpu_buf, non_blocking=pinned), opts.memory_seconds / 2
+                    lambda h=host, p=pinned: h.copy_(gpu_buf, non_blocking=p), opts.memory_seconds / 2
                 )
                 out["d2h_" + tag] = round(host_bytes * n / s / 1e9, 2)
-                del host
-            del gpu_buf
+                host = None
+            gpu_buf = None
             torch.cuda.empty_cache()
             return out
 
@@ -364,7 +364,7 @@ class Watcher:
     def __init__(self, nvml, indices):
         self.nvml = nvml
         self.indices = indices
-        self.reasons = {i: 0 for i in indices}
+        self.reasons = dict.fromkeys(indices, 0)
         self.xids = {i: [] for i in indices}
         self.xid_supported = None
         self._stop = threading.Event()
@@ -482,7 +482,7 @@ def main(argv=None):
     )
     with Phase("torch-import", "import torch"):
         try:
-            import torch  # noqa: PLC0415
+            import torch
         except BaseException as exc:
             emit(
                 "error",

@@ -1228,7 +1228,8 @@ def stress_verdicts(
                 top = best.get((g.name, precision), 0.0)
                 if top and tflops < SLOW_FRACTION * top:
                     warn.append(
-                        f"{precision} {tflops:.0f} TFLOP/s is below 75 % of the best {g.name} here ({top:.0f})"
+                        f"{precision} {tflops:.0f} TFLOP/s is below 75 % of the best {g.name} "
+                        f"here ({top:.0f})"
                     )
                 ref = achievable.get(precision)
                 if ref and tflops < SLOW_FRACTION * ref:
@@ -1247,7 +1248,7 @@ def stress_verdicts(
         if reasons & STRESS_SLOWDOWN_MASK:
             from gputui.telemetry.model import decode_clock_events
 
-            slow = [n for n in decode_clock_events(reasons & STRESS_SLOWDOWN_MASK)]
+            slow = list(decode_clock_events(reasons & STRESS_SLOWDOWN_MASK))
             warn.append("clocks were held back during the run: " + ", ".join(slow))
         status = "FAIL" if fail else "WARN" if warn else "PASS"
         gpus_out.append(

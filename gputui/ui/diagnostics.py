@@ -26,11 +26,19 @@ from textual.widgets import Input, OptionList, Static
 from textual.widgets.option_list import Option
 
 from gputui.diag.interpreters import Interpreter, default_interpreter, find_interpreters
-from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession
-from gputui.diag.verdicts import Diagnosis, Finding, report_json, report_markdown
-from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
+from gputui.diag.verdicts import (
+    EXIT_CODES,
+    Diagnosis,
+    Finding,
+    report_json,
+    report_markdown,
+    stress_only_report,
+    stress_table,
+)
+from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
 from gputui.ui.panes import Pane
-from gputui.ui.render import Line, S, clean, fit
+from gputui.ui.render import GREEN, ORANGE, Line, S, bar, clean, fit, fmt_mhz, fmt_temp, fmt_watts, ratio
 from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
@@ -65,6 +73,15 @@ class DiagnosisDone(Message):
         super().__init__()
         self.diagnosis = diagnosis
         self.generation = generation
+
+
+class StressUpdated(Message):
+    def __init__(self, generation: int) -> None:
+        super().__init__()
+        self.generation = generation
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, StressUpdated)
 
 
 # --------------------------------------------------------------------------------------
@@ -202,6 +219,128 @@ class FindingsView(LineWidget):
         return out
 
 
+STRESS_PHASES = ("matmul", "memory", "burn")
+
+
+def stress_lines(session: StressSession, width: int, elapsed: float) -> list[Line]:
+    """Live per-GPU telemetry (sampled by the monitor), a progress bar per phase, and at the
+    end the verdict table."""
+    results = session.results
+    running = session.running
+    out: list[Line] = []
+    head: Line = [(" Stress ", S.title)]
+    if running:
+        phase = results.current_phase()
+        head += [("● running ", S.info), (f"{elapsed:.0f} s", S.value)]
+        if phase:
+            head += [(": ", S.label), (clean(phase) + "…", S.text)]
+    else:
+        report = session.report()
+        status = "cancelled" if report.get("cancelled") else report["status"]
+        head.append((f" {status} ", STATUS_STYLE.get(status, S.warn) + REVERSE))
+    out.append(head)
+    latest = session.monitor.snapshot()[0] if session.monitor is not None else {}
+    for g in sorted(results.gpus.values(), key=lambda x: x.index):
+        line: Line = [(f" {g.index} ", S.index), (fit(clean(g.name), 22).ljust(22), S.text)]
+        sample = latest.get(g.nvml_index) if g.nvml_index is not None else None
+        if sample is not None:
+            power = ratio(sample.power_draw, sample.power_limit)
+            reasons = decode_clock_events((sample.clock_event_reasons or 0) & ~CLOCK_EVENT_QUIET_MASK)
+            line += [
+                (f" {fmt_temp(sample.temperature):>5} ", S.value),
+                *bar(power, 10, ORANGE),
+                (f" {fmt_watts(sample.power_draw, sample.power_limit):>10} ", S.value),
+                (f" SM {fmt_mhz(sample.sm_clock):>9} ", S.value),
+                (" " + ", ".join(reasons) if reasons else "", S.warn),
+            ]
+        else:
+            line.append((" (no telemetry for this device)", S.dim))
+        out.append(line)
+        bars: Line = [("    ", None)]
+        for phase in STRESS_PHASES:
+            frac = g.progress.get(phase)
+            bars += [
+                (f"{phase} ", S.label),
+                *bar(frac or 0.0, 8, GREEN),
+                (f" {100 * (frac or 0):3.0f}%  ", S.dim),
+            ]
+        live = g.live
+        if live.get("tflops") is not None:
+            errors = int(live.get("mismatches") or 0) + int(live.get("nonfinite") or 0)
+            bars += [
+                (f"{live['tflops']:g} TFLOP/s ", S.value),
+                (f"{errors} errors", S.bad if errors else S.ok),
+            ]
+        out.append(bars)
+    if not running and results.gpus:
+        report = session.report()
+        rows = stress_table(report)
+        widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+        for n, row in enumerate(rows):
+            cells: Line = [(" ", None)]
+            for k, cell in enumerate(row):
+                style = S.label if n == 0 else STATUS_STYLE.get(cell, S.text) if k == 1 else S.value
+                cells += [(clean(cell).ljust(widths[k]), style), ("  ", None)]
+            out.append(cells)
+        for g in report["gpus"]:
+            for reason in g["reasons"]:
+                out.append(
+                    [(f"   GPU {g['index']}: ", S.label), (fit(clean(reason), max(10, width - 12)), S.text)]
+                )
+        for err in report.get("errors") or []:
+            out.append(
+                [(" error: ", S.bad), (fit(clean(str(err.get("message"))), max(10, width - 8)), S.text)]
+            )
+        if any(g["matmul"] for g in report["gpus"]):
+            out += stress_chart_lines(report, width)
+    out.append([("─" * width, S.border)])
+    return out
+
+
+def stress_chart_lines(report: dict[str, Any], width: int) -> list[Line]:
+    """Matmul TFLOP/s per precision and GPU as horizontal bars on one scale per precision
+    (the datasheet peak where the model is known, else the fastest GPU)."""
+    out: list[Line] = [[(" matmul TFLOP/s per precision", S.title), ("  (bar: % of datasheet peak)", S.dim)]]
+    gpus = report["gpus"]
+    bar_width = max(10, min(60, width - 40))
+    for precision in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8"):
+        rows = [(g, (g["matmul"].get(precision) or {})) for g in gpus]
+        rows = [(g, m) for g, m in rows if isinstance(m.get("tflops"), int | float)]
+        if not rows:
+            continue
+        top = max(float(m["tflops"]) for _, m in rows)
+        for g, m in rows:
+            scale = m.get("peak") or top
+            out.append(
+                [
+                    (f" {precision:<5}", S.label),
+                    (f"GPU {g['index']:<2} ", S.index),
+                    *bar(ratio(float(m["tflops"]), scale), bar_width, GREEN),
+                    (f" {m['tflops']:g}", S.value),
+                    (f" ({m['percent']:.0f}%)" if m.get("percent") is not None else "", S.dim),
+                ]
+            )
+    return out
+
+
+class StressView(LineWidget):
+    """The stress run: live telemetry, progress, results."""
+
+    DEFAULT_CSS = """
+    StressView { height: auto; }
+    """
+
+    def __init__(self, pane: DiagnosticsPane, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.pane = pane
+
+    def build(self, width: int, height: int) -> list[Line]:
+        session = self.pane.stress
+        if session is None:
+            return []
+        return stress_lines(session, width, self.pane.stress_elapsed())
+
+
 class InterpreterPicker(ModalScreen[str | None]):
     """Choose the interpreter to diagnose: the environments found, or a typed path."""
 
@@ -293,6 +432,17 @@ class DiagnosticsPane(Pane):
         """Extra child environment (tests)."""
         self.report_dir: Path | None = None
         """Where `w` saves (default: the current directory, else the home directory)."""
+        self.stress: StressSession | None = None
+        self.stress_monitor = StressMonitor()
+        """Fed by the hub with every snapshot the poller takes (the monitor's own sampling)."""
+        self.stress_duration = 60.0
+        """Burn seconds for `s`."""
+        self.stress_args: list[str] = []
+        """Extra stress-child arguments (tests)."""
+        self._stress_generation = 0
+        self._stress_started = 0.0
+        self._stress_ended = 0.0
+        self._stress_ticker: Any = None
         self._generation = 0
         self._started = 0.0
         self._ended = 0.0
@@ -301,7 +451,11 @@ class DiagnosticsPane(Pane):
     def compose(self) -> ComposeResult:
         yield DiagHeader(self, id="diag-header")
         with VerticalScroll(id="diag-body"):
+            yield StressView(self, id="stress")
             yield FindingsView(id="findings")
+
+    def on_mount(self) -> None:
+        self.hub.subscribe(self.stress_monitor.observe)
 
     def on_show(self) -> None:
         self.focus()
@@ -311,6 +465,15 @@ class DiagnosticsPane(Pane):
     @property
     def running(self) -> bool:
         return self.session is not None and self.session.running
+
+    @property
+    def stress_running(self) -> bool:
+        return self.stress is not None and self.stress.running
+
+    def stress_elapsed(self) -> float:
+        if not self._stress_started:
+            return 0.0
+        return (time.monotonic() if self.stress_running else self._stress_ended) - self._stress_started
 
     def elapsed(self) -> float:
         if not self._started:
@@ -381,9 +544,42 @@ class DiagnosticsPane(Pane):
         if self.session is not None and self.session.running:
             self.session.cancel()
             self.app.notify("Cancelled: the diagnosis process and its children were killed", timeout=3)
+        if self.stress is not None and self.stress.running:
+            self.stress.cancel()
+            self.app.notify("Cancelled: the stress process was killed and its GPU memory freed", timeout=3)
 
     def action_stress(self) -> None:
-        self.app.notify("The stress benchmark is not available yet", timeout=3)
+        if self.stress_running:
+            self.app.notify("The stress benchmark is already running (x cancels it)", timeout=3)
+            return
+        self._stress_generation += 1
+        gen = self._stress_generation
+        self.stress = StressSession(
+            self.python,
+            duration=self.stress_duration,
+            extra_args=self.stress_args,
+            env_overrides=self.env_overrides,
+            monitor=self.stress_monitor,
+            on_update=lambda kind: self.post_message(StressUpdated(gen)),
+        )
+        self._stress_started = time.monotonic()
+        self.stress.start()
+        if self._stress_ticker is None:
+            self._stress_ticker = self.set_interval(0.5, self._stress_tick)
+        self.query_one(StressView).update_lines()
+
+    def _stress_tick(self) -> None:
+        self.query_one(StressView).update_lines()
+
+    def on_stress_updated(self, message: StressUpdated) -> None:
+        if message.generation != self._stress_generation or self.stress is None:
+            return
+        if not self.stress.running:
+            self._stress_ended = time.monotonic()
+            if self._stress_ticker is not None:
+                self._stress_ticker.stop()
+                self._stress_ticker = None
+        self.query_one(StressView).update_lines()
 
     def action_pick_interpreter(self) -> None:
         candidates = find_interpreters()
@@ -398,11 +594,16 @@ class DiagnosticsPane(Pane):
         self.app.push_screen(InterpreterPicker(candidates, self.python), chosen)
 
     def action_save(self) -> None:
-        if self.diagnosis is None or self.running:
+        if self.running or self.stress_running:
+            self.app.notify("Wait for the run to finish (or cancel it with x)", timeout=3)
+            return
+        if self.diagnosis is None and self.stress is None:
             self.app.notify("Nothing to save yet: press g to diagnose", timeout=3)
             return
+        diagnosis = self.diagnosis if self.diagnosis is not None else Diagnosis(python=self.python)
+        stress = self.stress.report() if self.stress is not None else None
         try:
-            md, js = save_report(self.diagnosis, self.report_dir)
+            md, js = save_report(diagnosis, self.report_dir, stress)
         except OSError as exc:
             self.app.notify(f"Cannot save the report: {exc}", severity="error")
             return
@@ -437,7 +638,12 @@ def save_report(
     name = f"gputui-diag-{clean(socket.gethostname()).replace('/', '_')}-{stamp}"
     candidates = [directory] if directory is not None else [Path.cwd(), Path.home()]
     last: OSError | None = None
-    report = diagnosis.to_json(stress)
+    if stress is not None and not diagnosis.findings:
+        report = stress_only_report(diagnosis.context.python, stress)
+    else:
+        report = diagnosis.to_json(stress)
+        if stress is not None and EXIT_CODES[stress["status"]] > report["exit_code"]:
+            report["status"], report["exit_code"] = stress["status"], EXIT_CODES[stress["status"]]
     for folder in candidates:
         md, js = folder / f"{name}.md", folder / f"{name}.json"
         try:
