@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputui import __version__
-from gputui.commands import record
+from gputui.commands import diag, record, stress
 from gputui.commands.common import positive
 
 DEMO_RECORDING = Path(__file__).parent / "data" / "demo.jsonl.gz"
 
 #: Subcommands: modules with NAME, add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = [record]
+COMMANDS = [record, diag, stress]
 
 
 def build_parser() -> argparse.ArgumentParser:
