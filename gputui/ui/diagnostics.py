@@ -38,7 +38,20 @@ from gputui.diag.verdicts import (
 )
 from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
 from gputui.ui.panes import Pane
-from gputui.ui.render import GREEN, ORANGE, Line, S, bar, clean, fit, fmt_mhz, fmt_temp, fmt_watts, ratio
+from gputui.ui.render import (
+    GREEN,
+    ORANGE,
+    Line,
+    S,
+    bar,
+    clean,
+    fit,
+    fmt_mhz,
+    fmt_temp,
+    fmt_watts,
+    plot_lines,
+    ratio,
+)
 from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
@@ -292,9 +305,35 @@ def stress_lines(session: StressSession, width: int, elapsed: float) -> list[Lin
                 [(" error: ", S.bad), (fit(clean(str(err.get("message"))), max(10, width - 8)), S.text)]
             )
         if any(g["matmul"] for g in report["gpus"]):
+            out += stress_plot(report, width)
             out += stress_chart_lines(report, width)
     out.append([("─" * width, S.border)])
     return out
+
+
+PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
+
+
+def stress_plot(report: dict[str, Any], width: int) -> list[Line]:
+    """A plotext bar chart of matmul TFLOP/s per precision, one bar per GPU."""
+    gpus = report["gpus"]
+    labels = [
+        p
+        for p in PRECISIONS
+        if any(isinstance((g["matmul"].get(p) or {}).get("tflops"), int | float) for g in gpus)
+    ]
+    if not labels:
+        return []
+    series = [[float((g["matmul"].get(p) or {}).get("tflops") or 0.0) for p in labels] for g in gpus]
+
+    def build(plt: Any) -> None:
+        if len(series) == 1:
+            plt.bar(labels, series[0], color="green")
+        else:
+            plt.multiple_bar(labels, series, labels=[f"GPU {g['index']}" for g in gpus])
+        plt.title("matmul TFLOP/s")
+
+    return plot_lines(build, min(width - 2, 100), 14)
 
 
 def stress_chart_lines(report: dict[str, Any], width: int) -> list[Line]:
@@ -303,7 +342,7 @@ def stress_chart_lines(report: dict[str, Any], width: int) -> list[Line]:
     out: list[Line] = [[(" matmul TFLOP/s per precision", S.title), ("  (bar: % of datasheet peak)", S.dim)]]
     gpus = report["gpus"]
     bar_width = max(10, min(60, width - 40))
-    for precision in ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8"):
+    for precision in PRECISIONS:
         rows = [(g, (g["matmul"].get(precision) or {})) for g in gpus]
         rows = [(g, m) for g, m in rows if isinstance(m.get("tflops"), int | float)]
         if not rows:
