@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputui import __version__
-from gputui.commands import export, record, snapshot, watch
+from gputui.commands import diag, export, record, snapshot, stress, watch
 from gputui.commands.common import load_config, positive
 
 DEMO_RECORDING = Path(__file__).parent / "data" / "demo.jsonl.gz"
 
 #: Subcommands: modules with NAME, add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = [record, snapshot, watch, export]
+COMMANDS = [record, snapshot, watch, export, diag, stress]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,6 +22,7 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
+from gputui.ui.diagnostics import DiagnosticsPane
 from gputui.ui.panes import OverviewPane, Pane, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
@@ -83,7 +84,7 @@ class GpuTuiApp(App[int]):
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
 
-    PANES: ClassVar[list[type[Pane]]] = [OverviewPane]
+    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, DiagnosticsPane]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -115,6 +116,7 @@ class GpuTuiApp(App[int]):
         ),
         Binding("c", "cycle_layout", "Layout", tooltip="Cards when they fit / always cards / compact"),
         Binding("d", "demo", "Demo", tooltip="When no GPU is found: open the bundled recording of real GPUs"),
+        Binding("g", "diagnose", "Diagnose", tooltip="Open the Diagnostics tab and diagnose CUDA/cuDNN/NCCL"),
         *tab_bindings(PANES),
     ]
 
@@ -383,6 +385,10 @@ class GpuTuiApp(App[int]):
         self._start_poller()
         header.interval = self.interval
         self.refresh_bindings()
+
+    def action_diagnose(self) -> None:
+        self.action_show_tab(DiagnosticsPane.PANE_ID)
+        self.query_one(DiagnosticsPane).start_diagnosis()
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen

@@ -69,6 +69,10 @@ class HelpScreen(ModalScreen[None]):
         table.add_column()
         for keys, what in binding_rows(list(self.app.BINDINGS)):
             table.add_row(Text(keys), Text(what))
+        for pane in getattr(self.app, "PANES", []):
+            own = [b for b in pane.BINDINGS if isinstance(b, Binding) and b.show]
+            for keys, what in binding_rows(list(own)):
+                table.add_row(Text(keys), Text(what))
         title = Text.assemble((f"gputui {__version__}", "bold"), " — keys\n")
         with VerticalScroll():
             yield Static(title)
