@@ -4,27 +4,13 @@ leaves the defaults, command-line flags override the file."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from conftest import H200_X2
+from conftest import H200_X2, gputui
 
 from gputui import config
 from gputui.config import Config, default_text, key_lines, load, parse
-
-
-def gputui(*args: str, env: dict[str, str] | None = None, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env=env,
-        **kw,
-    )
 
 
 def test_defaults_round_trip():

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import FROZEN, H200_X2, X8_240
+from conftest import FROZEN, H200_X2, X8_240, gputui
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
@@ -231,12 +231,6 @@ def test_scrapes_never_call_the_source():
 
 
 # ---- the command: bind policy, a real server process --------------------------------------
-
-
-def gputui(*args: str, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args], capture_output=True, text=True, timeout=60, check=False, **kw
-    )
 
 
 def test_refuses_a_non_loopback_address_without_the_flag():

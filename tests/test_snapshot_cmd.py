@@ -15,7 +15,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import FIXTURES, H200_X1, H200_X2, NOGPU
+from conftest import FIXTURES, H200_X1, H200_X2, NOGPU, gputui
 
 from gputui.export import snapshot as fmt
 from gputui.telemetry.recording import read_recording
@@ -23,12 +23,6 @@ from gputui.telemetry.recording import read_recording
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA_FILE = ROOT / "gputui" / "schemas" / "snapshot-v1.json"
 MIB = 2**20
-
-
-def gputui(*args: str, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args], capture_output=True, text=True, timeout=60, check=False, **kw
-    )
 
 
 def smi_csv(path: Path) -> tuple[list[str], list[list[str]]]:

@@ -4,12 +4,11 @@ rate-limited, never through a shell unless asked, never holding up the sampling.
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from pathlib import Path
 
-from conftest import H200_X1, H200_X2
+from conftest import H200_X1, H200_X2, gputui
 
 from gputui.export.alert_command import AlertCommand, command_argv
 from gputui.telemetry.alerts import Alert, AlertEvent
@@ -21,17 +20,6 @@ doc["env"] = {k: v for k, v in os.environ.items() if k.startswith("GPUTUI_ALERT_
 with open(os.path.join(sys.argv[1], uuid.uuid4().hex + ".json"), "w") as f:
     json.dump(doc, f)
 """
-
-
-def gputui(*args: str, timeout: float = 60, **kw):
-    return subprocess.run(
-        [sys.executable, "-m", "gputui", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        **kw,
-    )
 
 
 def setup(tmp_path: Path, config: str) -> tuple[Path, Path, str]:
