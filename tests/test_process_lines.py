@@ -31,6 +31,7 @@ from gputui.ui.process_lines import (
     summary_line,
     table_lines,
     unlisted_memory,
+    view_state_for,
     visible_columns,
 )
 
@@ -281,3 +282,20 @@ def test_process_history_is_bounded():
     assert h.process_count == MAX_PROCESSES
     assert h.process_series(0, MAX_PROCESSES + 10, "gpu_memory") == []
     assert math.isclose(h.process_series(0, 3, "gpu_memory")[0], 3)
+
+
+def test_default_sort_setting_maps_onto_the_columns():
+    from gputui.config import SORT_KEYS
+
+    for field in SORT_KEYS:  # every value the config file accepts is a column
+        for sort in (field, f"-{field}"):
+            state = view_state_for(sort)
+            assert state.sort_key in {c.key for c in COLUMNS}, sort
+    assert (view_state_for("-gpu_memory").sort_key, view_state_for("-gpu_memory").descending) == (
+        "gpu_memory",
+        True,
+    )
+    assert view_state_for("gpu_index").sort_key == "gpu" and not view_state_for("gpu_index").descending
+    # the oldest process first is the longest running first
+    assert view_state_for("create_time").sort_key == "elapsed" and view_state_for("create_time").descending
+    assert view_state_for(None) == ViewState() == view_state_for("no_such_field")

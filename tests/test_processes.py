@@ -138,7 +138,9 @@ def test_table_shows_every_recorded_process_with_its_values():
                 assert f" {p.sm_util} " in line
                 assert p.user in line
                 assert " ".join(p.cmdline)[:40] in line
-            assert [r.proc.pid for r in table(app).rows] == [RANK0, HOLDER, RANK1]  # GPU, then PID
+            # the default order: GPU memory, largest first; ties by GPU, then PID
+            assert "sort GPU MEM▼" in screen
+            assert [r.proc.pid for r in table(app).rows] == [RANK0, RANK1, HOLDER]
 
     run(go())
 
@@ -152,25 +154,29 @@ def test_sorting_by_keys_and_by_clicking_a_title():
             await open_tab(pilot, 40)
             rows = RowBuilder().rows(ticks[39])
             t = table(app)
-            await pilot.press("s", "s", "s", "s")  # GPU -> PID -> USER -> TYPE -> GPU MEM
-            assert pane(app).state.sort_key == "gpu_memory" and pane(app).state.descending
-            assert [r.key for r in t.rows] == [r.key for r in arrange(rows, pane(app).state, None)]
-            assert "sort GPU MEM▼" in text(app)
+            state = pane(app).state
+            assert (state.sort_key, state.descending) == ("gpu_memory", True)  # the default
+            assert [r.key for r in t.rows] == [r.key for r in arrange(rows, state, None)]
+            await pilot.press("S", "S", "S", "S")  # back: TYPE, USER, PID, GPU
+            assert (state.sort_key, state.descending) == ("gpu", False)
+            assert "sort GPU▲" in text(app)
+            assert [r.key for r in t.rows] == sorted(r.key for r in rows)
+            await pilot.press("s", "s", "s", "s")  # forward again: GPU MEM, largest first
+            assert (state.sort_key, state.descending) == ("gpu_memory", True)
             await pilot.press("r")
-            assert not pane(app).state.descending
-            assert "sort GPU MEM▲" in text(app)
+            assert not state.descending and "sort GPU MEM▲" in text(app)
             mems = [r.proc.gpu_memory for r in t.rows]
             assert mems == sorted(mems)
             # click the SM% title: sorted by it (largest first); click again: reversed
             x = next(x0 for c, x0, _ in column_spans(t.columns, t.size.width) if c.key == "sm_util")
             await pilot.click(ProcessTable, offset=(x + 1, 0))
-            assert pane(app).state.sort_key == "sm_util" and pane(app).state.descending
+            assert state.sort_key == "sm_util" and state.descending
             sm = [r.proc.sm_util for r in t.rows]
             assert sm == sorted(sm, reverse=True)
             await pilot.click(ProcessTable, offset=(x + 1, 0))
-            assert not pane(app).state.descending
-            await pilot.press("S")  # back one column: GPU MEM
-            assert pane(app).state.sort_key == "gpu_memory"
+            assert not state.descending
+            await pilot.press("greater_than_sign")  # > as in htop: the next column
+            assert state.sort_key == "mem_util"
 
     run(go())
 
@@ -239,7 +245,7 @@ def test_a_process_that_ends_leaves_the_cursor_where_it_was():
     _, ticks = read_recording(X8_240)
 
     async def go():
-        app = replay_from(X8_240, 76)
+        app = replay_from(X8_240, 76, default_sort="gpu_index")  # GPU 3's rows mid-table
         async with app.run_test(size=(160, 30)) as pilot:
             await open_tab(pilot, 76)
             t = table(app)
@@ -267,7 +273,7 @@ def test_replays_disable_signals_and_readonly_hides_them():
             await pilot.press("T", "K", "I", "m")
             assert not isinstance(app.screen, SignalDialog) and not p.marks
             assert "T SIGTERM" in screen_lines(app)[-1]
-        app = replay_app(H200_X2, readonly=True)
+        app = replay_app(H200_X2, readonly=True, default_sort="pid")  # as the config file sets them
         async with app.run_test(size=(160, 40)) as pilot:
             await open_tab(pilot)
             p = pane(app)
@@ -276,6 +282,8 @@ def test_replays_disable_signals_and_readonly_hides_them():
             footer = screen_lines(app)[-1]
             assert "SIGTERM" not in footer and "SIGKILL" not in footer and "Mark" not in footer
             assert "read-only" in text(app)
+            assert "sort PID▲" in text(app)
+            assert [r.proc.pid for r in table(app).rows] == [HOLDER, RANK0, RANK1]
             await pilot.press("T", "K", "I", "m")
             assert not isinstance(app.screen, SignalDialog)
             await pilot.press("question_mark")
@@ -618,10 +626,10 @@ def test_mouse_click_selects_and_double_click_opens_the_detail():
             await open_tab(pilot)
             t = table(app)
             await pilot.click(ProcessTable, offset=(20, 3))  # header + 3rd row
-            assert t.cursor == 2 and t.current.proc.pid == RANK1
+            assert t.cursor == 2 and t.current.proc.pid == HOLDER
             await pilot.click(ProcessTable, offset=(20, 2), times=2)
             await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
-            assert app.screen.key == (1, HOLDER)
+            assert app.screen.key == (1, RANK1)
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, ProcessDetailScreen))
             await pilot.press("enter")  # enter opens it too

@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 from conftest import H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
 
+from gputui.config import Config
+from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+
 
 def at_tick(tick: int, press: tuple[str, ...] = ()):
     async def run_before(pilot) -> None:
@@ -74,8 +77,8 @@ def test_processes_2gpu_80x24(snap_compare):
 
 
 def test_processes_sorted_filtered_160x50(snap_compare):
-    """Sorted by GPU memory (largest first), only GPU 1, searching "hold"."""
-    keys = ("2", "s", "s", "s", "s", "g", "g", "slash", *"hold", "enter")
+    """Sorted by SM % (largest first), only GPU 1, searching "ddp"."""
+    keys = ("2", "s", "g", "g", "slash", *"ddp", "enter")
     assert snap_compare(replay_app(X8_240), terminal_size=(160, 50), run_before=at_tick(40, press=keys))
 
 
@@ -87,7 +90,7 @@ def test_kill_dialog(snap_compare):
     from gputui.ui.processes import ProcessesPane, SignalDialog
 
     async def run_before(pilot) -> None:
-        await at_tick(60, press=("2", "down"))(pilot)
+        await at_tick(60, press=("2", "down", "down"))(pilot)  # GPU memory order: the holder is third
         pane = pilot.app.query_one(ProcessesPane)
         targets, problems = pane._targets([pane.table.current])
         assert not problems
@@ -101,3 +104,11 @@ def test_process_detail(snap_compare):
     assert snap_compare(
         replay_app(H200_X2), terminal_size=(120, 36), run_before=at_tick(60, press=("2", "enter"))
     )
+
+
+HOT = Config(alerts=AlertConfig(temperature=ThresholdRule(True, 55.0, 50.0, 0.0)))
+"""Temperature alerts at 55 °C: the DDP run heats both H200s to 58-65 °C."""
+
+
+def test_overview_2gpu_alerts_160x50(snap_compare):
+    assert snap_compare(replay_app(H200_X2, config=HOT), terminal_size=(160, 50), run_before=at_tick(60))

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
-from textual.binding import BindingType
+from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 
 from gputui.telemetry.model import MachineInfo, Snapshot
@@ -46,8 +46,11 @@ class Pane(Container):
 
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
-        """(title, bindings) for the help screen: the keys this tab adds."""
-        bindings = list(cls.BINDINGS)
+        """(title, bindings) for the help screen: the keys this tab adds (those shown in the
+        footer or explained by a tooltip)."""
+        bindings: list[BindingType] = [
+            b for b in cls.BINDINGS if isinstance(b, Binding) and (b.show or b.tooltip)
+        ]
         return [(f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", bindings)] if bindings else []
 
 
@@ -66,7 +69,8 @@ class OverviewPane(Pane):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
-            yield GpuBoard(self.hub, id="board")
+            config = getattr(self.app, "config", None)
+            yield GpuBoard(self.hub, id="board", card=config.cards if config else None)
         yield HostPanel(id="host")
 
     def on_mount(self) -> None:

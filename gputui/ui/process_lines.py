@@ -234,6 +234,29 @@ class ViewState:
         return out
 
 
+#: GpuProcess field names (as the config file's `default_sort` takes them) -> column keys;
+#: True where the column runs the other way (the oldest process has the longest time).
+FIELD_TO_COLUMN: dict[str, tuple[str, bool]] = {
+    "gpu_index": ("gpu", False),
+    "create_time": ("elapsed", True),
+    "name": ("command", False),
+    "cmdline": ("command", False),
+    **{c.key: (c.key, False) for c in COLUMNS},
+}
+
+
+def view_state_for(sort: str | None) -> ViewState:
+    """The initial view for a `default_sort` setting: a field name, "-" first for descending
+    (e.g. "-gpu_memory"); GPU then PID for None or a name that is not a column."""
+    if not sort:
+        return ViewState()
+    descending = sort.startswith("-")
+    key, inverted = FIELD_TO_COLUMN.get(sort.removeprefix("-"), ("", False))
+    if not key:
+        return ViewState()
+    return ViewState(sort_key=key, descending=descending != inverted)
+
+
 def filter_rows(rows: Iterable[ProcessRow], state: ViewState, me: str | None) -> list[ProcessRow]:
     gpu = state.gpu
     needle = state.search.lower()

@@ -43,6 +43,7 @@ from gputui.ui.process_lines import (
     notice_lines,
     summary_line,
     unlisted_memory,
+    view_state_for,
 )
 from gputui.ui.render import Line, S, fit
 from gputui.ui.widgets.lines import LineWidget
@@ -414,6 +415,8 @@ class ProcessesPane(Pane):
 
     def on_mount(self) -> None:
         from gputui.telemetry.host import in_host_pid_namespace
+
+        self.state = view_state_for(getattr(self.app, "default_sort", None))
 
         ns = in_host_pid_namespace()
         self.own_namespace = None if ns is None else not ns

@@ -7,6 +7,7 @@ from collections import defaultdict
 
 from textual.widget import Widget
 
+from gputui.config import CardConfig
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.overview_lines import (
@@ -28,9 +29,11 @@ class GpuBoard(LineWidget):
     GpuBoard { height: auto; }
     """
 
-    def __init__(self, hub: Hub, *, id: str | None = None) -> None:
+    def __init__(self, hub: Hub, *, id: str | None = None, card: CardConfig | None = None) -> None:
         super().__init__(id=id)
         self.hub = hub
+        self.card = card or CardConfig()
+        """What each card shows (the config file's [cards])."""
         self.info: MachineInfo | None = None
         self.snapshot: Snapshot | None = None
         self.mode = "auto"
@@ -61,8 +64,11 @@ class GpuBoard(LineWidget):
             for p in snap.processes:
                 procs[p.gpu_index].append(p)
         history = self.hub.history
+        alerts = self.hub.by_gpu_alerts()
         with self.hub.lock:
-            layout, lines = board_lines(info, gpus, procs, history.series, width, height, self.mode)
+            layout, lines = board_lines(
+                info, gpus, procs, history.series, width, height, self.mode, alerts=alerts, card=self.card
+            )
         self.plan = layout
         return lines
 
@@ -104,6 +110,8 @@ class HeaderBar(LineWidget):
         self.paused = False
         self.position: tuple[int, int] | None = None
         self.timestamp: float | None = None
+        self.alerts = 0
+        """How many alerts are active."""
 
     def build(self, width: int, height: int) -> list[Line]:
         return [
@@ -116,6 +124,7 @@ class HeaderBar(LineWidget):
                 paused=self.paused,
                 position=self.position,
                 timestamp=self.timestamp,
+                alerts=self.alerts,
             )
         ]
 
