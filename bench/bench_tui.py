@@ -5,9 +5,10 @@
 Scenarios: 160x50, TERM=xterm-256color (no COLORTERM, as SSH forwards), replaying
 recordings at their recorded 1 s interval, started in a busy stretch; plus the no-GPU view.
 The processes scenarios press `2` 0.2 s after start, before the first frame settles, so the
-tab switch is part of the first frame and "steady" is the table's own cost; the sorted one
-presses `s` five times at 2 s (keys typed before the tab has focus would be lost), so its
-steady figure includes that one re-sort of the whole table.
+tab switch is part of the first frame and "steady" is the table's own cost (sorted by GPU
+memory, the default); the sorted ones press `s` (once: SM %; five times: CPU %) at 2 s (keys
+typed before the tab has focus would be lost), so their steady figure includes that one
+re-sort of the whole table.
 Prints one JSON object per scenario and a Markdown table for bench/RESULTS.md.
 """
 
@@ -38,8 +39,9 @@ SCENARIOS: list[tuple[str, list[str], str]] = [
     ("8 GPUs, 240 processes (derived)", replay(X8, 30), ""),
     ("16 GPUs, 256 processes (derived)", replay("derived/h200x16-nvswitch-256procs.jsonl.gz", 30), ""),
     ("no GPU (live host only)", [], ""),
-    ("Processes tab: 8 GPUs, 210-240 processes (derived)", replay(X8, 30), "0.2:2"),
-    ("Processes tab sorted by SM% (rows reorder every tick)", replay(X8, 30), "0.2:2,2.0:sssss"),
+    ("Processes tab: 8 GPUs, 210-240 processes (derived), by GPU memory", replay(X8, 30), "0.2:2"),
+    ("Processes tab sorted by SM%", replay(X8, 30), "0.2:2,2.0:s"),
+    ("Processes tab sorted by CPU% (rows reorder every tick)", replay(X8, 30), "0.2:2,2.0:sssss"),
 ]
 
 
