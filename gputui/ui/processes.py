@@ -241,7 +241,7 @@ class ProcessDetailScreen(ModalScreen[None]):
 
     def _hint(self, width: int) -> list[Line]:
         keys = "esc back · e all environment variables"
-        if self.pane.signal_keys_shown():
+        if self.pane.check_signal():
             keys += " · T SIGTERM · K SIGKILL · I SIGINT"
         return [[(" " + keys, S.label)]]
 
@@ -439,9 +439,6 @@ class ProcessesPane(Pane):
     def signals_possible(self) -> bool:
         """The processes are this machine's (live), so they can be signalled."""
         return bool(getattr(getattr(self.app, "source", None), "local_processes", False))
-
-    def signal_keys_shown(self) -> bool:
-        return not self.readonly
 
     def check_signal(self) -> bool | None:
         """True: allowed; None: shown but disabled (a replay); False: hidden (--readonly)."""
