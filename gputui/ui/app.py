@@ -21,6 +21,7 @@ from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch
 from gputui.ui.panes import OverviewPane, Pane, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
+from gputui.ui.topology import TopologyPane
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -80,7 +81,7 @@ class GpuTuiApp(App[int]):
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
 
-    PANES: ClassVar[list[type[Pane]]] = [OverviewPane]
+    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, TopologyPane]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -247,7 +248,12 @@ class GpuTuiApp(App[int]):
             header.timestamp = snap.timestamp
             header.position = message.position
             header.update_lines()
-            self.current_pane().show_snapshot(self.info, snap)
+            # a full screen on top (the GPU detail view) gets the tick instead of the pane
+            show = getattr(self.screen, "show_snapshot", None)
+            if show is not None:
+                show(self.info, snap)
+            else:
+                self.current_pane().show_snapshot(self.info, snap)
 
     def on_poller_failed(self, message: PollerFailed) -> None:
         if message.generation != self.generation:

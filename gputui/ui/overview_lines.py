@@ -322,9 +322,11 @@ def compact_row(
     series: SeriesFn,
     width: int,
     name_w: int = 14,
+    selected: bool = False,
 ) -> Line:
     """One line per GPU for many GPUs or small terminals: the essentials, by priority."""
-    head: Line = [(f"{dev.index:>2} ", S.index), (pad(clean(short_name(dev.name)), name_w), S.title)]
+    index: Line = [(f"{dev.index:>2}", S.index_selected if selected else S.index), (" ", None)]
+    head: Line = [*index, (pad(clean(short_name(dev.name)), name_w), S.title)]
     if g is None:
         return [*head, (" waiting…", S.dim)]
     if g.lost:
@@ -413,7 +415,7 @@ def board_lines(
         rows: list[Line] = []
         for d in devices:
             g = gpus.get(d.index)
-            rows.append(compact_row(d, g, series, width, name_w))
+            rows.append(compact_row(d, g, series, width, name_w, selected == d.index))
             if two:
                 rows.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width, name_w))
         return BoardLayout(True, 1, 0, len(rows)), rows

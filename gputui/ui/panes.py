@@ -64,6 +64,12 @@ class OverviewPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one(NoGpuPanel).display = False
+        # the board takes the arrow keys (GPU selection); the container still scrolls
+        # with the mouse and page keys
+        self.query_one("#gpus").can_focus = False
+
+    def on_show(self) -> None:
+        self.query_one(GpuBoard).focus()
 
     def show_info(self, info: MachineInfo) -> None:
         no_gpus = not info.devices

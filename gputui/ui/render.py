@@ -46,6 +46,7 @@ class S:
     border_selected = Style(color=CYAN)
     title = Style(color=WHITE, bold=True)
     index = Style(color=CYAN, bold=True)
+    index_selected = Style(color=CYAN, bold=True, reverse=True)
     value = Style(color=WHITE)
     ok = Style(color=GREEN)
     info = Style(color=CYAN)
