@@ -138,8 +138,8 @@ class GpuDetailScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Back", tooltip="Close the GPU detail view"),
-        Binding("left,h", "other(-1)", "Prev GPU", key_display="←", tooltip="Detail view: the previous GPU"),
-        Binding("right,l", "other(1)", "Next GPU", key_display="→", tooltip="Detail view: the next GPU"),
+        Binding("left,h", "other(-1)", "Prev GPU", key_display="←", tooltip="Show the previous GPU"),
+        Binding("right,l", "other(1)", "Next GPU", key_display="→", tooltip="Show the next GPU"),
     ]
 
     def __init__(self, hub: Hub, index: int) -> None:

@@ -443,6 +443,12 @@ def chart_box(
         for metric, label, style in spec.metrics
     ]
     body = braille_chart(data, times, width - 4, CHART_ROWS, spec.lo, spec.hi, spec.y_fmt, t_fmt)
+    if not any(not math.isnan(v) for s in data for v in s.values):
+        note = "N/A: no samples (NVML does not report this here)"
+        body[CHART_ROWS // 2] = [
+            *body[CHART_ROWS // 2][:2],
+            (pad(note, width - 4 - line_len(body[0][:2]), "^"), S.dim),
+        ]
     legend: Line = []
     if len(spec.metrics) > 1:
         for _, label, style in spec.metrics:

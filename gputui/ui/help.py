@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rich.table import Table
 from rich.text import Text
@@ -27,6 +27,11 @@ def key_names(binding: Binding) -> str:
         "comma": ",",
         "ctrl+c": "ctrl+c",
         "escape": "esc",
+        "enter": "enter",
+        "left": "←",
+        "right": "→",
+        "up": "↑",
+        "down": "↓",
     }
     return " / ".join(names.get(k, k) for k in keys)
 
@@ -38,6 +43,20 @@ def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
             continue
         rows.append((key_names(b), b.tooltip or b.description))
     return rows
+
+
+def help_sections(app: Any) -> list[tuple[str, list[BindingType]]]:
+    """Every key: the app's, then each tab's (its widgets' keys, `Pane.KEYS`), then the GPU
+    detail view's."""
+    from gputui.ui.detail import GpuDetailScreen
+
+    sections: list[tuple[str, list[BindingType]]] = [("", list(app.BINDINGS))]
+    for pane in app.PANES:
+        keys = list(getattr(pane, "KEYS", []))
+        if keys:
+            sections.append((f"{pane.TAB_TITLE} tab", keys))
+    sections.append(("GPU detail view (enter)", list(GpuDetailScreen.BINDINGS)))
+    return sections
 
 
 class HelpScreen(ModalScreen[None]):
@@ -67,8 +86,12 @@ class HelpScreen(ModalScreen[None]):
         table = Table(box=None, show_header=False, padding=(0, 2, 0, 0))
         table.add_column(style="bold cyan", no_wrap=True)
         table.add_column()
-        for keys, what in binding_rows(list(self.app.BINDINGS)):
-            table.add_row(Text(keys), Text(what))
+        for section, bindings in help_sections(self.app):
+            if section:
+                table.add_row(Text(""), Text(""))
+                table.add_row(Text(""), Text(section, style="bold"))
+            for keys, what in binding_rows(bindings):
+                table.add_row(Text(keys), Text(what))
         title = Text.assemble((f"gputui {__version__}", "bold"), " — keys\n")
         with VerticalScroll():
             yield Static(title)

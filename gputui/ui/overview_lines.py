@@ -214,6 +214,9 @@ def gpu_card(
     inner = width - 4
     title: Line = [(f"{dev.index} ", S.index), (clean(dev.name), S.title)]
     right: Line = [(dev.bus_id or "", S.dim)]
+    if dev.mig_mode:
+        migs = len(g.mig_devices) if g is not None else 0
+        right = [(f"MIG {migs} device{'s' if migs != 1 else ''}", S.info), (" · ", S.dim), *right]
     if g is None:
         body: list[Line] = [[("waiting for the first sample…", S.dim)]]
         body += [[] for _ in range(card_height(spark_rows) - 3)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
+from textual.binding import BindingType
 from textual.containers import Container, VerticalScroll
 
 from gputui.telemetry.model import MachineInfo, Snapshot
@@ -28,6 +29,8 @@ class Pane(Container):
     PANE_ID: ClassVar[str] = ""
     TAB_TITLE: ClassVar[str] = ""
     TAB_KEY: ClassVar[str] = ""
+    KEYS: ClassVar[list[BindingType]] = []
+    """The keys of the pane's widgets (they act while the tab is shown), for the help screen."""
 
     DEFAULT_CSS = """
     Pane { height: 1fr; }
@@ -51,6 +54,7 @@ class OverviewPane(Pane):
     PANE_ID = "overview"
     TAB_TITLE = "Overview"
     TAB_KEY = "1"
+    KEYS = GpuBoard.BINDINGS
 
     DEFAULT_CSS = """
     OverviewPane #gpus { height: 1fr; scrollbar-size-vertical: 1; }

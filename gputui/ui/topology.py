@@ -131,14 +131,14 @@ class TopologyView(VerticalScroll):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up,k", "move(-1)", "Select", show=False, tooltip="Topology: select the GPU above"),
-        Binding("down,j", "move(1)", "Select", show=False, tooltip="Topology: select the GPU below"),
-        Binding("enter", "open", "Details", tooltip="Topology: open the selected GPU's detail view"),
+        Binding("up,k", "move(-1)", "Select", show=False, tooltip="Select the GPU above"),
+        Binding("down,j", "move(1)", "Select", show=False, tooltip="Select the GPU below"),
+        Binding("enter", "open", "Details", tooltip="Open the selected GPU's detail view"),
         Binding(
             "v",
             "cuda_view",
             "CUDA view",
-            tooltip="Topology: show which GPUs a CUDA program started from this shell sees, as which cuda:N",
+            tooltip="Show which GPUs a CUDA program started from this shell sees, as which cuda:N",
         ),
     ]
 
@@ -161,6 +161,7 @@ class TopologyPane(Pane):
     PANE_ID = "topology"
     TAB_TITLE = "Topology"
     TAB_KEY = "3"
+    KEYS = TopologyView.BINDINGS
 
     def __init__(self, hub: Hub) -> None:
         super().__init__(hub)

@@ -36,15 +36,11 @@ class GpuBoard(LineWidget):
     can_focus = True
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "left,h", "move(-1, 0)", "Select", show=False, tooltip="Overview: select the GPU to the left"
-        ),
-        Binding(
-            "right,l", "move(1, 0)", "Select", show=False, tooltip="Overview: select the GPU to the right"
-        ),
-        Binding("up,k", "move(0, -1)", "Select", show=False, tooltip="Overview: select the GPU above"),
-        Binding("down,j", "move(0, 1)", "Select", show=False, tooltip="Overview: select the GPU below"),
-        Binding("enter", "open", "Details", tooltip="Overview: open the selected GPU's detail view"),
+        Binding("left,h", "move(-1, 0)", "Select", show=False, tooltip="Select the GPU to the left"),
+        Binding("right,l", "move(1, 0)", "Select", show=False, tooltip="Select the GPU to the right"),
+        Binding("up,k", "move(0, -1)", "Select", show=False, tooltip="Select the GPU above"),
+        Binding("down,j", "move(0, 1)", "Select", show=False, tooltip="Select the GPU below"),
+        Binding("enter", "open", "Details", tooltip="Open the selected GPU's detail view"),
     ]
 
     def __init__(self, hub: Hub, *, id: str | None = None) -> None:
