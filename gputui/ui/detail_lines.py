@@ -484,7 +484,7 @@ def chart_lines(
 
 def _duration(seconds: float) -> str:
     s = round(seconds)
-    if s < 120:
+    if s < 300:
         return f"{s} s"
     if s < 7200:
         return f"{s // 60} min"

@@ -50,7 +50,7 @@ class TopologyStatic(LineWidget):
         super().__init__(id=id)
         self.info: MachineInfo | None = None
         self.topology: Topology | None = None
-        self.loading = False
+        self.reading = False
         self.selected: int | None = 0
         self.cuda: CudaVisibility | None = None
         """Set while the CUDA view is on."""
@@ -66,7 +66,7 @@ class TopologyStatic(LineWidget):
             out += cuda_lines(info, self.cuda, width)
             out.append([])
         note = "as nvidia-smi topo -m"
-        if self.loading:
+        if self.reading:
             note = "reading the topology from NVML…"
         elif self.topology is None:
             note = "NVML gave no topology for these GPUs (N/A)"
@@ -188,6 +188,8 @@ class TopologyPane(Pane):
     # ---- data ------------------------------------------------------------------------
 
     def show_info(self, info: MachineInfo) -> None:
+        if info == self.info:
+            return  # the app repeats it whenever the tab is shown: keep what was read
         self._generation += 1
         self.info = info
         self.topology = info.topology
@@ -217,7 +219,9 @@ class TopologyPane(Pane):
         if read is None:
             return
         generation = self._generation
-        self.query_one(TopologyStatic).loading = True
+        static = self.query_one(TopologyStatic)
+        static.reading = True
+        static.update_lines()
 
         def work() -> None:
             try:
@@ -232,7 +236,7 @@ class TopologyPane(Pane):
         if generation != self._generation:
             return  # a new source came meanwhile
         self.topology = topology
-        self.query_one(TopologyStatic).loading = False
+        self.query_one(TopologyStatic).reading = False
         self._refresh_static()
         app: Any = self.app
         if app.snapshot is not None and self.display:
