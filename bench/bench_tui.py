@@ -34,6 +34,29 @@ SCENARIOS = [
 ]
 
 
+def measure(
+    args: list[str], seconds: float, ptybench: str, keys: str | None = None, size: tuple[int, int] = (160, 50)
+) -> dict[str, object]:
+    """Run gputui with `args` under ptybench for `seconds`; its JSON result."""
+    cmd = [
+        sys.executable,
+        ptybench,
+        "--seconds",
+        str(seconds),
+        "--cols",
+        str(size[0]),
+        "--rows",
+        str(size[1]),
+    ]
+    if keys:
+        cmd += ["--keys", keys]
+    cmd += ["--json", "--", sys.executable, "-m", "gputui", *args]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+    result: dict[str, object] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
@@ -44,21 +67,7 @@ def main() -> None:
     for name, args in SCENARIOS:
         if a.only and a.only not in name:
             continue
-        cmd = [
-            sys.executable,
-            a.ptybench,
-            "--seconds",
-            str(a.seconds),
-            "--json",
-            "--",
-            sys.executable,
-            "-m",
-            "gputui",
-            *args,
-        ]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)
-        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res = measure(args, a.seconds, a.ptybench)
         res["scenario"] = name
         print(json.dumps(res), flush=True)
         rows.append(res)

@@ -75,7 +75,7 @@ def test_every_static_fact_of_the_real_h200() -> None:
     assert ident["Board part"] == "692-2G520-0282-000"
     assert ident["VBIOS"] == "96.00.A5.00.1A"  # nvidia-smi -q: VBIOS Version
     assert ident["InfoROM image"] == "G520.0282.02.02"
-    assert ident["Compute capab."] == "9.0"
+    assert ident["Compute cap."] == "9.0"
     assert ident["SMs"] == "132 (128 CUDA cores each)"  # H200: 132 SMs
     assert ident["CUDA cores"] == "16,896"
     assert ident["Minor number"] == "/dev/nvidia0"
@@ -356,3 +356,39 @@ def test_nogpu_recording_has_nothing_to_link() -> None:
     header, _ = read_recording(NOGPU)
     info = header.machine
     assert len(matrix_lines(info, info.topology, 100)) == 1  # the header row only
+
+
+@pytest.mark.parametrize(("fixture", "recording"), [("h200-x2", H200_X2), ("h200-x1-v2", H200_X1)])
+def test_static_facts_agree_with_nvidia_smi_q(fixture: str, recording) -> None:
+    """The detail view's facts against nvidia-smi -q of the same run, GPU by GPU."""
+    from gputui.telemetry.smi_text import parse_query
+
+    header, _ = read_recording(recording)
+    smi = parse_query((FIXTURES / fixture / "nvidia-smi-q.txt").read_text())
+    assert len(smi) == len(header.machine.devices)
+    for dev, q in zip(header.machine.devices, smi, strict=True):
+        ident = facts_text(identity_facts(dev))
+        assert ident["UUID"] == q["GPU UUID"]
+        assert ident["Serial"] == q["Serial Number"]
+        assert ident["VBIOS"] == q["VBIOS Version"]
+        assert ident["Board part"] == q["Board Part Number"]
+        assert ident["InfoROM image"] == q["Inforom Version/Image Version"]
+        assert ident["PCI bus id"] == q["PCI/Bus Id"]
+        assert ident["Minor number"] == f"/dev/nvidia{q['Minor Number']}"
+        drv = facts_text(driver_facts(header.machine, dev))
+        assert drv["Persistence"] == q["Persistence Mode"].lower()
+        assert drv["Compute mode"] == q["Compute Mode"]
+        assert drv["MIG mode"] == q["MIG Mode/Current"].lower()
+        assert drv["ECC mode"] == q["ECC Mode/Current"].lower()
+        mem = facts_text(memory_facts(dev, None))
+        assert mem["BAR1"] == f"{int(q['BAR1 Memory Usage/Total'].split()[0]):,} MiB"
+        assert mem["Memory"] == f"{int(q['FB Memory Usage/Total'].split()[0]) / 1024:.1f} GiB"
+        link = facts_text(link_facts(dev, None))
+        gen = q["PCI/GPU Link Info/PCIe Generation/Max"]
+        width = q["PCI/GPU Link Info/Link Width/Max"].rstrip("x")
+        assert link["maximum"] == f"Gen{gen} x{width}"
+        power = facts_text(power_facts(dev, None))
+        assert power["default"] == f"{float(q['GPU Power Readings/Default Power Limit'].split()[0]):.0f} W"
+        # what nvidia-smi reports for memory health, the recording's later ticks agree with
+        assert q["Remapped Rows/Pending"] == "No"
+        assert q["Retired Pages/Single Bit ECC"] == "N/A"  # Hopper remaps rows instead

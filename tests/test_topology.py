@@ -4,7 +4,6 @@ recordings (tests/fixtures/*/nvidia-smi-topo*.txt, nvidia-smi-nvlink.txt)."""
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from conftest import FIXTURES, H200_X1, H200_X2
 
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, NvLink, SystemInfo, Topology
 from gputui.telemetry.recording import read_recording
+from gputui.telemetry.smi_text import parse_nvlink_status, parse_topo_m, parse_topo_p2p
 from gputui.telemetry.topology import (
     LEGEND,
     affinity,
@@ -28,63 +28,28 @@ from gputui.telemetry.topology import (
 )
 
 MIXED = FIXTURES / "derived" / "h200x8-mixed-topology.jsonl.gz"
-_ESC = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def parse_topo_m(text: str) -> tuple[list[str], dict[str, dict[str, str]], list[tuple[str, str]]]:
-    """`nvidia-smi topo -m` -> (GPU names, {row GPU: {column: cell}}, legend [(code, text)])."""
-    lines = [_ESC.sub("", line) for line in text.splitlines()]
-    header = [c.strip() for c in lines[0].split("\t") if c.strip()]
-    gpus = [c for c in header if re.fullmatch(r"GPU\d+", c)]
-    rows: dict[str, dict[str, str]] = {}
-    legend: list[tuple[str, str]] = []
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.split("\t")]
-        if cells and re.fullmatch(r"GPU\d+", cells[0]):
-            values = [c for c in cells[1:] if c]
-            rows[cells[0]] = dict(zip(header, values, strict=True))
-        m = re.match(r"\s+(\S+)\s+= (.*)", line)
-        if m:
-            legend.append((m.group(1), m.group(2)))
-    return gpus, rows, legend
-
-
-def parse_topo_p2p(text: str) -> dict[str, dict[str, str]]:
-    """`nvidia-smi topo -p2p rw` -> {row GPU: {column GPU: code}}."""
-    lines = [_ESC.sub("", line) for line in text.splitlines()]
-    header = [c.strip() for c in lines[0].split("\t") if c.strip()]
-    rows = {}
-    for line in lines[1:]:
-        cells = [c.strip() for c in line.split("\t") if c.strip()]
-        if cells and re.fullmatch(r"GPU\d+", cells[0]):
-            rows[cells[0]] = dict(zip(header, cells[1:], strict=True))
-    return rows
-
-
-def parse_nvlink_s(text: str) -> dict[int, list[tuple[int, str]]]:
-    """`nvidia-smi nvlink -s` -> {GPU: [(link, "26.562 GB/s" | "<inactive>")]}."""
-    out: dict[int, list[tuple[int, str]]] = {}
-    gpu = -1
-    for line in text.splitlines():
-        m = re.match(r"GPU (\d+):", line)
-        if m:
-            gpu = int(m.group(1))
-            out[gpu] = []
-            continue
-        m = re.match(r"\s+Link (\d+): (.*)", line)
-        if m:
-            out[gpu].append((int(m.group(1)), m.group(2).strip()))
-    return out
 
 
 def na(value: object) -> str:
     return "N/A" if value is None else str(value)
 
 
-@pytest.mark.parametrize("fixture", ["h200-x2", "h200-x1-v2"])
+#: Every real fixture with a recording and nvidia-smi topo -m of the same run (a new one, e.g.
+#: from bench/device_topo.sh, is compared as soon as it is committed).
+SAME_RUN = sorted(
+    d.name
+    for d in FIXTURES.iterdir()
+    if (d / "nvidia-smi-topo.txt").exists() and (d / "recording.jsonl.gz").exists()
+)
+
+
+def test_the_real_captures_are_compared() -> None:
+    assert {"h200-x2", "h200-x1-v2"} <= set(SAME_RUN)
+
+
+@pytest.mark.parametrize("fixture", SAME_RUN)
 def test_matrix_matches_nvidia_smi_topo_m_cell_by_cell(fixture: str) -> None:
-    recording = H200_X2 if fixture == "h200-x2" else H200_X1
-    info = read_recording(recording)[0].machine
+    info = read_recording(FIXTURES / fixture / "recording.jsonl.gz")[0].machine
     gpus, rows, _ = parse_topo_m((FIXTURES / fixture / "nvidia-smi-topo.txt").read_text())
     assert len(gpus) == len(info.devices)
     matrix = link_matrix(info)
@@ -130,7 +95,7 @@ def test_x2_is_nv18_through_nvswitch() -> None:
 def test_active_links_agree_with_nvidia_smi_nvlink_s() -> None:
     info = read_recording(H200_X2)[0].machine
     assert info.topology is not None
-    smi = parse_nvlink_s((FIXTURES / "h200-x2" / "nvidia-smi-nvlink.txt").read_text())
+    smi = parse_nvlink_status((FIXTURES / "h200-x2" / "nvidia-smi-nvlink.txt").read_text())
     for i, links in enumerate(info.topology.nvlinks):
         assert [(lk.link, bool(lk.active)) for lk in links] == [
             (n, "inactive" not in state) for n, state in smi[i]

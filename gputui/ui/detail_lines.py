@@ -46,7 +46,7 @@ from gputui.ui.render import (
 Fact = tuple[str, str, Style | None]
 """(label, value, style of the value; None = the default)."""
 
-LABEL_W = 17
+LABEL_W = 15
 MIN_COLUMN = 58
 """A facts box narrower than this cuts UUIDs: fewer columns instead."""
 
@@ -90,7 +90,7 @@ def identity_facts(dev: DeviceInfo) -> list[Fact]:
         fact("VBIOS", clean(dev.vbios_version) if dev.vbios_version else NA),
         fact("InfoROM image", clean(dev.inforom_version) if dev.inforom_version else NA),
         fact("Brand · arch", clean(arch)),
-        fact("Compute capab.", f"{cc[0]}.{cc[1]}" if cc else NA),
+        fact("Compute cap.", f"{cc[0]}.{cc[1]}" if cc else NA),
         fact("SMs", sms_text),
         fact("CUDA cores", NA if dev.cuda_cores is None else f"{dev.cuda_cores:,}"),
         fact("PCI bus id", clean(dev.bus_id) if dev.bus_id else NA),
