@@ -247,12 +247,14 @@ class GpuTuiApp(App[int]):
             header = self.query_one(HeaderBar)
             header.timestamp = snap.timestamp
             header.position = message.position
-            header.update_lines()
-            # a full screen on top (the GPU detail view) gets the tick instead of the pane
+            # a full screen on top (the GPU detail view) gets the tick instead of the tab;
+            # the hidden main screen is not touched (Textual repaints the whole top screen
+            # when a screen below it changes)
             show = getattr(self.screen, "show_snapshot", None)
             if show is not None:
                 show(self.info, snap)
             else:
+                header.update_lines()
                 self.current_pane().show_snapshot(self.info, snap)
 
     def on_poller_failed(self, message: PollerFailed) -> None:

@@ -201,6 +201,7 @@ class GpuDetailScreen(Screen[None]):
     def action_close(self) -> None:
         app = self._app
         app.pop_screen()
+        app.query_one(HeaderBar).update_lines()  # not updated while this view was open
         if app.snapshot is not None:
             app.current_pane().show_snapshot(app.info, app.snapshot)
 

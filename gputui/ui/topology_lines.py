@@ -8,7 +8,9 @@ Pure functions of the data (no Textual), tested as text.
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import TypeVar
 
 from rich.style import Style
 
@@ -54,6 +56,24 @@ RANK_STYLES = {
     5: Style(color=ORANGE, bold=True),
 }
 PLAIN_WORDS = {code: words for code, _, words in LEGEND}
+
+
+_MEMO: dict[tuple[str, int], tuple[object, object]] = {}
+T = TypeVar("T")
+
+
+def memo(kind: str, obj: object, compute: Callable[[], T]) -> T:
+    """`compute()` once per (kind, object): for what depends only on the static topology but
+    is drawn every tick (an object's identity is the key, and the object is kept with the
+    value, so a recycled id is never mistaken for it)."""
+    hit = _MEMO.get((kind, id(obj)))
+    if hit is not None and hit[0] is obj:
+        return hit[1]  # type: ignore[return-value]
+    if len(_MEMO) > 1024:
+        _MEMO.clear()
+    value = compute()
+    _MEMO[(kind, id(obj))] = (obj, value)
+    return value
 
 
 def class_style(cls: str) -> Style:
@@ -319,7 +339,7 @@ def link_row(
         ]
     else:
         row.append((" " * 22, None))
-    summary = nvlink_summary(links, devices)
+    summary = memo("summary", links, partial(nvlink_summary, links, devices))
     if line_len(row) + line_len(summary) <= width:
         return [pad_line(row + summary, width)]
     return [pad_line(row, width), pad_line([(" " * 7, None), *summary], width)]
@@ -378,7 +398,7 @@ def problem_lines(
                 f"GPU{d.index} Gen{state.gen} x{state.width} (max Gen{state.max_gen} x{state.max_width})"
             )
         links = topology.nvlinks[d.index] if topology and d.index < len(topology.nvlinks) else ()
-        inactive = inactive_links(links)
+        inactive = memo("inactive", links, partial(inactive_links, links))
         if inactive:
             down.append(f"GPU{d.index} links {ranges(inactive)} ({len(inactive)} of {len(links)})")
         if g is not None and g.pcie_replay_counter:
@@ -409,7 +429,7 @@ def problem_lines(
             lead=" ",
             mark="⚠ ",
         )
-    problems = p2p_problems(topology, len(info.devices))
+    problems = memo("p2p", topology, partial(p2p_problems, topology, len(info.devices)))
     if problems:
         out.append(
             pad_line(
