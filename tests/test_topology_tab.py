@@ -307,7 +307,7 @@ def test_mig_gpu_detail_shows_instances_and_na_utilization() -> None:
             await wait_for(pilot, lambda: isinstance(app.screen, GpuDetailScreen))
             facts = app.screen.query_one("DetailFacts")
             text = "\n".join(facts.plain_lines())
-            assert "MIG mode         enabled" in text
+            assert re.search(r"MIG mode\s+enabled", text)
             assert "3g.71gb" in text
             assert "per-process utilization: N/A on MIG" in text
             assert "SM  N/A" in text
