@@ -164,23 +164,26 @@ def test_health_flags(changes: dict, verdict: str, style: object) -> None:
 # ---- clock-event reasons ------------------------------------------------------------------
 
 
-def test_clock_reasons_explained_active_first() -> None:
+def test_clock_reasons_explained_with_the_active_ones_named() -> None:
     lines = text(clock_reason_lines(0x4, 120)).splitlines()
-    assert "● SW power cap" in lines[1]
-    assert "power limit" in lines[1]
+    assert "held back by: SW power cap" in lines[1]
+    assert "● SW power cap" in text(clock_reason_lines(0x4, 120))
+    assert "the power draw reached the power limit" in text(clock_reason_lines(0x4, 120))
     assert sum("○" in line for line in lines) == len(CLOCK_EVENT_REASONS) - 1
     slow = text(clock_reason_lines(0x48, 120))  # HW slowdown + HW thermal
-    assert "⚠ HW slowdown" in slow
+    assert "⚠ slowed down: HW slowdown, HW thermal" in slow
     assert "⚠ HW thermal" in slow
-    assert "none: the clocks run as fast" in text(clock_reason_lines(0, 120))
+    assert "✓ none: the clocks run as fast" in text(clock_reason_lines(0, 120))
+    assert "idle: nothing runs" in text(clock_reason_lines(0x1, 120))
     assert "N/A" in text(clock_reason_lines(None, 120))
-    assert "0x1000" in text(clock_reason_lines(0x1000, 120))
+    assert "0x1000 (a reason this gputui does not know)" in text(clock_reason_lines(0x1000, 120))
 
 
-def test_long_explanations_wrap_when_active() -> None:
-    lines = clock_reason_lines(0x008, 50)  # HW slowdown: a long explanation
-    assert all(line_len(line) == 50 for line in lines)
-    assert "clocks cut by half or more" in text(lines).replace("\n│", " ").replace("  ", " ")
+def test_clock_reasons_keep_their_height() -> None:
+    # a change of height repaints the whole screen: every mask gives the same lines
+    heights = {len(clock_reason_lines(mask, w)) for mask in (0, 1, 4, 0x48, 0x7FF, 0x1000) for w in (50, 160)}
+    assert heights == {len(CLOCK_EVENT_REASONS) + 3}
+    assert all(line_len(line) == 50 for line in clock_reason_lines(0x008, 50))
 
 
 # ---- MIG (derived fixture: the MIG devices are invented) ------------------------------------

@@ -57,6 +57,8 @@ class DetailFacts(LineWidget):
         self.index = index
         self.info: MachineInfo | None = None
         self.snapshot: Snapshot | None = None
+        self.process_rows = 0
+        """The most process rows shown for this GPU so far: the box never shrinks."""
 
     def build(self, width: int, height: int) -> list[Line]:
         info = self.info
@@ -84,7 +86,9 @@ class DetailFacts(LineWidget):
         out += clock_reason_lines(g.clock_event_reasons if g else None, width)
         if dev.mig_mode or (g is not None and g.mig_devices):
             out += mig_lines(dev, g, procs, width)
-        out += process_lines(procs, width)
+        rows = process_lines(procs, width, min_rows=self.process_rows)
+        self.process_rows = max(self.process_rows, len(rows) - 3)  # minus the borders and header
+        out += rows
         return out
 
 
@@ -133,7 +137,7 @@ class GpuDetailScreen(Screen[None]):
     """One GPU in full."""
 
     DEFAULT_CSS = """
-    GpuDetailScreen #detail-body { height: 1fr; scrollbar-size-vertical: 1; }
+    GpuDetailScreen #detail-body { height: 1fr; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -174,6 +178,8 @@ class GpuDetailScreen(Screen[None]):
     def _refresh(self, *, charts: bool) -> None:
         app = self._app
         facts = self.query_one(DetailFacts)
+        if facts.index != self.index:
+            facts.process_rows = 0
         facts.index = self.index
         facts.info = app.info
         facts.snapshot = app.snapshot

@@ -7,7 +7,6 @@ Pure functions of the data (no Textual), tested as text.  Unknown values are "N/
 from __future__ import annotations
 
 import math
-import textwrap
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -286,32 +285,40 @@ def grid(boxes: Sequence[tuple[str, Sequence[Fact], Line | None]], width: int) -
 
 
 def clock_reason_lines(mask: int | None, width: int) -> list[Line]:
-    """Every clock-event reason NVML knows, active ones first and explained in full."""
+    """Every clock-event reason NVML knows, with what it means; the active ones marked and
+    named in the first line.  Always the same number of lines (a change of height would
+    repaint the screen), so explanations are cut, not wrapped, in narrow terminals."""
     inner = width - 4
+    title: Line = [("Clock-event reasons", S.title)]
     if mask is None:
         body: list[Line] = [[("NVML reports no clock-event reasons for this GPU (N/A).", S.dim)]]
-        return boxed([("Clock-event reasons", S.title)], [], body, width)
-    active = [(bit, v) for bit, v in CLOCK_EVENT_REASONS.items() if mask & bit]
-    quiet = [(bit, v) for bit, v in CLOCK_EVENT_REASONS.items() if not mask & bit]
+        return boxed(title, [], body, width)
     name_w = max(len(v[0]) for v in CLOCK_EVENT_REASONS.values()) + 2
-    body = []
-    for bit, (name, why) in active:
-        style = (
-            S.bad if bit & CLOCK_EVENT_SLOWDOWN_MASK else (S.dim if bit & CLOCK_EVENT_QUIET_MASK else S.warn)
-        )
-        mark = "⚠" if bit & CLOCK_EVENT_SLOWDOWN_MASK else "●"
-        for k, chunk in enumerate(textwrap.wrap(why, max(10, inner - name_w - 2)) or [""]):
-            lead = f"{mark} {pad(name, name_w)}" if k == 0 else " " * (name_w + 2)
-            body.append([(lead, style), (chunk, S.text)])
+    active = [name for bit, (name, _) in CLOCK_EVENT_REASONS.items() if mask & bit]
     unknown = mask & ~sum(CLOCK_EVENT_REASONS)
     if unknown:
-        body.append([(f"● 0x{unknown:x}", S.warn), ("  a reason this gputui does not know", S.text)])
-    if not active and not unknown:
-        body.append([("✓ none: the clocks run as fast as the GPU allows", S.ok)])
-    for _bit, (name, why) in quiet:
-        body.append([(f"○ {pad(name, name_w)}", S.dim), (pad(why, max(0, inner - name_w - 2)), S.dim)])
-    right: Line = [(f"mask 0x{mask:x}", S.dim)]
-    return boxed([("Clock-event reasons", S.title)], right, body, width)
+        active.append(f"0x{unknown:x} (a reason this gputui does not know)")
+    if mask & CLOCK_EVENT_SLOWDOWN_MASK:
+        summary: Line = [("⚠ slowed down: ", S.bad), (", ".join(active), S.bad)]
+    elif mask & ~CLOCK_EVENT_QUIET_MASK:
+        summary = [("● held back by: ", S.warn), (", ".join(active), S.warn)]
+    elif mask:
+        summary = [("● idle: ", S.dim), ("nothing runs, so the clocks are low (normal)", S.text)]
+    else:
+        summary = [("✓ none: ", S.ok), ("the clocks run as fast as the GPU allows", S.text)]
+    body = [summary]
+    for bit, (name, why) in CLOCK_EVENT_REASONS.items():
+        on = bool(mask & bit)
+        if not on:
+            style, mark, text = S.dim, "○", S.dim
+        elif bit & CLOCK_EVENT_SLOWDOWN_MASK:
+            style, mark, text = S.bad, "⚠", S.text
+        elif bit & CLOCK_EVENT_QUIET_MASK:
+            style, mark, text = S.label, "●", S.text
+        else:
+            style, mark, text = S.warn, "●", S.text
+        body.append([(f"{mark} {pad(name, name_w)}", style), (pad(why, max(0, inner - name_w - 2)), text)])
+    return boxed(title, [(f"mask 0x{mask:x}", S.dim)], body, width)
 
 
 def process_line(p: GpuProcess, width: int, indent: str = "") -> Line:
@@ -361,7 +368,9 @@ def mig_lines(dev: DeviceInfo, g: GpuSample | None, procs: Sequence[GpuProcess],
     return boxed([("MIG devices", S.title)], [("per-process utilization: N/A on MIG", S.dim)], body, width)
 
 
-def process_lines(procs: Sequence[GpuProcess], width: int, limit: int = 12) -> list[Line]:
+def process_lines(procs: Sequence[GpuProcess], width: int, limit: int = 12, min_rows: int = 0) -> list[Line]:
+    """The GPU's processes, biggest first, at least `min_rows` rows tall (so a process that
+    comes and goes does not change the view's height: a height change repaints the screen)."""
     inner = width - 4
     body: list[Line] = []
     if not procs:
@@ -371,6 +380,7 @@ def process_lines(procs: Sequence[GpuProcess], width: int, limit: int = 12) -> l
         body.append(process_line(p, inner))
     if len(ordered) > limit:
         body.append([(f"… and {len(ordered) - limit} more (the Processes tab lists them all)", S.dim)])
+    body += [[] for _ in range(min_rows - len(body))]
     header: Line = [(f"{'PID':>7}  {'USER':8}  {'NAME':14}  {'GPU MEM':>9}  {'SM %':>7}  COMMAND", S.label)]
     return boxed([("Processes", S.title)], [(f"{len(procs)}", S.dim)], [header, *body], width)
 

@@ -127,7 +127,7 @@ class TopologyView(VerticalScroll):
     """The tab's scrolling body; takes the keys (GPU selection, CUDA view, details)."""
 
     DEFAULT_CSS = """
-    TopologyView { height: 1fr; scrollbar-size-vertical: 1; }
+    TopologyView { height: 1fr; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
