@@ -304,12 +304,16 @@ def test_every_line_is_exactly_the_width(path, width: int) -> None:
         assert line_len(line) == width
 
 
-def test_sixteen_gpus_at_80_columns_move_the_affinity_below() -> None:
+def test_sixteen_gpus_at_80_columns_fit() -> None:
     header, _ = read_recording(X16)
     lines = text(matrix_lines(header.machine, header.machine.topology, 80)).splitlines()
     assert "CPU affinity" not in lines[0]
-    assert lines[1].split()[:3] == ["GPU0", "X", "NV18"]
+    assert lines[0].split() == [str(i) for i in range(16)]
+    assert lines[1].split() == ["GPU0", "X", *["N18"] * 15]  # every cell whole
+    assert "N18 means NV18" in lines[17]
     assert any("CPUs" in line for line in lines)
+    wide = text(matrix_lines(header.machine, header.machine.topology, 160)).splitlines()
+    assert wide[1].split()[:3] == ["GPU0", "X", "NV18"]
 
 
 def test_pcie_text() -> None:

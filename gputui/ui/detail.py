@@ -156,23 +156,33 @@ class GpuDetailScreen(Screen[None]):
         return self.app
 
     def compose(self) -> ComposeResult:
+        # everything is given its data here, so the first paint already has it (each later
+        # change of a widget's height repaints the whole screen)
         app = self._app
-        yield HeaderBar(id="detail-header")
+        header = HeaderBar(id="detail-header")
+        self._copy_header(header)
+        yield header
         yield Banner(app.query_one(Banner).text, id="detail-banner")
         with VerticalScroll(id="detail-body"):
-            yield DetailFacts(self.index, id="detail-facts")
-            yield DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
+            facts = DetailFacts(self.index, id="detail-facts")
+            facts.info, facts.snapshot = app.info, app.snapshot
+            yield facts
+            charts = DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
+            charts.info = app.info
+            yield charts
         yield Footer()
 
     def on_mount(self) -> None:
         self.query_one("#detail-body").can_focus = False
-        self._refresh(charts=True)
 
-    def _sync_header(self) -> None:
+    def _copy_header(self, header: HeaderBar) -> None:
         main = self._app.query_one(HeaderBar)
-        header = self.query_one("#detail-header", HeaderBar)
         for name in ("info", "live", "label", "interval", "paused", "position", "timestamp"):
             setattr(header, name, getattr(main, name))
+
+    def _sync_header(self) -> None:
+        header = self.query_one("#detail-header", HeaderBar)
+        self._copy_header(header)
         header.update_lines()
 
     def _refresh(self, *, charts: bool) -> None:

@@ -109,8 +109,9 @@ def matrix_lines(
     selected: int | None = None,
     cuda: CudaVisibility | None = None,
 ) -> list[Line]:
-    """The GPU x GPU matrix with the affinity columns, fitted to `width` (cells shrink to 5
-    columns, then the affinity moves below the matrix)."""
+    """The GPU x GPU matrix with the affinity columns, fitted to `width`: cells shrink to 5
+    columns, then the affinity moves below the matrix, then (many GPUs in a narrow terminal)
+    cells are 4 columns with 3-letter codes (N18 for NV18) and the header has bare indices."""
     devices = info.devices
     n = len(devices)
     classes = link_matrix(info, topology)
@@ -122,12 +123,15 @@ def matrix_lines(
     cell_w = 6
     if label_w + cuda_w + n * cell_w + tail_w > width:
         cell_w = 5
+    narrow = label_w + cuda_w + n * cell_w > width
+    if narrow:
+        cell_w = 4
     inline_affinity = label_w + cuda_w + n * cell_w + tail_w <= width
     head: Line = [(" " * label_w, None)]
     if cuda is not None:
         head.append((pad("CUDA", cuda_w), S.label))
     for d in devices:
-        head.append((pad(f"GPU{d.index}", cell_w, "^"), S.label))
+        head.append((pad(str(d.index) if narrow else f"GPU{d.index}", cell_w, "^"), S.label))
     if inline_affinity:
         head += [("  ", None), (pad("CPU affinity", cpu_w), S.label), ("NUMA  GPU NUMA", S.label)]
     out: list[Line] = [pad_line(head, width)]
@@ -143,7 +147,8 @@ def matrix_lines(
             row.append((pad(f"cuda:{k}" if k is not None else "—", cuda_w), S.ok if k is not None else S.dim))
         for j in range(n):
             cls = classes[i][j]
-            row.append((pad(cls, cell_w, "^"), class_style(cls)))
+            text = short_class(cls) if narrow else cls
+            row.append((pad(text, cell_w, "^"), class_style(cls)))
         if inline_affinity:
             a = aff[i]
             row += [
@@ -156,6 +161,8 @@ def matrix_lines(
                 ),
             ]
         out.append(pad_line(row, width))
+    if narrow:
+        out.append(pad_line([(" (narrow terminal: N18 means NV18, NOD NODE)", S.dim)], width))
     if not inline_affinity:
         for i, d in enumerate(devices):
             a = aff[i]
@@ -174,6 +181,13 @@ def matrix_lines(
                 )
             )
     return out
+
+
+def short_class(cls: str) -> str:
+    """A class in at most 3 letters, for narrow terminals: NV18 -> N18, NODE -> NOD."""
+    if cls.startswith("NV") and len(cls) > 3:
+        return "N" + cls[2:]
+    return {"NODE": "NOD", "N/A": "?"}.get(cls, cls)
 
 
 def legend_lines(classes_present: set[str], width: int) -> list[Line]:
@@ -233,10 +247,14 @@ def p2p_lines(info: MachineInfo, topology: Topology | None, width: int) -> list[
         mark = "✓ " if text == "RWA" else ("⚠ " if text != NA else "")
         return [pad_line([(" P2P ", S.label), (mark + words, style)], width)]
     cell_w = 6
+    narrow = 7 + n * cell_w > width
+    if narrow:  # many GPUs in a narrow terminal: bare indices, "✗" without the reason
+        cell_w = 4
+        cells = {k: (("✗", st) if t.startswith("✗") else (t, st)) for k, (t, st) in cells.items()}
     out: list[Line] = []
     head: Line = [(" " * 7, None)]
     for d in info.devices:
-        head.append((pad(f"GPU{d.index}", cell_w, "^"), S.label))
+        head.append((pad(str(d.index) if narrow else f"GPU{d.index}", cell_w, "^"), S.label))
     head.append(("  R read · W write · A atomics · ✗ not possible", S.label))
     out.append(pad_line(head, width))
     for i, d in enumerate(info.devices):
