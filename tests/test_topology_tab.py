@@ -332,3 +332,58 @@ def test_detail_of_every_recording_never_crashes() -> None:
 
     for path in (H200_X1, DERIVED / "h200x8-nvswitch-240procs.jsonl.gz"):
         run(go(path))
+
+
+def test_every_field_missing_reads_na_on_every_screen(tmp_path: Path) -> None:
+    """The real 1-GPU recording with every optional field removed (devices, samples,
+    processes, topology): what an old driver or an odd GPU gives.  Nothing crashes, and
+    the screens say N/A."""
+    import dataclasses
+
+    from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample
+    from gputui.telemetry.recording import RecordingWriter
+
+    def blank(obj, keep):
+        fields = {f.name: getattr(obj, f.name) for f in dataclasses.fields(obj) if f.name in keep}
+        return type(obj)(**fields)
+
+    header, ticks = read_recording(H200_X1)
+    dev = blank(header.machine.devices[0], {"index", "name"})
+    machine = dataclasses.replace(header.machine, devices=(dev,), topology=None)
+    path = tmp_path / "blank.jsonl"
+    with RecordingWriter(
+        path, machine, header.interval, note="the real 1-GPU recording, fields removed"
+    ) as w:
+        for snap in ticks[:20]:
+            gpus = tuple(blank(g, {"index"}) for g in snap.gpus)
+            procs = tuple(blank(p, {"gpu_index", "pid"}) for p in snap.processes)
+            w.write(dataclasses.replace(snap, gpus=gpus, processes=procs))
+    assert isinstance(dev, DeviceInfo)
+    assert GpuSample(index=0) == read_recording(path)[1][0].gpus[0]
+    assert all(isinstance(p, GpuProcess) for p in read_recording(path)[1][0].processes)
+
+    async def go():
+        app = replay_app(path)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 10)
+            await pilot.press("3")
+            await pilot.pause()
+            text = screen_text(app)
+            assert re.search(r"GPU0\s+X\s+N/A", text)
+            assert "NVML gave no topology" in text
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: isinstance(app.screen, GpuDetailScreen))
+            facts = "\n".join(app.screen.query_one("DetailFacts").plain_lines())
+            assert re.search(r"UUID\s+N/A", facts)
+            assert re.search(r"SMs\s+N/A", facts)
+            assert "NVML reports no clock-event reasons" in facts
+            assert "not reported by this GPU" in facts
+            await pilot.press("end")
+            await pilot.pause()
+            charts = "\n".join(app.screen.query_one(DetailCharts).plain_lines())
+            assert "N/A: no samples" in charts
+            await pilot.press("escape", "1")
+            await pilot.pause()
+            assert "N/A" in screen_text(app)
+
+    run(go())
