@@ -12,13 +12,13 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gputui import __version__
-from gputui.commands import record
-from gputui.commands.common import positive
+from gputui.commands import diag, export, record, snapshot, stress, watch
+from gputui.commands.common import load_config, positive
 
 DEMO_RECORDING = Path(__file__).parent / "data" / "demo.jsonl.gz"
 
 #: Subcommands: modules with NAME, add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = [record]
+COMMANDS = [record, snapshot, watch, export, diag, stress]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,6 +46,21 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TICK",
         help="with --replay/--demo: begin at this recorded tick (default 1)",
     )
+    parser.add_argument(
+        "--readonly",
+        action="store_true",
+        default=None,
+        help="hide and disable every action that changes something (signals to processes)",
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=None,
+        help="read settings from FILE (default $XDG_CONFIG_HOME/gputui/config.toml)",
+    )
+    parser.add_argument(
+        "--print-config", action="store_true", help="print the default settings, with comments, and exit"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for command in COMMANDS:
         command.add_parser(sub)
@@ -55,13 +70,24 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.print_config:
+        from gputui.config import default_text
+
+        sys.stdout.write(default_text())
+        return 0
     for command in COMMANDS:
         if args.command == command.NAME:
+            if getattr(command, "USES_CONFIG", False):
+                args.settings = load_config(args, f"gputui {command.NAME}").config
             return int(command.run(args))
     return run_tui(args)
 
 
 def run_tui(args: argparse.Namespace) -> int:
+    from gputui.config import load
+
+    loaded = load(args.config)
+    settings = loaded.config
     replay_path = str(DEMO_RECORDING) if args.demo else args.replay
     if replay_path is not None:
         from gputui.telemetry.recording import RecordingError, ReplaySource
@@ -84,7 +110,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
         source = NvmlSource()  # type: ignore[assignment]
         source.prefetch()  # type: ignore[attr-defined]  # NVML opens while Textual loads
-        interval = args.interval or 1.0
+        interval = args.interval or settings.ui.interval
     if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY"):
         print(
             "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
@@ -92,6 +118,17 @@ def run_tui(args: argparse.Namespace) -> int:
         return 2
     from gputui.ui.app import GpuTuiApp
 
-    app = GpuTuiApp(source=source, interval=interval, demo=args.demo)
+    readonly = settings.ui.readonly if args.readonly is None else args.readonly
+    app = GpuTuiApp(
+        source=source,
+        interval=interval,
+        demo=args.demo,
+        readonly=readonly,
+        default_sort=settings.ui.default_sort,
+        config=settings,
+        config_errors=loaded.errors,
+    )
     app.run()
+    for error in loaded.errors:  # shown in the TUI too; repeated where it stays readable
+        print(f"gputui: config: {error}", file=sys.stderr)
     return app.return_code or 0

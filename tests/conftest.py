@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -26,6 +28,18 @@ X16_256 = DERIVED / "h200x16-nvswitch-256procs.jsonl.gz"
 
 #: So long that only the first tick arrives by itself; tests step the rest.
 FROZEN = 3600.0
+
+
+def gputui(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess[str]:
+    """Run `python -m gputui ARGS` as a user would (a real process), capturing its output."""
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kw,
+    )
 
 
 def replay_app(path: Path, **kwargs: object):

@@ -323,3 +323,31 @@ def test_an_exception_in_open_is_reported_and_the_thread_ends() -> None:
     assert rec.snapshots.empty()
     assert rec.infos.empty()
     assert poller.ticks == 0
+
+
+def test_a_failing_consumer_is_reported_and_sampling_goes_on():
+    import threading
+
+    from gputui.telemetry.poller import Poller
+    from gputui.telemetry.recording import ReplaySource
+
+    errors: list[BaseException] = []
+    seen: list[int] = []
+    enough = threading.Event()
+
+    def on_snapshot(snap):
+        seen.append(snap.seq)
+        if len(seen) >= 3:
+            enough.set()
+        if len(seen) == 1:
+            raise RuntimeError("consumer bug")
+
+    poller = Poller(ReplaySource(X2_RECORDING), 0.1, on_snapshot, on_error=errors.append)
+    poller.start()
+    try:
+        assert enough.wait(10)
+        assert poller.alive
+        assert len(errors) == 1
+        assert "consumer bug" in str(errors[0])
+    finally:
+        poller.stop()

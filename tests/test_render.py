@@ -175,3 +175,32 @@ def test_pad_line_crops_and_pads():
     line = [("abc", None), ("defg", None)]
     assert text(pad_line(line, 5)) == "abcde"
     assert text(pad_line(line, 9)) == "abcdefg  "
+
+
+def test_ansi_lines_keeps_colours_and_drops_other_escapes():
+    from gputui.ui.render import ansi_lines
+
+    lines = ansi_lines("\x1b[38;5;12mbar\x1b[0m ok\n\x1b]0;title\x07\x1b[2Jplain")
+    assert text(lines[0]) == "bar ok"
+    assert lines[0][0][1] is not None
+    assert lines[0][0][1].color is not None  # the colour survived as a Style
+    assert "\x1b" not in text(lines[1])
+    assert "\x07" not in text(lines[1])
+
+
+def test_stress_chart_is_a_plotext_bar_chart_of_every_gpu_and_precision():
+    from gputui.ui.diagnostics import stress_plot
+
+    report = {
+        "gpus": [
+            {"index": 0, "matmul": {"bf16": {"tflops": 773.0}, "fp32": {"tflops": 51.0}}},
+            {"index": 1, "matmul": {"bf16": {"tflops": 760.0}, "fp32": {"tflops": 50.0}}},
+        ]
+    }
+    lines = [text(ln) for ln in stress_plot(report, 90)]
+    joined = "\n".join(lines)
+    assert "matmul TFLOP/s" in joined
+    assert "GPU 0" in joined and "GPU 1" in joined
+    assert "bf16" in joined and "fp32" in joined
+    assert "773" in joined  # the axis reaches the fastest value
+    assert max(len(ln) for ln in lines) <= 90

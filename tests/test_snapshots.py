@@ -9,6 +9,9 @@ from __future__ import annotations
 import pytest
 from conftest import DERIVED, H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
 
+from gputui.config import Config
+from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"
 MIG = DERIVED / "h200x2-mig.jsonl.gz"
 
@@ -62,6 +65,14 @@ def test_no_gpu_panel(snap_compare):
         await pilot.pause()
 
     assert snap_compare(replay_app(NOGPU), terminal_size=(100, 30), run_before=run_before)
+
+
+HOT = Config(alerts=AlertConfig(temperature=ThresholdRule(True, 55.0, 50.0, 0.0)))
+"""Temperature alerts at 55 °C: the DDP run heats both H200s to 58-65 °C."""
+
+
+def test_overview_2gpu_alerts_160x50(snap_compare):
+    assert snap_compare(replay_app(H200_X2, config=HOT), terminal_size=(160, 50), run_before=at_tick(60))
 
 
 # ---- topology tab and GPU detail view ---------------------------------------------------------

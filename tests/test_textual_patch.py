@@ -33,40 +33,50 @@ def test_only_the_dirty_span_is_sent():
     assert len(patched) < len(original) / 2
 
 
+async def _rendered_updates(use_patch: bool, last_tick: int, full_first: bool) -> list[str]:
+    """Replay ticks 30..last_tick of the 2x H200 recording and return every screen update
+    as the bytes a 256-colour terminal would get, with or without the patch."""
+    saved = ChopsUpdate.render_segments
+    if not use_patch:
+        ChopsUpdate.render_segments = _textual_patch._state["original"]
+    try:
+        app = replay_app(H200_X2)
+        written: list[str] = []
+        async with app.run_test(size=(160, 50)) as pilot:
+            console = Console(color_system="256", force_terminal=True, width=160)
+
+            def display(screen, renderable):
+                if isinstance(renderable, CompositorUpdate) and (
+                    full_first or isinstance(renderable, ChopsUpdate)
+                ):
+                    written.append(renderable.render_segments(console))
+
+            if full_first:
+                app._display = display
+                app.refresh()  # a full frame first, as a terminal gets at start
+            await run_to_tick(pilot, 30)
+            app._display = display
+            for tick in range(31, last_tick + 1):
+                await run_to_tick(pilot, tick)
+            await pilot.pause()
+        return written
+    finally:
+        ChopsUpdate.render_segments = saved
+
+
 def test_the_screen_is_identical_with_and_without_the_patch():
     """Replay the same ticks twice through a pyte terminal: stock vs patched output."""
 
-    async def capture(use_patch: bool) -> list[str]:
-        from textual._compositor import ChopsUpdate as CU
-
-        saved = CU.render_segments
-        if not use_patch:
-            CU.render_segments = _textual_patch._state["original"]
-        try:
-            app = replay_app(H200_X2)
-            written: list[str] = []
-            async with app.run_test(size=(160, 50)) as pilot:
-                # render every screen update as the app would for a 256-colour terminal
-                console = Console(color_system="256", force_terminal=True, width=160)
-
-                def display(screen, renderable):
-                    if isinstance(renderable, CompositorUpdate):
-                        written.append(renderable.render_segments(console))
-
-                app._display = display
-                app.refresh()  # a full frame first, as a terminal gets at start
-                await run_to_tick(pilot, 30)
-                for tick in range(31, 46):  # then 15 ticks of partial updates
-                    await run_to_tick(pilot, tick)
-                await pilot.pause()
-            screen = pyte.Screen(160, 50)
-            pyte.Stream(screen).feed("".join(written))
-            return list(screen.display)
-        finally:
-            CU.render_segments = saved
+    def screen(updates: list[str]) -> list[str]:
+        term = pyte.Screen(160, 50)
+        pyte.Stream(term).feed("".join(updates))
+        return list(term.display)
 
     async def both():
-        return await capture(False), await capture(True)
+        return (
+            screen(await _rendered_updates(False, 45, full_first=True)),
+            screen(await _rendered_updates(True, 45, full_first=True)),
+        )
 
     stock, patched = asyncio.run(both())
     assert patched == stock
@@ -76,32 +86,10 @@ def test_the_screen_is_identical_with_and_without_the_patch():
 def test_the_patched_stream_is_much_smaller():
     """Same ticks, bytes sent: the reason the patch exists (a regression guard, not a timing)."""
 
-    async def total(use_patch: bool) -> int:
-        from textual._compositor import ChopsUpdate as CU
-
-        saved = CU.render_segments
-        if not use_patch:
-            CU.render_segments = _textual_patch._state["original"]
-        try:
-            app = replay_app(H200_X2)
-            sizes: list[int] = []
-            async with app.run_test(size=(160, 50)) as pilot:
-                await run_to_tick(pilot, 30)
-                console = Console(color_system="256", force_terminal=True, width=160)
-
-                def display(screen, renderable):
-                    if isinstance(renderable, ChopsUpdate):
-                        sizes.append(len(renderable.render_segments(console).encode()))
-
-                app._display = display
-                for tick in range(31, 61):
-                    await run_to_tick(pilot, tick)
-            return sum(sizes)
-        finally:
-            CU.render_segments = saved
-
     async def both():
-        return await total(False), await total(True)
+        stock = await _rendered_updates(False, 60, full_first=False)
+        patched = await _rendered_updates(True, 60, full_first=False)
+        return sum(len(u.encode()) for u in stock), sum(len(u.encode()) for u in patched)
 
     stock, patched = asyncio.run(both())
     assert patched * 3 < stock, (stock, patched)

@@ -3,6 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from gputui.config import LoadedConfig
+    from gputui.telemetry.model import NvmlProblem
+    from gputui.telemetry.recording import ReplaySource
 
 
 def positive(value: str) -> float:
@@ -14,3 +21,57 @@ def positive(value: str) -> float:
     if not f > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0: {value!r}")
     return f
+
+
+def add_config_option(parser: argparse.ArgumentParser) -> None:
+    """--config after the subcommand too (`gputui watch --config FILE`)."""
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        default=argparse.SUPPRESS,
+        help="read settings from FILE (default $XDG_CONFIG_HOME/gputui/config.toml)",
+    )
+
+
+def load_config(args: argparse.Namespace, prog: str) -> LoadedConfig:
+    """The config file for a headless command; its problems go to stderr (then defaults)."""
+    from gputui.config import load
+
+    loaded = load(getattr(args, "config", None))
+    for error in loaded.errors:
+        print(f"{prog}: config: {error}", file=sys.stderr)
+    if loaded.errors and loaded.path is not None and loaded.path.exists():
+        print(f"{prog}: config: using the defaults for every setting", file=sys.stderr)
+    return loaded
+
+
+def nvml_unavailable(prog: str, problem: NvmlProblem) -> int:
+    """Say why NVML cannot be used (exit status 2)."""
+    code = f" (NVML error {problem.code})" if problem.code is not None else ""
+    print(f"{prog}: NVML unavailable: {problem.error}{code}\n  {problem.meaning}", file=sys.stderr)
+    return 2
+
+
+def open_replay(prog: str, path: str, tick: int = 1, *, loop: bool = True) -> ReplaySource | None:
+    """A recording positioned so its next sample is `tick` (1-based); None after saying why."""
+    from gputui.telemetry.recording import RecordingError, ReplaySource
+
+    try:
+        source = ReplaySource(path, loop=loop)
+    except RecordingError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return None
+    if not 1 <= tick <= len(source.ticks):
+        print(f"{prog}: --tick {tick}: the recording has ticks 1 to {len(source.ticks)}", file=sys.stderr)
+        return None
+    source.seek(tick - 2)
+    return source
+
+
+def add_replay_options(parser: Any, what: str) -> None:
+    parser.add_argument(
+        "--replay",
+        metavar="FILE",
+        default=None,
+        help=f"{what} from a gputui recording instead of this machine's GPUs (old recordings, tests)",
+    )

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from gputui.commands.common import positive
+from gputui.commands.common import nvml_unavailable, positive
 
 NAME = "record"
 
@@ -49,9 +49,8 @@ def run(args: argparse.Namespace) -> int:
     info = source.open()
     problem = info.system.nvml_problem
     if problem is not None:
-        print(f"gputui record: NVML unavailable: {problem.error}\n  {problem.meaning}", file=sys.stderr)
         source.close()
-        return 2
+        return nvml_unavailable("gputui record", problem)
     stop = False
 
     def on_signal(signum: int, frame: object) -> None:

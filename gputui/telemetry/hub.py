@@ -1,6 +1,7 @@
-"""Where the poller's snapshots land: the latest one, the history, and who to tell.
+"""Where the poller's snapshots land: the latest one, the history, the active alerts, and who
+to tell.
 
-Shared by the TUI and headless consumers (recorder, exporter): the poller thread calls
+Shared by the TUI and headless consumers (watch, exporter): the poller thread calls
 `publish`; readers take the lock only to copy what they need.
 """
 
@@ -9,24 +10,32 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
+from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
 
 
 class Hub:
-    def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
+    def __init__(self, capacity: int = DEFAULT_CAPACITY, alerts: AlertEngine | None = None) -> None:
         self.history = History(capacity)
         self.latest: Snapshot | None = None
         self.info: MachineInfo | None = None
+        self.alerts = alerts
+        """Evaluated on every published snapshot when set."""
         self.lock = threading.Lock()
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
+        self._alert_listeners: list[Callable[[list[AlertEvent]], None]] = []
 
     def subscribe(self, on_snapshot: Callable[[Snapshot], None]) -> None:
         self._listeners.append(on_snapshot)
 
     def subscribe_info(self, on_info: Callable[[MachineInfo], None]) -> None:
         self._info_listeners.append(on_info)
+
+    def subscribe_alerts(self, on_events: Callable[[list[AlertEvent]], None]) -> None:
+        """Called (on the publishing thread) with the alerts that fired or cleared at a tick."""
+        self._alert_listeners.append(on_events)
 
     def set_info(self, info: MachineInfo) -> None:
         with self.lock:
@@ -35,11 +44,28 @@ class Hub:
             listener(info)
 
     def publish(self, snap: Snapshot) -> None:
+        events: list[AlertEvent] = []
         with self.lock:
             self.history.append(snap)
             self.latest = snap
+            if self.alerts is not None and self.info is not None:
+                events = self.alerts.update(self.info, snap)
         for listener in self._listeners:
             listener(snap)
+        if events:
+            for on_events in self._alert_listeners:
+                on_events(events)
+
+    def active_alerts(self) -> dict[str, Alert]:
+        """The alerts firing now (an immutable view: the engine replaces it every tick)."""
+        return self.alerts.active if self.alerts is not None else {}
+
+    def by_gpu_alerts(self) -> dict[int, list[Alert]]:
+        """The active alerts of each GPU, in the order they fired."""
+        out: dict[int, list[Alert]] = {}
+        for a in sorted(self.active_alerts().values(), key=lambda a: a.fired_at):
+            out.setdefault(a.gpu, []).append(a)
+        return out
 
     def series(self, gpu: int, metric: str, n: int | None = None) -> list[float]:
         with self.lock:
@@ -54,3 +80,5 @@ class Hub:
             self.history.clear()
             self.latest = None
             self.info = None
+            if self.alerts is not None:
+                self.alerts.reset()

@@ -96,7 +96,10 @@ class Poller:
             self._report(exc)
             return
         if self._on_info is not None:
-            self._on_info(info)
+            try:
+                self._on_info(info)
+            except Exception as exc:  # a consumer's bug must not stop the sampling
+                self._report(exc)
         try:
             next_due = time.monotonic()
             while not self._stopping:
@@ -138,7 +141,10 @@ class Poller:
             return
         self.last_cost = time.perf_counter() - t0
         self.ticks += 1
-        self._on_snapshot(snap)
+        try:
+            self._on_snapshot(snap)
+        except Exception as exc:  # a consumer's bug must not stop the sampling
+            self._report(exc)
 
     def _report(self, exc: BaseException) -> None:
         log.exception("poller: %s", exc)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar
 
@@ -14,11 +15,14 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import ContentSwitcher, Footer
 
+from gputui.config import Config
+from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
-from gputui.ui import _textual_patch
+from gputui.ui import _textual_patch, theme
+from gputui.ui.diagnostics import DiagnosticsPane
 from gputui.ui.panes import OverviewPane, Pane, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.topology import TopologyPane
@@ -81,7 +85,7 @@ class GpuTuiApp(App[int]):
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
 
-    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, TopologyPane]
+    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, TopologyPane, DiagnosticsPane]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -113,6 +117,7 @@ class GpuTuiApp(App[int]):
         ),
         Binding("c", "cycle_layout", "Layout", tooltip="Cards when they fit / always cards / compact"),
         Binding("d", "demo", "Demo", tooltip="When no GPU is found: open the bundled recording of real GPUs"),
+        Binding("g", "diagnose", "Diagnose", tooltip="Open the Diagnostics tab and diagnose CUDA/cuDNN/NCCL"),
         *tab_bindings(PANES),
     ]
 
@@ -123,6 +128,10 @@ class GpuTuiApp(App[int]):
         *,
         demo: bool = False,
         watch_terminal: bool = True,
+        readonly: bool = False,
+        default_sort: str | None = None,
+        config: Config | None = None,
+        config_errors: Sequence[str] = (),
     ) -> None:
         super().__init__()
         _textual_patch.install()
@@ -132,10 +141,19 @@ class GpuTuiApp(App[int]):
             from textual.filter import Monochrome, NoColor
 
             self._filters = [NoColor() if isinstance(f, Monochrome) else f for f in self._filters]
+        self.config = config or Config()
+        """Settings from the config file (or the defaults)."""
+        self.config_errors = tuple(config_errors)
+        """Problems with the config file, shown once the screen is up."""
+        self.readonly = readonly
+        """Offer no action that changes something (signals to processes)."""
+        self.default_sort = default_sort or self.config.ui.default_sort
+        """Initial process-table order: a GpuProcess field, "-" prefix for descending."""
+        theme.install(self, self.config.ui)
         self.source = source
         self.interval = interval
         self.demo = demo
-        self.hub = Hub()
+        self.hub = Hub(alerts=AlertEngine(self.config.alerts))
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
@@ -199,6 +217,14 @@ class GpuTuiApp(App[int]):
         header.interval = self.interval
         if self._watch_terminal and not self.is_headless:
             self._start_terminal_watch()
+        if self.config_errors:
+            self.notify(
+                "\n".join(self.config_errors),
+                title="Config file ignored: running with the defaults",
+                severity="error",
+                timeout=30,
+                markup=False,
+            )
 
     def _start_poller(self) -> None:
         self.generation += 1
@@ -247,6 +273,7 @@ class GpuTuiApp(App[int]):
             header = self.query_one(HeaderBar)
             header.timestamp = snap.timestamp
             header.position = message.position
+            header.alerts = len(self.hub.active_alerts())
             # a full screen on top (the GPU detail view) gets the tick instead of the tab;
             # the hidden main screen is not touched (Textual repaints the whole top screen
             # when a screen below it changes)
@@ -366,6 +393,10 @@ class GpuTuiApp(App[int]):
         self._start_poller()
         header.interval = self.interval
         self.refresh_bindings()
+
+    def action_diagnose(self) -> None:
+        self.action_show_tab(DiagnosticsPane.PANE_ID)
+        self.query_one(DiagnosticsPane).start_diagnosis()
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen

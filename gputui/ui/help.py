@@ -46,13 +46,14 @@ def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
 
 
 def help_sections(app: Any) -> list[tuple[str, list[BindingType]]]:
-    """Every key: the app's, then each tab's (its widgets' keys, `Pane.KEYS`), then the GPU
-    detail view's."""
+    """Every key: the app's, then each tab's (the pane's own bindings and its widgets',
+    `Pane.KEYS`), then the GPU detail view's."""
     from gputui.ui.detail import GpuDetailScreen
 
     sections: list[tuple[str, list[BindingType]]] = [("", list(app.BINDINGS))]
-    for pane in app.PANES:
-        keys = list(getattr(pane, "KEYS", []))
+    for pane in getattr(app, "PANES", []):
+        own = [b for b in pane.BINDINGS if isinstance(b, Binding) and b.show]
+        keys = [*own, *getattr(pane, "KEYS", [])]
         if keys:
             sections.append((f"{pane.TAB_TITLE} tab", keys))
     sections.append(("GPU detail view (enter)", list(GpuDetailScreen.BINDINGS)))

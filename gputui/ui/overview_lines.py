@@ -8,11 +8,13 @@ from __future__ import annotations
 import math
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from rich.style import Style
 
+from gputui.config import CardConfig
+from gputui.telemetry.alerts import Alert, short_text
 from gputui.telemetry.model import (
     CLOCK_EVENT_QUIET_MASK,
     CLOCK_EVENT_SLOWDOWN_MASK,
@@ -53,6 +55,8 @@ MIN_CARD_WIDTH = 64
 MAX_SPARK_ROWS = 6
 CARD_FIXED_LINES = 7
 """Border (2) + bars (3) + info line + events line."""
+DEFAULT_CARD = CardConfig()
+SPARK_CLOCK = Style(color=BLUE)
 
 SeriesFn = Callable[[int, str, int], list[float]]
 
@@ -66,11 +70,12 @@ class BoardLayout:
     """Total lines the board needs."""
 
 
-def card_height(spark_rows: int) -> int:
-    return CARD_FIXED_LINES + 3 * spark_rows
+def card_height(spark_rows: int, charts: int = 3) -> int:
+    """Lines of a card with `charts` sparklines of `spark_rows` rows each."""
+    return CARD_FIXED_LINES + charts * spark_rows
 
 
-def plan_layout(n_gpus: int, width: int, height: int, mode: str = "auto") -> BoardLayout:
+def plan_layout(n_gpus: int, width: int, height: int, mode: str = "auto", charts: int = 3) -> BoardLayout:
     """Cards when they fit (as many columns as the width allows, sparklines as tall as the
     height allows), else one compact line per GPU.  mode: auto | cards | compact."""
     if n_gpus <= 0:
@@ -79,11 +84,19 @@ def plan_layout(n_gpus: int, width: int, height: int, mode: str = "auto") -> Boa
     rows = math.ceil(n_gpus / cols)
     if mode != "compact" and width >= MIN_CARD_WIDTH:
         for s in range(MAX_SPARK_ROWS, 0, -1):
-            if rows * card_height(s) <= height:
-                return BoardLayout(False, cols, s, rows * card_height(s))
+            if rows * card_height(s, charts) <= height:
+                return BoardLayout(False, cols, s, rows * card_height(s, charts))
         if mode == "cards":
-            return BoardLayout(False, cols, 1, rows * card_height(1))
+            return BoardLayout(False, cols, 1, rows * card_height(1, charts))
     return BoardLayout(True, 1, 0, n_gpus)
+
+
+def alert_label(alerts: Sequence[Alert] | None) -> str | None:
+    """ "⚠ 86°C" (+N when there are more) for a GPU with active alerts."""
+    if not alerts:
+        return None
+    more = f" +{len(alerts) - 1}" if len(alerts) > 1 else ""
+    return "⚠ " + short_text(alerts[0]) + more
 
 
 # --------------------------------------------------------------------------------------
@@ -175,10 +188,13 @@ def events_line(mask: int | None) -> tuple[str, Style]:
     return "clocks: full speed", S.ok
 
 
-def boxed(title: Line, right: Line, body: list[Line], width: int, selected: bool = False) -> list[Line]:
+def boxed(
+    title: Line, right: Line, body: list[Line], width: int, selected: bool = False, alert: bool = False
+) -> list[Line]:
     """A rounded box `width` wide around `body`, with a title (left) and a note (right) on
-    the top border; the note is dropped, then the title cut, when they don't fit."""
-    border = S.border_selected if selected else S.border
+    the top border; the note is dropped, then the title cut, when they don't fit.  The
+    border is in the warning colour while `alert`."""
+    border = S.border_alert if alert else S.border_selected if selected else S.border
     inner = width - 4
     avail = width - 6  # "╭─ " + title + ... + " ─╮"
     if line_len(title) + line_len(right) + 4 > avail:
@@ -210,17 +226,20 @@ def gpu_card(
     width: int,
     spark_rows: int,
     selected: bool = False,
+    alert: str | None = None,
+    card: CardConfig = DEFAULT_CARD,
 ) -> list[Line]:
     inner = width - 4
+    charts = len(card.sparklines)
     title: Line = [(f"{dev.index} ", S.index), (clean(dev.name), S.title)]
-    right: Line = [(dev.bus_id or "", S.dim)]
-    if dev.mig_mode:
+    right: Line = [(alert, S.warn)] if alert else [(dev.bus_id or "", S.dim)]
+    if dev.mig_mode and not alert:
         migs = len(g.mig_devices) if g is not None else 0
         right = [(f"MIG {migs} device{'s' if migs != 1 else ''}", S.info), (" · ", S.dim), *right]
     if g is None:
         body: list[Line] = [[("waiting for the first sample…", S.dim)]]
-        body += [[] for _ in range(card_height(spark_rows) - 3)]
-        return boxed(title, right, body, width, selected)
+        body += [[] for _ in range(card_height(spark_rows, charts) - 3)]
+        return boxed(title, right, body, width, selected, bool(alert))
     if g.lost:
         title = [*title, ("  GPU LOST ", S.lost)]
         msg = (
@@ -228,9 +247,10 @@ def gpu_card(
             "`dmesg` for Xid 79 or 48; the GPU needs a reset or the machine a reboot. "
             "The other GPUs keep updating."
         )
+        height = card_height(spark_rows, charts)
         body = [[(t, S.bad)] for t in textwrap.wrap(msg, inner)]
-        body += [[] for _ in range(card_height(spark_rows) - 2 - len(body))]
-        return boxed(title, right, body[: card_height(spark_rows) - 2], width, selected)
+        body += [[] for _ in range(height - 2 - len(body))]
+        return boxed(title, right, body[: height - 2], width, selected, bool(alert))
 
     col = (inner - 2) // 2
     col2 = inner - 2 - col
@@ -285,23 +305,34 @@ def gpu_card(
         ):
             link += f" (max Gen{dev.pcie_max_gen} x{dev.pcie_max_width})"
     ecc = g.ecc_volatile_uncorrected
-    info: list[Line] = [
-        kv("P-state", f"P{g.pstate}" if g.pstate is not None else NA),
-        kv("PCIe", link),
-        kv("RX", fmt_rate(g.pcie_rx)),
-        kv("TX", fmt_rate(g.pcie_tx)),
-        kv("ENC", fmt_pct(g.encoder_util)),
-        kv("DEC", fmt_pct(g.decoder_util)),
-        kv("FAN", fmt_pct(g.fan_speed)),
-        kv("ECC", NA if ecc is None else str(ecc), S.bad if ecc else None),
-    ]
-    rows.append(join_items(info, inner))
+    info: dict[str, Line] = {
+        "pstate": kv("P-state", f"P{g.pstate}" if g.pstate is not None else NA),
+        "pcie": kv("PCIe", link),
+        "rx": kv("RX", fmt_rate(g.pcie_rx)),
+        "tx": kv("TX", fmt_rate(g.pcie_tx)),
+        "enc": kv("ENC", fmt_pct(g.encoder_util)),
+        "dec": kv("DEC", fmt_pct(g.decoder_util)),
+        "fan": kv("FAN", fmt_pct(g.fan_speed)),
+        "ecc": kv("ECC", NA if ecc is None else str(ecc), S.bad if ecc else None),
+    }
+    rows.append(join_items([info[k] for k in card.info], inner))
     chart_w = max(1, inner - 6 - 12)
-    for label, metric_name, top, style, fmt in (
-        ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
-        ("MEM", "mem_used", float(mem_total or 0) or None, S.spark_mem, fmt_gib(g.mem_used)),
-        ("PWR", "power_draw", float(limit or 0) or None, S.spark_power, fmt_watts(g.power_draw)),
-    ):
+    charts_by_name: dict[str, tuple[str, str, float | None, Style, str]] = {
+        "util": ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
+        "mem": ("MEM", "mem_used", float(mem_total or 0) or None, S.spark_mem, fmt_gib(g.mem_used)),
+        "power": ("PWR", "power_draw", float(limit or 0) or None, S.spark_power, fmt_watts(g.power_draw)),
+        "temp": ("TEMP", "temperature", float(tscale), S.spark_temp, fmt_temp(g.temperature)),
+        "sm_clock": (
+            "SM", "sm_clock", float(dev.max_sm_clock or 0) or None, SPARK_CLOCK, fmt_mhz(g.sm_clock),
+        ),
+        "mem_clock": (
+            "MCLK", "mem_clock", float(dev.max_mem_clock or 0) or None, SPARK_CLOCK, fmt_mhz(g.mem_clock),
+        ),
+        "mem_util": ("MBW", "mem_util", 100.0, S.spark_mem, fmt_pct(g.mem_util)),
+        "pcie_rx": ("RX", "pcie_rx", None, S.spark_cpu, fmt_rate(g.pcie_rx)),
+        "pcie_tx": ("TX", "pcie_tx", None, S.spark_cpu, fmt_rate(g.pcie_tx)),
+    }  # fmt: skip
+    for label, metric_name, top, style, fmt in (charts_by_name[k] for k in card.sparklines):
         chart = sparkline_rows(series(dev.index, metric_name, chart_w), chart_w, spark_rows, top)
         for r, text in enumerate(chart):
             rows.append(
@@ -316,7 +347,7 @@ def gpu_card(
     used = sum(p.gpu_memory or 0 for p in procs)
     proc_text = f"{n} process{'es' if n != 1 else ''}" + (f" · {fmt_gib(used)}" if n else "")
     rows.append([(pad(ev_text, inner - len(proc_text) - 1), ev_style), (" ", None), (proc_text, S.label)])
-    return boxed(title, right, rows, width, selected)
+    return boxed(title, right, rows, width, selected, bool(alert))
 
 
 def compact_row(
@@ -325,11 +356,18 @@ def compact_row(
     series: SeriesFn,
     width: int,
     name_w: int = 14,
+    alert: str | None = None,
     selected: bool = False,
 ) -> Line:
     """One line per GPU for many GPUs or small terminals: the essentials, by priority."""
-    index: Line = [(f"{dev.index:>2}", S.index_selected if selected else S.index), (" ", None)]
-    head: Line = [*index, (pad(clean(short_name(dev.name)), name_w), S.title)]
+    index_style = S.warn if alert else S.index
+    if selected:
+        index_style = index_style + Style(reverse=True)
+    head: Line = [
+        (f"{dev.index:>2}", index_style),
+        (" ", None),
+        (pad(clean(short_name(dev.name)), name_w), S.title),
+    ]
     if g is None:
         return [*head, (" waiting…", S.dim)]
     if g.lost:
@@ -338,6 +376,8 @@ def compact_row(
     limit = g.power_limit or dev.power_limit
     ev_text, ev_style = events_line(g.clock_event_reasons)
     flag: Line = [(ev_text.replace("clocks: ", ""), ev_style)] if ev_style in (S.bad, S.warn) else []
+    if alert:
+        flag = [(alert, S.warn)]
     util_part = metric("UTIL", ratio(g.gpu_util, 100), fmt_pct(g.gpu_util), GREEN, 20, 5, 5)
     mem_used = "N/A" if g.mem_used is None else f"{g.mem_used / 2**30:.0f}"
     mem_total = "?" if dev.memory_total is None else f"{dev.memory_total / 2**30:.0f}G"
@@ -407,9 +447,13 @@ def board_lines(
     height: int,
     mode: str = "auto",
     selected: int | None = None,
+    alerts: Mapping[int, Sequence[Alert]] | None = None,
+    card: CardConfig = DEFAULT_CARD,
 ) -> tuple[BoardLayout, list[Line]]:
     devices = info.devices
-    layout = plan_layout(len(devices), width, height, mode)
+    charts = len(card.sparklines)
+    layout = plan_layout(len(devices), width, height, mode, charts)
+    labels = {i: alert_label(a) for i, a in (alerts or {}).items()}
     if not devices:
         return layout, []
     if layout.compact:
@@ -418,7 +462,7 @@ def board_lines(
         rows: list[Line] = []
         for d in devices:
             g = gpus.get(d.index)
-            rows.append(compact_row(d, g, series, width, name_w, selected == d.index))
+            rows.append(compact_row(d, g, series, width, name_w, labels.get(d.index), selected == d.index))
             if two:
                 rows.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width, name_w))
         return BoardLayout(True, 1, 0, len(rows)), rows
@@ -439,12 +483,14 @@ def board_lines(
                     w,
                     layout.spark_rows,
                     selected == d.index,
+                    labels.get(d.index),
+                    card,
                 )
             )
-        for y in range(card_height(layout.spark_rows)):
+        for y in range(card_height(layout.spark_rows, charts)):
             line: Line = []
-            for card in cards:
-                line.extend(card[y])
+            for box in cards:
+                line.extend(box[y])
             lines.append(line)
     return layout, lines
 
@@ -533,6 +579,7 @@ def header_line(
     paused: bool,
     position: tuple[int, int] | None,
     timestamp: float | None,
+    alerts: int = 0,
 ) -> Line:
     sys_ = info.system if info else None
     left: Line = [(" gputui ", S.title)]
@@ -564,8 +611,12 @@ def header_line(
         else:
             when = time.strftime("recorded %Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
     right: Line = [(when + " ", S.value)]
-    # by priority: the state (live/replay/paused), the host, then driver, CUDA, GPU count
+    # by priority: active alerts, the state (live/replay/paused), the host, then driver, CUDA,
+    # GPU count
     priority = [*[1, 2, 3, 4][: len(items)], 0]
+    if alerts:
+        items.append([(f"⚠ {alerts} alert{'s' if alerts != 1 else ''}", S.warn)])
+        priority.insert(len(items) - 1, 0)
     avail = width - line_len(left) - line_len(right) - 1
     if avail < line_len(state) + 2:
         right = []

@@ -63,7 +63,8 @@ class OverviewPane(Pane):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
-            yield GpuBoard(self.hub, id="board")
+            config = getattr(self.app, "config", None)
+            yield GpuBoard(self.hub, id="board", card=config.cards if config else None)
         yield HostPanel(id="host")
 
     def on_mount(self) -> None:

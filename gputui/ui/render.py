@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from rich.style import Style
 
@@ -44,6 +45,7 @@ class S:
     dim = Style(color=DIM)
     border = Style(color=BORDER)
     border_selected = Style(color=CYAN)
+    border_alert = Style(color=YELLOW)
     title = Style(color=WHITE, bold=True)
     index = Style(color=CYAN, bold=True)
     index_selected = Style(color=CYAN, bold=True, reverse=True)
@@ -269,3 +271,52 @@ def level_color(fraction: float | None, warn: float = 0.75, bad: float = 0.9) ->
     if fraction >= warn:
         return YELLOW
     return GREEN
+
+
+def ansi_lines(text: str) -> list[Line]:
+    """ANSI-coloured text (e.g. plotext's output) as lines of styled runs.  Only SGR colour
+    and attribute codes survive (rich parses them); other escapes are dropped, and the text
+    goes through `clean`."""
+    from rich.text import Text
+
+    lines: list[Line] = []
+    for raw in text.splitlines():
+        parsed = Text.from_ansi(raw)
+        runs: Line = []
+        for span_text, style in _spans(parsed):
+            runs.append((clean(span_text), style))
+        lines.append(runs)
+    return lines
+
+
+def _spans(text: object) -> list[tuple[str, Style | None]]:
+    """(text, style) pieces of a rich Text, in order, without rendering through a console."""
+    from rich.text import Text
+
+    assert isinstance(text, Text)
+    plain = text.plain
+    styles: list[Style | None] = [None] * len(plain)
+    for span in text.spans:
+        style = span.style if isinstance(span.style, Style) else Style.parse(str(span.style))
+        for i in range(span.start, min(span.end, len(plain))):
+            cur = styles[i]
+            styles[i] = style if cur is None else cur + style
+    out: list[tuple[str, Style | None]] = []
+    for ch, st in zip(plain, styles, strict=True):
+        if out and out[-1][1] == st:
+            out[-1] = (out[-1][0] + ch, st)
+        else:
+            out.append((ch, st))
+    return out
+
+
+def plot_lines(build: Callable[[Any], None], width: int, height: int) -> list[Line]:
+    """Run `build(plt)` on a fresh plotext figure of `width` x `height` cells and return the
+    chart as lines.  plotext keeps global state: call this from one thread only (the UI)."""
+    import plotext as plt
+
+    plt.clear_figure()
+    plt.plotsize(width, height)
+    plt.theme("clear")
+    build(plt)
+    return ansi_lines(plt.build())

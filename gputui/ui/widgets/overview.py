@@ -10,6 +10,7 @@ from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.widget import Widget
 
+from gputui.config import CardConfig
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.overview_lines import (
@@ -43,9 +44,11 @@ class GpuBoard(LineWidget):
         Binding("enter", "open", "Details", tooltip="Open the selected GPU's detail view"),
     ]
 
-    def __init__(self, hub: Hub, *, id: str | None = None) -> None:
+    def __init__(self, hub: Hub, *, id: str | None = None, card: CardConfig | None = None) -> None:
         super().__init__(id=id)
         self.hub = hub
+        self.card = card or CardConfig()
+        """What each card shows (the config file's [cards])."""
         self.info: MachineInfo | None = None
         self.snapshot: Snapshot | None = None
         self.mode = "auto"
@@ -91,7 +94,7 @@ class GpuBoard(LineWidget):
             per = 2 if plan.lines >= 2 * len(self.info.devices if self.info else ()) else 1
             top, height = self.selected * per, per
         else:
-            height = card_height(plan.spark_rows)
+            height = card_height(plan.spark_rows, len(self.card.sparklines))
             top = (self.selected // plan.cols) * height
         region = Region(0, self.virtual_region.y + top, self.size.width, height)
         parent.scroll_to_region(region, animate=False, immediate=True)
@@ -118,9 +121,19 @@ class GpuBoard(LineWidget):
             for p in snap.processes:
                 procs[p.gpu_index].append(p)
         history = self.hub.history
+        alerts = self.hub.by_gpu_alerts()
         with self.hub.lock:
             layout, lines = board_lines(
-                info, gpus, procs, history.series, width, height, self.mode, self.selected
+                info,
+                gpus,
+                procs,
+                history.series,
+                width,
+                height,
+                self.mode,
+                self.selected,
+                alerts=alerts,
+                card=self.card,
             )
         self.plan = layout
         return lines
@@ -163,6 +176,8 @@ class HeaderBar(LineWidget):
         self.paused = False
         self.position: tuple[int, int] | None = None
         self.timestamp: float | None = None
+        self.alerts = 0
+        """How many alerts are active."""
 
     def build(self, width: int, height: int) -> list[Line]:
         return [
@@ -175,6 +190,7 @@ class HeaderBar(LineWidget):
                 paused=self.paused,
                 position=self.position,
                 timestamp=self.timestamp,
+                alerts=self.alerts,
             )
         ]
 

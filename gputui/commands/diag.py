@@ -1,0 +1,136 @@
+"""`gputui diag`: why CUDA / cuDNN / NCCL do not work in a Python environment, and the fix.
+
+Exit status: 0 every check passed, 1 warnings, 2 failures (130 when interrupted), so a job
+prologue can run `gputui diag --json > node.json || drain-node`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+from typing import Any
+
+from gputui.commands.common import positive
+
+NAME = "diag"
+
+_COLOURS = {"PASS": "\033[32m", "WARN": "\033[33;1m", "FAIL": "\033[31;1m", "SKIP": "\033[90m"}
+_RESET = "\033[0m"
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "diag",
+        help="diagnose CUDA, cuDNN and NCCL in a Python environment (exit 0 pass, 1 warn, 2 fail)",
+        description="Run the diagnosis in a child process of the interpreter being diagnosed "
+        "(default: the active venv or conda env, else gputui's own) and say which layer is broken "
+        "and the command that fixes it.  Exit status: 0 all pass, 1 warnings, 2 failures.",
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        default=None,
+        help="the interpreter to diagnose (default: the active environment's)",
+    )
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as JSON (schema: gputui/diag/report.schema.json)",
+    )
+    fmt.add_argument(
+        "--markdown", action="store_true", help="print the report as Markdown (for a bug report)"
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive,
+        default=120.0,
+        metavar="S",
+        help="kill the diagnosis after S seconds (default 120)",
+    )
+    p.add_argument("--no-nccl", action="store_true", help="skip the multi-GPU NCCL all-reduce")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputui.diag.interpreters import default_interpreter
+    from gputui.diag.session import DiagnosisSession
+    from gputui.diag.verdicts import Finding, report_json, report_markdown
+
+    python = args.python or default_interpreter()
+    stream = not (args.json or args.markdown)
+    colour = stream and sys.stdout.isatty()
+    progress = sys.stderr.isatty()
+    lock = threading.Lock()
+
+    def on_finding(f: Finding) -> None:
+        if not stream:
+            return
+        with lock:
+            print(format_finding(f, colour), flush=True)
+
+    def on_phase(title: str | None) -> None:
+        if progress and title:
+            with lock:
+                print(f"  … {title}", file=sys.stderr, flush=True)
+
+    if stream:
+        print(f"gputui diag: {python}", flush=True)
+    session = DiagnosisSession(
+        python,
+        timeout=args.timeout,
+        probe_args=["--no-nccl"] if args.no_nccl else [],
+        on_finding=on_finding,
+        on_phase=on_phase,
+    ).start()
+    try:
+        diagnosis = session.wait()
+    except KeyboardInterrupt:
+        session.cancel()
+        session.wait(30)
+        print("gputui diag: interrupted; the diagnosis process was killed", file=sys.stderr)
+        return 130
+    report = diagnosis.to_json()
+    if args.json:
+        sys.stdout.write(report_json(report))
+    elif args.markdown:
+        sys.stdout.write(report_markdown(report))
+    else:
+        print(verdict_text(diagnosis, colour))
+    return diagnosis.exit_code
+
+
+def format_finding(f: Any, colour: bool = False) -> str:
+    status = f"{_COLOURS[f.status]}{f.status}{_RESET}" if colour else f.status
+    lines = [f"{status:<4}  {f.title}: {f.summary}"]
+    if f.status in ("WARN", "FAIL"):
+        if f.cause_title:
+            lines.append(f"      {f.cause_title}: {f.meaning}")
+        lines += [f"      $ {line}" if _is_command(line) else f"      {line}" for line in f.fix]
+    elif f.note:
+        lines.append(f"      note: {f.note}")
+    return "\n".join(lines)
+
+
+def _is_command(line: str) -> bool:
+    first = line.split(" ", 1)[0]
+    return first.startswith("/") or first in (
+        "sudo",
+        "pip",
+        "python",
+        "python3",
+        "unset",
+        "export",
+        "nvidia-smi",
+    )
+
+
+def verdict_text(diagnosis: Any, colour: bool = False) -> str:
+    status = diagnosis.status
+    head = f"{_COLOURS[status]}{status}{_RESET}" if colour else status
+    out = [f"\n{head}: {diagnosis.summary_line()}"]
+    primary = diagnosis.primary()
+    if primary is not None:
+        out.append(f"First fix: {primary.cause_title or primary.title}: {primary.summary}")
+        out += [f"  {line}" for line in primary.fix]
+    return "\n".join(out)

@@ -1,0 +1,181 @@
+"""`gputui snapshot`: print one sample as CSV (nvidia-smi's field names) or JSON, and exit."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from gputui.commands.common import add_replay_options, nvml_unavailable, open_replay, positive
+
+NAME = "snapshot"
+PROG = "gputui snapshot"
+SLOW_WAIT_S = 1.5
+"""Longest a single live snapshot waits for NVML's slow-cadence values (PCIe throughput,
+energy, per-process utilization) when a field needs them."""
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        NAME,
+        help="print one sample as CSV or JSON and exit (like nvidia-smi --query-gpu)",
+        description="Print one sample of every GPU and exit: CSV with nvidia-smi's --query-gpu "
+        "field names and units (the default), or a versioned JSON document (--json; schema: "
+        "--schema).  Exit status: 0 ok, 2 NVML unavailable (the reason on stderr).",
+        epilog="Examples:  gputui snapshot --fields index,memory.used,utilization.gpu "
+        "--format csv,noheader,nounits      gputui snapshot --json | jq '.gpus[0]'",
+    )
+    fmt = p.add_mutually_exclusive_group()
+    fmt.add_argument("--json", action="store_const", dest="format", const="json", help="a JSON document")
+    fmt.add_argument("--csv", action="store_const", dest="format", const="csv", help="CSV (the default)")
+    fmt.add_argument(
+        "--format",
+        dest="format",
+        metavar="FMT",
+        help="json, or csv with nvidia-smi's options: csv[,noheader][,nounits]",
+    )
+    p.add_argument(
+        "--fields",
+        "--query-gpu",
+        dest="fields",
+        metavar="A,B,...",
+        help="fields to print, by nvidia-smi's query names (--list-fields); JSON: all by default",
+    )
+    p.add_argument(
+        "--processes",
+        action="store_true",
+        help="JSON: add every GPU process; CSV: print the processes (one row each) instead of the GPUs",
+    )
+    p.add_argument("--nounits", action="store_true", help="CSV: numbers without units (as csv,nounits)")
+    p.add_argument("--noheader", action="store_true", help="CSV: no header line (as csv,noheader)")
+    p.add_argument(
+        "--watch", type=positive, default=None, metavar="S", help="repeat every S seconds until Ctrl-C"
+    )
+    p.add_argument("--list-fields", action="store_true", help="list the fields with units and exit")
+    p.add_argument("--schema", action="store_true", help="print the JSON schema of --json and exit")
+    add_replay_options(p, "take the snapshot")
+    p.add_argument(
+        "--tick", type=int, default=1, metavar="N", help="with --replay: the recorded tick to print (from 1)"
+    )
+
+
+def _parse_format(text: str | None) -> tuple[str, set[str]]:
+    parts = [x.strip() for x in (text or "csv").lower().split(",") if x.strip()]
+    kind, opts = (parts[0] if parts else "csv"), set(parts[1:])
+    if kind not in ("csv", "json") or not opts <= {"noheader", "nounits"} or (kind == "json" and opts):
+        raise ValueError(f"--format {text}: expected json or csv[,noheader][,nounits]")
+    return kind, opts
+
+
+def list_fields() -> str:
+    from gputui.export.snapshot import GPU_FIELDS, PROCESS_FIELDS
+
+    lines = []
+    for title, fields in (
+        ("GPU fields (--fields)", GPU_FIELDS),
+        ("process fields (--processes)", PROCESS_FIELDS),
+    ):
+        lines.append(f"{title}; * = gputui's own, the rest as nvidia-smi names them:")
+        for f in fields:
+            alias = f"  (also {', '.join(f.aliases)})" if f.aliases else ""
+            lines.append(f"  {'*' if not f.smi else ' '} {f.header:<44} {f.doc}{alias}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gputui.export import snapshot as snap_fmt
+
+    if args.list_fields:
+        sys.stdout.write(list_fields())
+        return 0
+    if args.schema:
+        print(json.dumps(snap_fmt.schema(), indent=2, ensure_ascii=False))
+        return 0
+    gpu_fields: list[tuple[str, snap_fmt.Field]] | None = None
+    proc_fields: list[tuple[str, snap_fmt.Field]] | None = None
+    csv_fields: list[tuple[str, snap_fmt.Field]] = []
+    try:
+        kind, opts = _parse_format(args.format)
+        if args.nounits:
+            opts.add("nounits")
+        if args.noheader:
+            opts.add("noheader")
+        names = args.fields.split(",") if args.fields else []
+        if kind == "csv":
+            table = snap_fmt.PROCESS_BY_NAME if args.processes else snap_fmt.GPU_BY_NAME
+            default = snap_fmt.DEFAULT_CSV_PROCESS if args.processes else snap_fmt.DEFAULT_CSV_GPU
+            what = "process" if args.processes else "GPU"
+            csv_fields = snap_fmt.select(names or default, table, what)
+            wanted = [f for _, f in csv_fields]
+        else:
+            gpu_sel = [n for n in names if n.strip().lower() in snap_fmt.GPU_BY_NAME]
+            proc_sel = [n for n in names if n.strip().lower() in snap_fmt.PROCESS_BY_NAME]
+            unknown = [n for n in names if n not in gpu_sel and n not in proc_sel and n.strip()]
+            if unknown:
+                snap_fmt.select(unknown, snap_fmt.GPU_BY_NAME, "")  # raises with the name
+            gpu_fields = snap_fmt.select(gpu_sel, snap_fmt.GPU_BY_NAME, "GPU") if gpu_sel else None
+            proc_fields = snap_fmt.select(proc_sel, snap_fmt.PROCESS_BY_NAME, "process") if proc_sel else None
+            wanted = [f for _, f in (gpu_fields or []) + (proc_fields or [])]
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+
+    if args.replay is not None:
+        source: Any = open_replay(PROG, args.replay, args.tick, loop=False)
+        if source is None:
+            return 2
+        live = False
+    else:
+        from gputui.telemetry.nvml import NvmlSource
+
+        source = NvmlSource()
+        live = True
+    info = source.open()
+    problem = info.system.nvml_problem
+    if problem is not None:
+        return nvml_unavailable(PROG, problem)
+    if live and any(f.slow for f in wanted):
+        deadline = time.monotonic() + SLOW_WAIT_S
+        while source.slow_cost is None and time.monotonic() < deadline:
+            time.sleep(0.005)
+
+    def emit(first: bool) -> None:
+        snap = source.sample()
+        if kind == "json":
+            src: dict[str, Any] = {"kind": "live"}
+            if not live:
+                src = {"kind": "replay", "file": str(args.replay), "tick": source.position + 1}
+            doc = snap_fmt.document(info, snap, gpu_fields, proc_fields, processes=args.processes, source=src)
+            out = snap_fmt.dumps(doc, pretty=args.watch is None)
+        else:
+            out = snap_fmt.csv_text(
+                info,
+                snap,
+                csv_fields,
+                processes=args.processes,
+                header=first and "noheader" not in opts,
+                units="nounits" not in opts,
+            ).rstrip("\n")
+        if out:
+            print(out, flush=True)
+
+    try:
+        emit(True)
+        if args.watch is None:
+            return 0  # NVML is left to the process exit: joining its slow thread costs ~45 ms
+        next_due = time.monotonic() + args.watch
+        while live or source.position + 1 < len(source.ticks):
+            time.sleep(max(0.0, next_due - time.monotonic()))
+            next_due = max(next_due + args.watch, time.monotonic())
+            emit(False)
+    except KeyboardInterrupt:
+        pass
+    except BrokenPipeError:  # `| head`: the reader is done
+        sys.stderr.close()
+    finally:
+        if args.watch is not None:
+            source.close()
+    return 0

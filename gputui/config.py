@@ -1,0 +1,444 @@
+"""The config file: `$XDG_CONFIG_HOME/gputui/config.toml` (default `~/.config/gputui/config.toml`).
+
+Every setting is a field of the frozen dataclasses below, declared once with its comment and
+limits (`gputui.options.option`); the reader, the validator and `gputui --print-config` all
+work from them.  A file with an unknown key, a wrong type or a value out of range is not
+half-applied: every problem is reported with the file, line and key, and gputui runs with
+the defaults.  Command-line flags override the file.  Pure stdlib (no Textual).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import re
+import sys
+import typing
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from gputui.options import option
+from gputui.telemetry.alerts import AlertConfig
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+THEMES = ("default", "colorblind", "mono")
+PALETTE_NAMES = (
+    "green", "cyan", "blue", "magenta", "yellow", "orange", "red",
+    "grey", "dim", "track", "border", "text", "white",
+)  # fmt: skip
+"""Colours a theme or `[ui.colors]` can change (see gputui/ui/theme.py)."""
+
+CARD_SPARKLINES = ("util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx")
+CARD_INFO = ("pstate", "pcie", "rx", "tx", "enc", "dec", "fan", "ecc")
+SORT_KEYS = (
+    "gpu_index", "pid", "user", "type", "gpu_memory", "sm_util", "mem_util", "enc_util",
+    "dec_util", "cpu_percent", "rss", "create_time", "name", "cmdline",
+)  # fmt: skip
+"""Process table sort keys: GpuProcess field names; a leading "-" sorts descending."""
+
+_COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
+
+
+def _check_sort(value: str) -> str | None:
+    if value.removeprefix("-") in SORT_KEYS:
+        return None
+    return f"expected one of {', '.join(SORT_KEYS)} (a leading - sorts descending), got {value!r}"
+
+
+def _check_listen(value: str) -> str | None:
+    from gputui.export.address import parse_listen  # stdlib only
+
+    try:
+        parse_listen(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+@dataclass(frozen=True)
+class UiConfig:
+    interval: float = option(
+        "seconds between refreshes (live data); -i/--interval overrides", 1.0, min=0.1, max=60.0
+    )
+    theme: str = option(
+        "colours: default | colorblind (blue/orange for green/red) | mono (no colour)",
+        "default",
+        choices=THEMES,
+    )
+    readonly: bool = option(
+        "hide and disable every action that changes something (signals to processes); --readonly overrides",
+        False,
+    )
+    default_sort: str = option(
+        "process table order: a process field (gpu_index, pid, user, type, gpu_memory, sm_util, "
+        "mem_util, enc_util, dec_util, cpu_percent, rss, create_time, name, cmdline); a leading - "
+        "sorts descending",
+        "-gpu_memory",
+        check=_check_sort,
+    )
+    colors: dict[str, str] = option(
+        'override single colours of the theme: name = "#rrggbb" (xterm-256 colours show '
+        "exactly over SSH).  Names: " + ", ".join(PALETTE_NAMES),
+        factory=dict,
+        choices=PALETTE_NAMES,
+    )
+
+
+@dataclass(frozen=True)
+class CardConfig:
+    sparklines: tuple[str, ...] = option(
+        "history charts on each GPU card, top to bottom (1 to 4 of: " + ", ".join(CARD_SPARKLINES) + ")",
+        ("util", "mem", "power"),
+        choices=CARD_SPARKLINES,
+        min=1,
+        max=4,
+    )
+    info: tuple[str, ...] = option(
+        "facts on each card's info line, in order (any of: " + ", ".join(CARD_INFO) + ")",
+        CARD_INFO,
+        choices=CARD_INFO,
+        min=0,
+        max=len(CARD_INFO),
+    )
+
+
+@dataclass(frozen=True)
+class WatchConfig:
+    alert_cmd: str = option(
+        "command run for each alert, the alert as JSON on stdin (split like a shell "
+        "would, but run without one); --alert-cmd overrides",
+        "",
+    )
+    shell: bool = option("run alert_cmd through /bin/sh -c (pipes, $VARS); --shell overrides", False)
+    rate_limit_minutes: float = option(
+        "at most one command per alert (rule + GPU/process) in this many minutes", 15.0, min=0.0
+    )
+    timeout_seconds: float = option("kill an alert command still running after this long", 30.0, min=0.1)
+    resolved: bool = option("also run the command when an alert clears", True)
+
+
+@dataclass(frozen=True)
+class ExportConfig:
+    listen: str = option(
+        "address:port to serve /metrics on; a non-loopback address also needs --allow-remote",
+        "127.0.0.1:9400",
+        check=_check_listen,
+    )
+    interval: float = option("seconds between samples; --interval overrides", 1.0, min=0.1, max=60.0)
+    processes: bool = option("export one series per GPU process (gputui_process_*)", True)
+
+
+@dataclass(frozen=True)
+class Config:
+    ui: UiConfig = option("the monitor", factory=UiConfig)
+    cards: CardConfig = option("what each GPU card shows", factory=CardConfig)
+    alerts: AlertConfig = option(
+        "alert thresholds: the TUI colours the GPU and counts active alerts in the header; "
+        "`gputui watch --alert-cmd` runs a command",
+        factory=AlertConfig,
+    )
+    watch: WatchConfig = option("`gputui watch`: headless alerts", factory=WatchConfig)
+    export: ExportConfig = option("`gputui export`: Prometheus /metrics", factory=ExportConfig)
+
+
+@dataclass(frozen=True)
+class LoadedConfig:
+    config: Config
+    path: Path | None
+    """The file that was read; None when there was none."""
+    errors: tuple[str, ...] = ()
+    """Problems found ("FILE:LINE: key: what"); when there are any, `config` is the defaults."""
+
+
+def default_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or ""
+    root = Path(base) if os.path.isabs(base) else Path.home() / ".config"
+    return root / "gputui" / "config.toml"
+
+
+def load(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
+    """Read the config file (`path`, else the default location).  Never raises: a missing
+    default file means the defaults; any problem means the defaults plus `errors`."""
+    explicit = path is not None
+    p = Path(path) if path is not None else default_path()
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        if explicit:
+            return LoadedConfig(Config(), p, (f"{p}: no such file; using the defaults",))
+        return LoadedConfig(Config(), None)
+    except (OSError, UnicodeDecodeError) as exc:
+        return LoadedConfig(Config(), p, (f"{p}: cannot read it ({exc}); using the defaults",))
+    config, errors = parse(text, str(p))
+    return LoadedConfig(config, p, tuple(errors))
+
+
+def parse(text: str, name: str = "config.toml") -> tuple[Config, list[str]]:
+    """The Config a file's text describes, and its problems (then the Config is the default)."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        msg = str(exc)
+        m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
+        if m:
+            msg = msg[: m.start()].strip()
+            return Config(), [f"{name}:{m.group(1)}: TOML syntax: {msg} (column {m.group(2)})"]
+        return Config(), [f"{name}: TOML syntax: {msg}"]
+    lines = key_lines(text)
+    errors: list[str] = []
+    config = _build(Config, Config(), data, "", errors, lines, name)
+    if errors:
+        return Config(), errors
+    return config, []
+
+
+# --------------------------------------------------------------------------------------
+# building and validating
+# --------------------------------------------------------------------------------------
+
+
+def _where(name: str, lines: dict[str, int], key: str) -> str:
+    line = lines.get(key)
+    while line is None and "." in key:  # a key written inline: report its table's line
+        key = key.rsplit(".", 1)[0]
+        line = lines.get(key)
+    return f"{name}:{line}" if line is not None else name
+
+
+def _type_name(v: Any) -> str:
+    return {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}.get(
+        type(v), "an array" if isinstance(v, list) else "a table" if isinstance(v, dict) else type(v).__name__
+    )
+
+
+def _build(
+    cls: Any,
+    default: Any,
+    data: dict[str, Any],
+    prefix: str,
+    errors: list[str],
+    lines: dict[str, int],
+    name: str,
+) -> Any:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in data:
+        if key not in fields:
+            close = difflib.get_close_matches(key, list(fields), n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            table = f"[{prefix[:-1]}]" if prefix else "the top level"
+            errors.append(
+                f"{_where(name, lines, prefix + key)}: {prefix}{key}: unknown key in {table}{hint}; "
+                f"known: {', '.join(fields)}"
+            )
+    values: dict[str, Any] = {}
+    for fname, f in fields.items():
+        current = getattr(default, fname)
+        if fname not in data:
+            values[fname] = current
+            continue
+        raw = data[fname]
+        key = prefix + fname
+        tp = hints[fname]
+        if dataclasses.is_dataclass(tp):
+            if not isinstance(raw, dict):
+                errors.append(f"{_where(name, lines, key)}: {key}: expected a table, got {_type_name(raw)}")
+                values[fname] = current
+                continue
+            values[fname] = _build(tp, current, raw, key + ".", errors, lines, name)
+            continue
+        problem, value = _leaf(tp, raw, f.metadata)
+        if problem:
+            item, _, text = problem.partition("\0")  # a table's entry names itself
+            where = f"{key}.{item}" if text else key
+            errors.append(f"{_where(name, lines, where)}: {where}: {text or problem}")
+            values[fname] = current
+        else:
+            values[fname] = value
+    result = cls(**values)
+    clear, above = getattr(result, "clear_below", None), getattr(result, "above", None)
+    if clear is not None and above is not None and clear > above:
+        key = prefix + ("clear_below" if "clear_below" in data else "above")
+        errors.append(
+            f"{_where(name, lines, key)}: {prefix}clear_below ({clear:g}) must not be above "
+            f"{prefix}above ({above:g})"
+        )
+    return result
+
+
+def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None, Any]:
+    """(problem, value) for one setting."""
+    lo, hi, choices, check = meta.get("min"), meta.get("max"), meta.get("choices"), meta.get("check")
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if not isinstance(raw, bool):
+            return f"expected true or false, got {_type_name(raw)} {raw!r}", None
+        return None, raw
+    if tp in (int, float):
+        if (
+            isinstance(raw, bool)
+            or not isinstance(raw, int | float)
+            or (tp is int and isinstance(raw, float))
+        ):
+            what = "an integer" if tp is int else "a number"
+            return f"expected {what}, got {_type_name(raw)} {raw!r}", None
+        if lo is not None and raw < lo:
+            return f"must be at least {lo:g}, got {raw!r}", None
+        if hi is not None and raw > hi:
+            return f"must be at most {hi:g}, got {raw!r}", None
+        return None, tp(raw)
+    if tp is str:
+        if not isinstance(raw, str):
+            return f"expected a string, got {_type_name(raw)} {raw!r}", None
+        if choices is not None and raw not in choices:
+            return f"expected one of {', '.join(choices)}, got {raw!r}", None
+        if check is not None and (problem := check(raw)):
+            return problem, None
+        return None, raw
+    if origin is tuple:
+        if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
+            return f"expected an array of strings, got {_type_name(raw)} {raw!r:.60}", None
+        bad = [x for x in raw if choices is not None and x not in choices]
+        if bad:
+            return (
+                f"unknown item(s) {', '.join(map(repr, bad))}; expected any of {', '.join(choices or ())}",
+                None,
+            )
+        if len(set(raw)) != len(raw):
+            return "an item is listed twice", None
+        if lo is not None and len(raw) < lo:
+            return f"needs at least {lo} item(s)", None
+        if hi is not None and len(raw) > hi:
+            return f"takes at most {hi} items, got {len(raw)}", None
+        return None, tuple(raw)
+    if origin is dict:
+        if not isinstance(raw, dict):
+            return f"expected a table, got {_type_name(raw)}", None
+        for k, v in raw.items():
+            if choices is not None and k not in choices:
+                return f"{k}\0unknown name; expected any of {', '.join(choices)}", None
+            if not isinstance(v, str) or not _COLOR.match(v):
+                return f'{k}\0expected a colour as "#rrggbb", got {v!r}', None
+        return None, dict(raw)
+    raise TypeError(f"no validator for {tp!r}")  # pragma: no cover - a programming error
+
+
+# --------------------------------------------------------------------------------------
+# where each key is written (tomllib gives no positions for valid files)
+# --------------------------------------------------------------------------------------
+
+_BARE = r"[A-Za-z0-9_-]+"
+_QUOTED = r"\"(?:[^\"\\]|\\.)*\"|'[^']*'"
+_PART = rf"(?:{_BARE}|{_QUOTED})"
+_DOTTED = rf"{_PART}(?:\s*\.\s*{_PART})*"
+_HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED})\s*\]\]?")
+_KEY = re.compile(rf"^\s*({_DOTTED})\s*=")
+
+
+def _split_dotted(text: str) -> list[str]:
+    parts = re.findall(_PART, text)
+    return [p[1:-1] if p[:1] in "\"'" else p for p in parts]
+
+
+def key_lines(text: str) -> dict[str, int]:
+    """Dotted key path -> the line (1-based) where it is first written, tables included.
+
+    A line scanner, not a parser: good enough to point at a key in a file tomllib accepted
+    (a line inside a multi-line string that looks like `key =` could mislead it)."""
+    out: dict[str, int] = {}
+    table: list[str] = []
+    for n, line in enumerate(text.splitlines(), 1):
+        m = _HEADER.match(line)
+        if m:
+            table = _split_dotted(m.group(1))
+            for k in range(1, len(table) + 1):
+                out.setdefault(".".join(table[:k]), n)
+            continue
+        m = _KEY.match(line)
+        if m:
+            parts = table + _split_dotted(m.group(1))
+            for k in range(len(table) + 1, len(parts) + 1):
+                out.setdefault(".".join(parts[:k]), n)
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# printing the defaults
+# --------------------------------------------------------------------------------------
+
+
+def default_palette() -> dict[str, str]:
+    """The default theme's colours by name (from gputui/ui/render.py; imports rich only)."""
+    from gputui.ui import render
+
+    return {name: str(getattr(render, name.upper())) for name in PALETTE_NAMES}
+
+
+def _toml_value(v: Any) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, tuple | list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"cannot write {v!r} as TOML")  # pragma: no cover
+
+
+def _comment(text: str, width: int = 92) -> list[str]:
+    import textwrap
+
+    return ["# " + line for line in textwrap.wrap(text, width - 2)]
+
+
+def default_text() -> str:
+    """The defaults as a commented TOML file (`gputui --print-config`); parses back to them."""
+    out = [
+        "# gputui configuration.  Save as " + "$XDG_CONFIG_HOME/gputui/config.toml",
+        "# (default ~/.config/gputui/config.toml) and change what you need; delete the rest.",
+        "# A file with an unknown key or a wrong type is reported (file, line, key) and",
+        "# ignored as a whole: gputui then runs with these defaults.  Flags override the file.",
+    ]
+    _emit(out, Config(), [])
+    return "\n".join(out) + "\n"
+
+
+def _emit(out: list[str], obj: Any, path: list[str], doc: str | None = None) -> None:
+    hints = typing.get_type_hints(type(obj))
+    leaves = [f for f in dataclasses.fields(obj) if not dataclasses.is_dataclass(hints[f.name])]
+    tables = [f for f in dataclasses.fields(obj) if dataclasses.is_dataclass(hints[f.name])]
+    if path and (leaves or doc):
+        out.append("")
+        if doc:
+            out += _comment(doc)
+        if leaves:
+            out.append(f"[{'.'.join(path)}]")
+    for f in leaves:
+        value = getattr(obj, f.name)
+        if typing.get_origin(hints[f.name]) is dict:
+            continue  # written as its own table below
+        line = f"{f.name} = {_toml_value(value)}"
+        doc_text = f.metadata["doc"]
+        if len(line) + len(doc_text) + 4 <= 92:
+            out.append(f"{line}  # {doc_text}")
+        else:
+            out += _comment(doc_text)
+            out.append(line)
+    for f in leaves:
+        if typing.get_origin(hints[f.name]) is dict:
+            out.append("")
+            out += _comment(f.metadata["doc"])
+            out.append(f"[{'.'.join([*path, f.name])}]")
+            palette = default_palette()
+            out += [f'# {k} = "{palette[k]}"' for k in PALETTE_NAMES]
+    for f in tables:
+        _emit(out, getattr(obj, f.name), [*path, f.name], f.metadata.get("doc"))

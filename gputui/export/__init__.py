@@ -1,0 +1,1 @@
+"""Exporters: gputui's data for other tools (Prometheus)."""

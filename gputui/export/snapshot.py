@@ -1,0 +1,528 @@
+"""One snapshot as nvidia-smi-style CSV or as a versioned JSON document (`gputui snapshot`).
+
+Field names are nvidia-smi's `--query-gpu` / `--query-compute-apps` names wherever nvidia-smi
+has the same quantity (`index`, `memory.used`, `utilization.gpu`, `clocks.current.sm`, ...),
+with nvidia-smi's units and formatting: CSV prints `memory.used [MiB]` in the header and
+`143771 MiB` as the value (`nounits`: `143771`), `[N/A]` where NVML gave nothing.  The JSON
+document uses the same names with plain numbers in the same units (null for N/A); its schema
+is `gputui/schemas/snapshot-v1.json` (`gputui snapshot --schema`).  Fields nvidia-smi does not
+have (PCIe throughput, energy, per-process details) are gputui's own and marked so.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import shlex
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from gputui import __version__
+from gputui.telemetry.model import (
+    DeviceInfo,
+    GpuProcess,
+    GpuSample,
+    MachineInfo,
+    Snapshot,
+    decode_clock_events,
+)
+
+FORMAT_NAME = "gputui-snapshot"
+FORMAT_VERSION = 1
+MIB = 2**20
+NA = "[N/A]"
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """What a field's getter may look at."""
+
+    info: MachineInfo
+    snap: Snapshot
+    dev: DeviceInfo | None
+    gpu: GpuSample | None
+    proc: GpuProcess | None = None
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    kind: str
+    """JSON type: integer, number, string or boolean."""
+    unit: str
+    """Shown in the CSV header ("memory.used [MiB]") and after each value, unless nounits."""
+    doc: str
+    get: Callable[[Ctx], Any]
+    smi: bool = True
+    """Same name and meaning as nvidia-smi's query field."""
+    decimals: int | None = None
+    """CSV: digits after the point (nvidia-smi prints watts with 2)."""
+    aliases: tuple[str, ...] = ()
+    slow: bool = False
+    """Sampled on NVML's slow cadence: a single live snapshot must wait for it."""
+
+    @property
+    def header(self) -> str:
+        return f"{self.name} [{self.unit}]" if self.unit else self.name
+
+
+def _mib(v: int | None) -> int | None:
+    return None if v is None else v // MIB
+
+
+def _smi_time(ts: float) -> str:
+    t = time.localtime(ts)
+    return time.strftime("%Y/%m/%d %H:%M:%S", t) + f".{int(ts * 1000) % 1000:03d}"
+
+
+def _enabled(v: bool | None) -> str | None:
+    return None if v is None else ("Enabled" if v else "Disabled")
+
+
+def _g(attr: str) -> Callable[[Ctx], Any]:
+    return lambda c: None if c.gpu is None or c.gpu.lost else getattr(c.gpu, attr)
+
+
+def _d(attr: str) -> Callable[[Ctx], Any]:
+    return lambda c: None if c.dev is None else getattr(c.dev, attr)
+
+
+def _gmib(attr: str) -> Callable[[Ctx], Any]:
+    return lambda c: None if c.gpu is None or c.gpu.lost else _mib(getattr(c.gpu, attr))
+
+
+def _power_limit(c: Ctx) -> float | None:
+    if c.gpu is not None and c.gpu.power_limit is not None:
+        return c.gpu.power_limit
+    return c.dev.power_limit if c.dev else None
+
+
+def _procs_of(c: Ctx) -> list[GpuProcess]:
+    return [p for p in c.snap.processes if c.dev is not None and p.gpu_index == c.dev.index]
+
+
+def _reasons(c: Ctx) -> str | None:
+    v = _g("clock_event_reasons")(c)
+    return None if v is None else f"0x{v:016x}"
+
+
+def _reason_names(c: Ctx) -> str | None:
+    v = _g("clock_event_reasons")(c)
+    return None if v is None else ";".join(decode_clock_events(v))
+
+
+def _kb(attr: str) -> Callable[[Ctx], Any]:
+    def get(c: Ctx) -> int | None:
+        v = _g(attr)(c)
+        return None if v is None else v // 1024
+
+    return get
+
+
+GPU_FIELDS: tuple[Field, ...] = (
+    Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
+          lambda c: _smi_time(c.snap.timestamp)),
+    Field("count", "integer", "", "number of GPUs", lambda c: len(c.info.devices)),
+    Field("index", "integer", "", "NVML index of the GPU", lambda c: c.dev.index if c.dev else None),
+    Field("name", "string", "", "product name", _d("name"), aliases=("gpu_name",)),
+    Field("uuid", "string", "", "globally unique id, GPU-...", _d("uuid"), aliases=("gpu_uuid",)),
+    Field("serial", "string", "", "board serial number", _d("serial"), aliases=("gpu_serial",)),
+    Field("pci.bus_id", "string", "", "PCI bus id, domain:bus:device.function",
+          _d("bus_id"), aliases=("gpu_bus_id",)),
+    Field("driver_version", "string", "", "driver version", lambda c: c.info.system.driver_version),
+    Field("vbios_version", "string", "", "VBIOS version", _d("vbios_version")),
+    Field("compute_cap", "string", "", "CUDA compute capability, major.minor",
+          lambda c: None if c.dev is None or c.dev.compute_capability is None
+          else "{}.{}".format(*c.dev.compute_capability)),
+    Field("persistence_mode", "string", "", "Enabled or Disabled",
+          lambda c: _enabled(c.dev.persistence_mode) if c.dev else None),
+    Field("compute_mode", "string", "", "Default, Exclusive_Process, Prohibited", _d("compute_mode")),
+    Field("mig.mode.current", "string", "", "Enabled or Disabled",
+          lambda c: _enabled(c.dev.mig_mode) if c.dev else None),
+    Field("ecc.mode.current", "string", "", "Enabled or Disabled",
+          lambda c: _enabled(c.dev.ecc_mode) if c.dev else None),
+    Field("pstate", "string", "", "performance state, P0 (fastest) to P15",
+          lambda c: None if _g("pstate")(c) is None else f"P{_g('pstate')(c)}"),
+    Field("fan.speed", "integer", "%", "fan speed, percent of its maximum", _g("fan_speed")),
+    Field("utilization.gpu", "integer", "%", "percent of time a kernel ran (last sample period)",
+          _g("gpu_util")),
+    Field("utilization.memory", "integer", "%", "percent of time device memory was read or written",
+          _g("mem_util")),
+    Field("utilization.encoder", "integer", "%", "video encoder utilization", _g("encoder_util")),
+    Field("utilization.decoder", "integer", "%", "video decoder utilization", _g("decoder_util")),
+    Field("memory.total", "integer", "MiB", "total memory",
+          lambda c: _mib(c.dev.memory_total) if c.dev else None),
+    Field("memory.used", "integer", "MiB", "memory used (not counting the driver's reserve)",
+          _gmib("mem_used")),
+    Field("memory.free", "integer", "MiB", "memory free", _gmib("mem_free")),
+    Field("memory.reserved", "integer", "MiB", "memory the driver reserves", _gmib("mem_reserved")),
+    Field("temperature.gpu", "integer", "", "GPU core temperature, °C", _g("temperature")),
+    Field("power.draw", "number", "W", "power draw", _g("power_draw"), decimals=2),
+    Field("power.limit", "number", "W", "power limit in force", _power_limit, decimals=2,
+          aliases=("enforced.power.limit",)),
+    Field("power.default_limit", "number", "W", "default power limit", _d("power_default_limit"),
+          decimals=2),
+    Field("power.min_limit", "number", "W", "lowest settable power limit", _d("power_min_limit"),
+          decimals=2),
+    Field("power.max_limit", "number", "W", "highest settable power limit", _d("power_max_limit"),
+          decimals=2),
+    Field("clocks.current.sm", "integer", "MHz", "SM clock", _g("sm_clock"), aliases=("clocks.sm",)),
+    Field("clocks.current.memory", "integer", "MHz", "memory clock", _g("mem_clock"),
+          aliases=("clocks.mem", "clocks.memory")),
+    Field("clocks.current.graphics", "integer", "MHz", "graphics clock", _g("graphics_clock"),
+          aliases=("clocks.gr", "clocks.graphics")),
+    Field("clocks.max.sm", "integer", "MHz", "maximum SM clock", _d("max_sm_clock")),
+    Field("clocks.max.memory", "integer", "MHz", "maximum memory clock", _d("max_mem_clock"),
+          aliases=("clocks.max.mem",)),
+    Field("clocks.max.graphics", "integer", "MHz", "maximum graphics clock", _d("max_graphics_clock"),
+          aliases=("clocks.max.gr",)),
+    Field("pcie.link.gen.current", "integer", "", "PCIe generation now (drops at idle)", _g("pcie_gen"),
+          aliases=("pcie.link.gen.gpucurrent",)),
+    Field("pcie.link.gen.max", "integer", "", "highest PCIe generation of the GPU and slot",
+          _d("pcie_max_gen")),
+    Field("pcie.link.width.current", "integer", "", "PCIe lanes now", _g("pcie_width")),
+    Field("pcie.link.width.max", "integer", "", "most PCIe lanes", _d("pcie_max_width")),
+    Field("clocks_event_reasons.active", "string", "", "NVML clock-event reason bit mask, hex",
+          _reasons, aliases=("clocks_throttle_reasons.active",)),
+    Field("ecc.errors.corrected.volatile.total", "integer", "",
+          "corrected ECC errors since the driver loaded", _g("ecc_volatile_corrected")),
+    Field("ecc.errors.uncorrected.volatile.total", "integer", "",
+          "uncorrected ECC errors since the driver loaded", _g("ecc_volatile_uncorrected")),
+    Field("ecc.errors.corrected.aggregate.total", "integer", "", "corrected ECC errors, lifetime",
+          _g("ecc_aggregate_corrected")),
+    Field("ecc.errors.uncorrected.aggregate.total", "integer", "", "uncorrected ECC errors, lifetime",
+          _g("ecc_aggregate_uncorrected")),
+    # ---- gputui's own (nvidia-smi has no such query field) ----
+    Field("clocks_event_reasons.names", "string", "", "the clock-event reasons by name, ;-separated",
+          _reason_names, smi=False),
+    Field("pcie.throughput.rx", "integer", "KB/s", "PCIe receive throughput (NVML, 20 ms window)",
+          _kb("pcie_rx"), smi=False, slow=True),
+    Field("pcie.throughput.tx", "integer", "KB/s", "PCIe transmit throughput (NVML, 20 ms window)",
+          _kb("pcie_tx"), smi=False, slow=True),
+    Field("energy.consumption", "integer", "mJ", "energy used since the driver loaded",
+          _g("energy"), smi=False, slow=True),
+    Field("lost", "boolean", "", "true when the GPU fell off the bus (GPU is lost)",
+          lambda c: bool(c.gpu and c.gpu.lost), smi=False),
+    Field("processes.count", "integer", "", "processes using the GPU",
+          lambda c: len(_procs_of(c)), smi=False),
+    Field("processes.memory_used", "integer", "MiB", "GPU memory held by its listed processes",
+          lambda c: _mib(sum(p.gpu_memory or 0 for p in _procs_of(c))), smi=False),
+)  # fmt: skip
+
+
+def _p(attr: str) -> Callable[[Ctx], Any]:
+    return lambda c: None if c.proc is None else getattr(c.proc, attr)
+
+
+def _elapsed(c: Ctx) -> float | None:
+    if c.proc is None or c.proc.create_time is None:
+        return None
+    return round(max(0.0, c.snap.timestamp - c.proc.create_time), 1)
+
+
+def _iso(ts: float | None) -> str | None:
+    if ts is None:
+        return None
+    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="seconds")
+
+
+PROCESS_FIELDS: tuple[Field, ...] = (
+    Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
+          lambda c: _smi_time(c.snap.timestamp)),
+    Field("gpu_index", "integer", "", "NVML index of the GPU", _p("gpu_index"), smi=False),
+    Field("gpu_name", "string", "", "product name of the GPU", _d("name")),
+    Field("gpu_bus_id", "string", "", "PCI bus id of the GPU", _d("bus_id")),
+    Field("gpu_serial", "string", "", "serial number of the GPU", _d("serial")),
+    Field("gpu_uuid", "string", "", "UUID of the GPU", _d("uuid")),
+    Field("pid", "integer", "", "process id in the host's PID namespace", _p("pid")),
+    Field("process_name", "string", "", "executable name (psutil); null when not visible", _p("name"),
+          aliases=("name",)),
+    Field("used_gpu_memory", "integer", "MiB", "GPU memory the process holds",
+          lambda c: None if c.proc is None else _mib(c.proc.gpu_memory), aliases=("used_memory",)),
+    Field("type", "string", "", "C compute, G graphics, C+G both, M MPS", _p("type"), smi=False),
+    Field("user", "string", "", "owner", _p("user"), smi=False),
+    Field("utilization.sm", "integer", "%", "SM utilization of the process (sampled)", _p("sm_util"),
+          smi=False, slow=True),
+    Field("utilization.memory", "integer", "%", "memory bandwidth utilization of the process",
+          _p("mem_util"), smi=False, slow=True),
+    Field("utilization.encoder", "integer", "%", "encoder utilization of the process", _p("enc_util"),
+          smi=False, slow=True),
+    Field("utilization.decoder", "integer", "%", "decoder utilization of the process", _p("dec_util"),
+          smi=False, slow=True),
+    Field("cpu_percent", "number", "%", "CPU use, percent of one core", _p("cpu_percent"), smi=False,
+          decimals=1),
+    Field("host_memory", "integer", "MiB", "resident host memory (RSS)",
+          lambda c: None if c.proc is None else _mib(c.proc.rss), smi=False),
+    Field("start_time", "string", "", "when the process started, ISO 8601 UTC",
+          lambda c: _iso(c.proc.create_time if c.proc else None), smi=False),
+    Field("elapsed", "number", "s", "seconds since the process started", _elapsed, smi=False, decimals=1),
+    Field("command", "string", "", "full command line", lambda c: None if c.proc is None or
+          c.proc.cmdline is None else shlex.join(c.proc.cmdline), smi=False),
+    Field("visible", "boolean", "", "false when the PID is not in gputui's PID namespace (containers)",
+          _p("visible"), smi=False),
+)  # fmt: skip
+
+DEFAULT_CSV_GPU = (
+    "index", "name", "uuid", "pci.bus_id", "utilization.gpu", "utilization.memory", "memory.used",
+    "memory.total", "temperature.gpu", "power.draw", "power.limit", "clocks.current.sm",
+    "clocks.current.memory", "pstate",
+)  # fmt: skip
+DEFAULT_CSV_PROCESS = (
+    "gpu_index", "gpu_uuid", "pid", "process_name", "used_gpu_memory", "type", "user",
+    "utilization.sm", "cpu_percent", "host_memory", "elapsed", "command",
+)  # fmt: skip
+
+
+JSON_DOCUMENT_LEVEL = frozenset({"timestamp", "count", "driver_version"})
+"""Left out of each GPU object by default in JSON: the document itself carries them."""
+
+
+def _index(fields: Sequence[Field]) -> dict[str, Field]:
+    out: dict[str, Field] = {}
+    for f in fields:
+        out[f.name] = f
+        for a in f.aliases:
+            out[a] = f
+    return out
+
+
+GPU_BY_NAME = _index(GPU_FIELDS)
+PROCESS_BY_NAME = _index(PROCESS_FIELDS)
+
+
+class FieldError(ValueError):
+    pass
+
+
+def select(names: Sequence[str], table: dict[str, Field], what: str) -> list[tuple[str, Field]]:
+    """(name as the user wrote it, field) for each requested name, in order."""
+    out = []
+    for raw in names:
+        name = raw.strip()
+        if not name:
+            continue
+        f = table.get(name.lower())
+        if f is None:
+            raise FieldError(f"unknown {what} field {name!r}; `gputui snapshot --list-fields` lists them")
+        out.append((name, f))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# rows
+# --------------------------------------------------------------------------------------
+
+
+def _contexts(info: MachineInfo, snap: Snapshot) -> list[Ctx]:
+    gpus = {g.index: g for g in snap.gpus}
+    return [Ctx(info, snap, d, gpus.get(d.index)) for d in info.devices]
+
+
+def _process_contexts(info: MachineInfo, snap: Snapshot) -> list[Ctx]:
+    gpus = {g.index: g for g in snap.gpus}
+    devs = {d.index: d for d in info.devices}
+    procs = sorted(snap.processes, key=lambda p: (p.gpu_index, p.pid))
+    return [Ctx(info, snap, devs.get(p.gpu_index), gpus.get(p.gpu_index), p) for p in procs]
+
+
+def _csv_value(f: Field, v: Any, units: bool) -> str:
+    if v is None:
+        return NA
+    if isinstance(v, bool):
+        text = "true" if v else "false"
+    elif isinstance(v, float) and f.decimals is not None:
+        text = f"{v:.{f.decimals}f}"
+    else:
+        text = str(v)
+    return f"{text} {f.unit}" if units and f.unit else text
+
+
+def csv_text(
+    info: MachineInfo,
+    snap: Snapshot,
+    fields: Sequence[tuple[str, Field]],
+    *,
+    processes: bool = False,
+    header: bool = True,
+    units: bool = True,
+) -> str:
+    """nvidia-smi's CSV: ", "-separated; a value holding a comma or quote is quoted (RFC 4180),
+    so `csv.reader(f, skipinitialspace=True)` reads it back."""
+    rows: list[list[str]] = []
+    if header:  # nvidia-smi heads a column with the field's own name, whatever alias was asked
+        rows.append([f.header for _, f in fields])
+    for ctx in _process_contexts(info, snap) if processes else _contexts(info, snap):
+        rows.append([_csv_value(f, f.get(ctx), units) for _, f in fields])
+    return "".join(", ".join(_quote(cell) for cell in row) + "\n" for row in rows)
+
+
+def _quote(cell: str) -> str:
+    if any(ch in cell for ch in ',"\n\r') or cell != cell.strip():
+        return '"' + cell.replace('"', '""') + '"'
+    return cell
+
+
+# --------------------------------------------------------------------------------------
+# JSON
+# --------------------------------------------------------------------------------------
+
+
+def document(
+    info: MachineInfo,
+    snap: Snapshot,
+    gpu_fields: Sequence[tuple[str, Field]] | None = None,
+    process_fields: Sequence[tuple[str, Field]] | None = None,
+    *,
+    processes: bool = False,
+    source: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The gputui-snapshot document (version 1); fields default to all of them."""
+    if gpu_fields is None:
+        gsel = [(f.name, f) for f in GPU_FIELDS if f.name not in JSON_DOCUMENT_LEVEL]
+    else:
+        gsel = list(gpu_fields)
+    if not any(f.name == "index" for _, f in gsel):
+        gsel.insert(0, ("index", GPU_BY_NAME["index"]))
+    gpus = [{f.name: f.get(ctx) for _, f in gsel} for ctx in _contexts(info, snap)]
+    sys_ = info.system
+    host = snap.host
+    doc: dict[str, Any] = {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "gputui": __version__,
+        "source": source or {"kind": "live"},
+        "hostname": sys_.hostname,
+        "driver_version": sys_.driver_version,
+        "cuda_version": sys_.cuda_driver_version,
+        "nvml_version": sys_.nvml_version,
+        "timestamp": snap.timestamp,
+        "time": _iso(snap.timestamp),
+        "gpus": gpus,
+        "host": None
+        if host is None
+        else {
+            "cpu_count": len(host.per_cpu) or None,
+            "cpu_percent": host.cpu_percent,
+            "memory.total": _mib(host.mem_total),
+            "memory.used": _mib(host.mem_used),
+            "memory.available": _mib(host.mem_available),
+            "swap.total": _mib(host.swap_total),
+            "swap.used": _mib(host.swap_used),
+            "load_average": list(host.load_avg) if host.load_avg else None,
+            "uptime": host.uptime,
+        },
+    }
+    if processes:
+        psel = [(f.name, f) for f in PROCESS_FIELDS] if process_fields is None else list(process_fields)
+        for must in ("pid", "gpu_index"):
+            if not any(f.name == must for _, f in psel):
+                psel.insert(0, (must, PROCESS_BY_NAME[must]))
+        doc["processes"] = [{f.name: f.get(ctx) for _, f in psel} for ctx in _process_contexts(info, snap)]
+    return doc
+
+
+def dumps(doc: dict[str, Any], pretty: bool) -> str:
+    if pretty:
+        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def _prop(f: Field) -> dict[str, Any]:
+    unit = f" [{f.unit}]" if f.unit else ""
+    origin = "" if f.smi else " (gputui's own field)"
+    return {"type": [f.kind, "null"], "description": f"{f.doc}{unit}{origin}"}
+
+
+def schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the document; committed as gputui/schemas/snapshot-v1.json."""
+    mib = {"type": ["integer", "null"], "minimum": 0}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://github.com/gputui/gputui/blob/main/gputui/schemas/snapshot-v1.json",
+        "title": "gputui snapshot, version 1",
+        "description": (
+            "`gputui snapshot --json`: one sample of every GPU.  Field names are nvidia-smi "
+            "--query-gpu / --query-compute-apps names where nvidia-smi has the quantity, with "
+            "its units (MiB, W, MHz, %, °C); null = not available.  With --fields a GPU object "
+            "carries only the fields asked for (and always index)."
+        ),
+        "type": "object",
+        "required": [
+            "format",
+            "version",
+            "gputui",
+            "source",
+            "hostname",
+            "driver_version",
+            "cuda_version",
+            "nvml_version",
+            "timestamp",
+            "time",
+            "gpus",
+            "host",
+        ],
+        "additionalProperties": False,
+        "properties": {
+            "format": {"const": FORMAT_NAME},
+            "version": {"const": FORMAT_VERSION, "description": "incremented on incompatible changes"},
+            "gputui": {"type": "string", "description": "version of gputui that wrote it"},
+            "source": {
+                "type": "object",
+                "required": ["kind"],
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"enum": ["live", "replay"]},
+                    "file": {"type": "string", "description": "the recording (kind replay)"},
+                    "tick": {"type": "integer", "minimum": 1, "description": "its tick, from 1"},
+                },
+            },
+            "hostname": {"type": "string"},
+            "driver_version": {"type": ["string", "null"]},
+            "cuda_version": {"type": ["string", "null"], "description": "highest CUDA the driver supports"},
+            "nvml_version": {"type": ["string", "null"]},
+            "timestamp": {"type": "number", "description": "when sampled, seconds since the epoch"},
+            "time": {"type": "string", "format": "date-time", "description": "the same, ISO 8601 UTC"},
+            "gpus": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["index"],
+                    "additionalProperties": False,
+                    "properties": {f.name: _prop(f) for f in GPU_FIELDS},
+                },
+            },
+            "processes": {
+                "description": "with --processes: one object per process per GPU",
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["gpu_index", "pid"],
+                    "additionalProperties": False,
+                    "properties": {f.name: _prop(f) for f in PROCESS_FIELDS},
+                },
+            },
+            "host": {
+                "type": ["object", "null"],
+                "additionalProperties": False,
+                "properties": {
+                    "cpu_count": {"type": ["integer", "null"]},
+                    "cpu_percent": {"type": ["number", "null"], "description": "all cores, 0-100"},
+                    "memory.total": {**mib, "description": "[MiB]"},
+                    "memory.used": {**mib, "description": "[MiB] total minus available"},
+                    "memory.available": {**mib, "description": "[MiB]"},
+                    "swap.total": {**mib, "description": "[MiB]"},
+                    "swap.used": {**mib, "description": "[MiB]"},
+                    "load_average": {
+                        "type": ["array", "null"],
+                        "items": {"type": "number"},
+                        "minItems": 3,
+                        "maxItems": 3,
+                        "description": "1, 5 and 15 minutes",
+                    },
+                    "uptime": {"type": ["number", "null"], "description": "[s] since boot"},
+                },
+            },
+        },
+    }

@@ -1,0 +1,84 @@
+"""Real interpreters for the diagnosis tests: one with the CPU build of torch, bare venvs, and
+interpreters whose `import torch` raises, hangs or segfaults (a package named torch in a
+temporary directory put first on PYTHONPATH)."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.cache
+def torch_python() -> str | None:
+    """An interpreter with torch installed: the test venv itself (the README's test command
+    installs the CPU build there), else $GPUTUI_TEST_TORCH_PYTHON, else /tmp/torchvenv."""
+    candidates = [sys.executable, os.environ.get("GPUTUI_TEST_TORCH_PYTHON"), "/tmp/torchvenv/bin/python"]
+    for candidate in candidates:
+        if not candidate or not os.path.exists(candidate):
+            continue
+        if candidate == sys.executable:
+            if importlib.util.find_spec("torch") is not None:  # found, not imported
+                return candidate
+            continue
+        probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+        if subprocess.run([candidate, "-c", probe], check=False, timeout=60).returncode == 0:
+            return candidate
+    return None
+
+
+def need_torch_python() -> str:
+    python = torch_python()
+    if python is None:
+        message = "no interpreter with torch: run the README's test command (it installs torch==2.13.0)"
+        if os.environ.get("CI"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+def make_bare_venv(path: Path) -> str:
+    """A venv without pip or torch: the 'torch is not installed' interpreter."""
+    venv.EnvBuilder(with_pip=False, symlinks=True).create(path)
+    return str(path / "bin" / "python")
+
+
+def fake_torch(directory: Path, body: str) -> Path:
+    """A package named torch whose import runs `body`; put `directory` first on PYTHONPATH."""
+    pkg = directory / "torch"
+    pkg.mkdir(parents=True, exist_ok=True)
+    (pkg / "__init__.py").write_text(body)
+    return directory
+
+
+BROKEN = "raise ImportError('libcudnn.so.9: cannot open shared object file: No such file or directory')\n"
+HANGS = "import time\ntime.sleep(600)\n"
+SEGFAULTS = "import ctypes\nctypes.string_at(0)\n"
+
+
+def gputui_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 120):
+    full_env = dict(os.environ)
+    env = dict(env or {})
+    # gputui from this checkout; an extra PYTHONPATH (a fake torch) goes first, for the child
+    paths = [env.pop("PYTHONPATH", None), str(ROOT), full_env.get("PYTHONPATH")]
+    full_env["PYTHONPATH"] = os.pathsep.join(p for p in paths if p)
+    full_env.update(env)
+    for key in ("VIRTUAL_ENV", "CONDA_PREFIX"):
+        full_env.pop(key, None)
+    return subprocess.run(
+        [sys.executable, "-m", "gputui", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=full_env,
+        stdin=subprocess.DEVNULL,
+    )

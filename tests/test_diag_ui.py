@@ -1,0 +1,176 @@
+"""The Diagnostics tab driven by key presses: streaming rows, cancel, the interpreter picker,
+saving the report.  The diagnosed interpreters are real (see diag_support)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+
+import jsonschema
+from conftest import H200_X1, replay_app, screen_lines, wait_for
+from diag_support import HANGS, fake_torch, make_bare_venv, need_torch_python
+
+from gputui.diag.verdicts import load_schema
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def text(app) -> str:
+    return "\n".join(screen_lines(app))
+
+
+def test_g_opens_the_tab_and_streams_rows_in():
+    python = need_torch_python()
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = python
+            view = app.query_one("FindingsView")
+            await pilot.press("g")
+            assert app.query_one("ContentSwitcher").current == "diagnostics"
+            # rows appear while the child is still running (torch's import is ahead)
+            await wait_for(pilot, lambda: len(view.findings) >= 1, timeout=60)
+            seen_while_running = pane.running
+            await wait_for(pilot, lambda: not pane.running and pane.diagnosis.child, timeout=120)
+            await wait_for(pilot, lambda: "First fix:" in text(app), timeout=30)  # repainted
+            screen = text(app)
+            assert seen_while_running
+            assert "FAIL  torch build" in screen
+            assert "pip install torch --index-url https://download.pytorch.org/whl/cu130" in screen
+            assert "First fix:" in screen
+            counts = pane.diagnosis.counts()
+            assert f"{counts['PASS']} pass" in screen
+            assert "torch" not in sys.modules  # the monitor never imports torch
+
+    run(go())
+
+
+def test_cancel_kills_a_hung_diagnosis(tmp_path):
+    bare = make_bare_venv(tmp_path / "venv")
+    site = fake_torch(tmp_path / "site", HANGS)
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = bare
+            pane.env_overrides = {"PYTHONPATH": str(site)}
+            await pilot.press("g")
+            await wait_for(pilot, lambda: pane.phase == "import torch", timeout=60)
+            assert "running" in text(app) and "import torch…" in text(app)
+            await pilot.press("x")
+            await wait_for(pilot, lambda: not pane.running and pane.diagnosis.child, timeout=30)
+            child = pane.diagnosis.child
+            assert child["cancelled"] and child["leftover_pids"] == []
+            await wait_for(pilot, lambda: "cancelled" in text(app), timeout=30)  # repainted
+
+    run(go())
+
+
+def test_picker_lists_environments_and_takes_a_typed_path(tmp_path):
+    bare = make_bare_venv(tmp_path / "venv")
+
+    async def go():
+        from gputui.ui.diagnostics import InterpreterPicker
+
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await pilot.press("4")
+            pane = app.query_one("DiagnosticsPane")
+            await pilot.press("e")
+            await wait_for(pilot, lambda: isinstance(app.screen, InterpreterPicker))
+            assert "gputui's own interpreter" in text(app)
+            app.screen.query_one("Input").focus()
+            await pilot.press(*bare)
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: not isinstance(app.screen, InterpreterPicker))
+            assert pane.python == bare
+            assert pane.python_label == "typed path"
+            await wait_for(pilot, lambda: pane.diagnosis is not None and pane.diagnosis.child, timeout=60)
+            assert any(f.id == "torch.import" and f.cause == "torch-missing" for f in pane.diagnosis.findings)
+
+    run(go())
+
+
+def test_w_saves_markdown_and_json(tmp_path):
+    bare = make_bare_venv(tmp_path / "venv")
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = bare
+            pane.report_dir = tmp_path
+            await pilot.press("g")
+            await wait_for(pilot, lambda: pane.diagnosis.child, timeout=60)
+            await pilot.press("w")
+            await wait_for(pilot, lambda: pane.saved is not None)
+            md = list(tmp_path.glob("gputui-diag-*.md"))
+            js = list(tmp_path.glob("gputui-diag-*.json"))
+            assert len(md) == len(js) == 1
+            assert md[0].read_text().startswith("# gputui diagnosis: FAIL")
+            jsonschema.validate(json.loads(js[0].read_text()), load_schema())
+            assert "saved:" in text(app) and str(md[0]) in text(app)
+
+    run(go())
+
+
+STRESS_QUICK = ["--test-cpu", "--precisions", "fp32,bf16"]
+
+
+def test_stress_from_the_tab_shows_progress_table_and_saves(tmp_path):
+    python = need_torch_python()
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 45)) as pilot:
+            await pilot.press("4")
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = python
+            pane.stress_duration = 1
+            pane.stress_args = STRESS_QUICK
+            pane.report_dir = tmp_path
+            await pilot.press("s")
+            await wait_for(pilot, lambda: "matmul" in pane.stress.results.phases_done, timeout=90)
+            await wait_for(pilot, lambda: "matmul ████████ 100%" in text(app), timeout=30)
+            await wait_for(pilot, lambda: not pane.stress_running, timeout=90)
+            await wait_for(pilot, lambda: "Stress  PASS" in text(app), timeout=30)
+            screen = text(app)
+            assert "Stress  PASS" in screen
+            assert "verdict" in screen and "matmul TFLOP/s per precision" in screen
+            await pilot.press("w")
+            await wait_for(pilot, lambda: pane.saved is not None)
+            report = json.loads(next(tmp_path.glob("gputui-diag-*.json")).read_text())
+            jsonschema.validate(report, load_schema())
+            assert report["stress"]["status"] == "PASS"
+
+    run(go())
+
+
+def test_stress_cancel_from_the_tab_leaves_no_process():
+    python = need_torch_python()
+
+    async def go():
+        from gputui.diag.runner import group_members
+
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 45)) as pilot:
+            await pilot.press("4")
+            pane = app.query_one("DiagnosticsPane")
+            pane.python = python
+            pane.stress_duration = 600
+            pane.stress_args = STRESS_QUICK
+            await pilot.press("s")
+            await wait_for(pilot, lambda: "burn" in (pane.stress.results.current_phase() or ""), timeout=90)
+            pgid = pane.stress.child.pid
+            await pilot.press("x")
+            await wait_for(pilot, lambda: not pane.stress_running, timeout=30)
+            assert pane.stress.result.cancelled and group_members(pgid) == []
+            await wait_for(pilot, lambda: "cancelled" in text(app), timeout=30)
+
+    run(go())

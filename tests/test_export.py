@@ -1,0 +1,333 @@
+"""The Prometheus exporter: a real HTTP server on loopback fed by a recording of real GPUs,
+scraped with a real client, parsed with prometheus_client's own parsers."""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from conftest import FROZEN, H200_X2, X8_240, gputui
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
+
+from gputui.export.address import is_loopback, parse_listen
+from gputui.export.prometheus import DCGM_LABELS, GpuCollector, metrics_app, serve
+from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
+from gputui.telemetry.hub import Hub
+from gputui.telemetry.poller import Poller
+from gputui.telemetry.recording import ReplaySource
+
+MIB = 2**20
+
+
+class Exporter:
+    """gputui's exporter wiring (as `gputui export` does it), in this process."""
+
+    def __init__(self, path, interval: float, alerts: AlertConfig | None = None) -> None:
+        self.source = ReplaySource(path)
+        self.hub = Hub(capacity=4, alerts=AlertEngine(alerts) if alerts else None)
+        self.tick_times: list[float] = []
+        self.published = threading.Event()
+
+        def on_snapshot(snap) -> None:
+            self.hub.publish(snap)
+            self.tick_times.append(time.monotonic())
+            self.published.set()
+
+        self.poller = Poller(self.source, interval, on_snapshot, self.hub.set_info)
+        registry = CollectorRegistry(auto_describe=False)
+        self.collector = GpuCollector(self.hub, self.poller)
+        registry.register(self.collector)
+        self.server = serve("127.0.0.1", 0, metrics_app(registry, self.hub))
+        self.url = f"http://127.0.0.1:{self.server.server_port}/metrics"
+        self.poller.start()
+
+    def step_to(self, tick: int) -> None:
+        """Frozen replay: sample recorded tick `tick` (1-based) next, and wait for it."""
+        assert self.published.wait(10)
+        self.poller.pause()
+        self.source.seek(tick - 2)
+        self.published.clear()
+        self.poller.step(1)
+        assert self.published.wait(10)
+        deadline = time.monotonic() + 10
+        while self.hub.latest is not self.source.ticks[tick - 1]:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+
+    def scrape(self, accept: str | None = None) -> str:
+        req = urllib.request.Request(self.url, headers={"Accept": accept} if accept else {})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return resp.read().decode()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.poller.stop()
+
+
+@contextlib.contextmanager
+def exporter(path=H200_X2, interval: float = FROZEN, alerts: AlertConfig | None = None) -> Iterator[Exporter]:
+    e = Exporter(path, interval, alerts)
+    try:
+        yield e
+    finally:
+        e.close()
+
+
+def samples(text: str) -> dict[str, list]:
+    out: dict[str, list] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def by_gpu(ss: list) -> dict[int, float]:
+    return {int(s.labels["gpu"]): s.value for s in ss}
+
+
+def test_scrape_equals_the_recorded_tick(x2_recording):
+    header, ticks = x2_recording
+    with exporter() as e:
+        e.step_to(50)
+        text = e.scrape()
+    got = samples(text)
+    tick = ticks[49]
+    g = {x.index: x for x in tick.gpus}
+    assert by_gpu(got["DCGM_FI_DEV_GPU_UTIL"]) == {i: float(g[i].gpu_util) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_FB_USED"]) == {i: float(g[i].mem_used // MIB) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_FB_FREE"]) == {i: float(g[i].mem_free // MIB) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_FB_RESERVED"]) == {i: float(g[i].mem_reserved // MIB) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_POWER_USAGE"]) == {i: g[i].power_draw for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_GPU_TEMP"]) == {i: float(g[i].temperature) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_SM_CLOCK"]) == {i: float(g[i].sm_clock) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_MEM_CLOCK"]) == {i: float(g[i].mem_clock) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"]) == {i: float(g[i].energy) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_PCIE_RX_THROUGHPUT"]) == {i: float(g[i].pcie_rx // 1024) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_CLOCK_THROTTLE_REASONS"]) == {
+        i: float(g[i].clock_event_reasons) for i in g
+    }
+    assert by_gpu(got["DCGM_FI_DEV_FB_TOTAL"]) == {
+        d.index: float(d.memory_total // MIB) for d in header.machine.devices
+    }
+    assert "DCGM_FI_DEV_FAN_SPEED" not in got  # an H200 has no fan NVML can read: no series, not 0
+    # labels as dcgm-exporter sets them
+    s = got["DCGM_FI_DEV_GPU_UTIL"][1]
+    d = header.machine.devices[1]
+    assert s.labels == {
+        "gpu": "1",
+        "UUID": d.uuid,
+        "pci_bus_id": d.bus_id,
+        "device": f"nvidia{d.minor_number}",
+        "modelName": "NVIDIA H200",
+        "Hostname": "vm",
+        "DCGM_FI_DRIVER_VERSION": "580.159.04",
+    }
+    assert set(s.labels) == set(DCGM_LABELS)
+    # gputui's own: processes and host
+    procs = {int(x.labels["pid"]): x for x in got["gputui_process_gpu_memory_bytes"]}
+    assert {pid: x.value for pid, x in procs.items()} == {p.pid: float(p.gpu_memory) for p in tick.processes}
+    holder = procs[567].labels
+    assert (holder["gpu"], holder["process_name"], holder["user"], holder["type"]) == (
+        "1",
+        "python3",
+        "root",
+        "C",
+    )
+    sm = {int(x.labels["pid"]): x.value for x in got["gputui_process_sm_utilization_ratio"]}
+    assert sm == {p.pid: p.sm_util / 100 for p in tick.processes}
+    assert got["gputui_host_memory_total_bytes"][0].value == tick.host.mem_total
+    assert got["gputui_host_load1"][0].value == tick.host.load_avg[0]
+    assert got["gputui_snapshot_timestamp_seconds"][0].value == tick.timestamp
+    assert got["gputui_up"][0].value == 1.0
+    assert by_gpu(got["gputui_gpu_processes"]) == {0: 1.0, 1: 2.0}
+
+
+def test_help_and_types_are_dcgm_exporters():
+    with exporter() as e:
+        e.step_to(50)
+        text = e.scrape()
+    assert "# HELP DCGM_FI_DEV_GPU_UTIL GPU utilization (in %).\n# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n" in text
+    assert "# HELP DCGM_FI_DEV_FB_USED Framebuffer memory used (in MiB).\n" in text
+    assert "# HELP DCGM_FI_DEV_POWER_USAGE Power draw (in W).\n" in text
+    # a cumulative DCGM field keeps its exact name (no _total) in both exposition formats
+    assert "\nDCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION{" in text
+    assert "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION_total" not in text
+
+
+def test_openmetrics_negotiation_keeps_the_dcgm_names():
+    with exporter() as e:
+        e.step_to(50)
+        text = e.scrape(accept="application/openmetrics-text; version=1.0.0")
+    assert text.endswith("# EOF\n")
+    names = {fam.name for fam in om_families(text)}
+    assert {
+        "DCGM_FI_DEV_GPU_UTIL",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
+        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    } <= names
+
+
+def test_each_tick_is_served_and_active_alerts_are_exported(x2_recording):
+    _, ticks = x2_recording
+    hot = AlertConfig(temperature=ThresholdRule(True, 55.0, 50.0, 0.0))
+    with exporter(alerts=hot) as e:
+        e.step_to(10)
+        first = samples(e.scrape())
+        e.step_to(60)
+        second = samples(e.scrape())
+    assert by_gpu(first["DCGM_FI_DEV_GPU_UTIL"]) == {g.index: float(g.gpu_util) for g in ticks[9].gpus}
+    assert by_gpu(second["DCGM_FI_DEV_GPU_UTIL"]) == {g.index: float(g.gpu_util) for g in ticks[59].gpus}
+    assert "gputui_alert_active" not in first
+    assert sorted((s.labels["alert"], s.labels["gpu"]) for s in second["gputui_alert_active"]) == [
+        ("temperature", "0"),
+        ("temperature", "1"),
+    ]
+
+
+def test_a_scrape_storm_does_not_slow_the_sampling():
+    """50 concurrent clients, 200 scrapes of an 8-GPU, 240-process recording, while the
+    poller samples every 0.1 s (its shortest interval): count the ticks during the storm."""
+    interval = 0.1
+    with exporter(X8_240, interval=interval) as e:
+        assert e.published.wait(10)
+        time.sleep(0.5)
+        t0 = time.monotonic()
+        with ThreadPoolExecutor(max_workers=50) as pool:
+            bodies = list(pool.map(lambda _: e.scrape(), range(200)))
+        t1 = time.monotonic()
+        time.sleep(interval)
+        during = [t for t in e.tick_times if t0 <= t <= t1]
+    assert all("DCGM_FI_DEV_GPU_UTIL" in b for b in bodies)
+    expected = (t1 - t0) / interval
+    # generous bounds (a shared 2-core machine): most ticks happen, none is held up long
+    assert len(during) >= 0.5 * expected - 2, (len(during), expected)
+    gaps = [b - a for a, b in itertools.pairwise(during)]
+    assert not gaps or max(gaps) < 1.0, max(gaps)
+
+
+def test_scrapes_never_call_the_source():
+    """A scrape reads the Hub only: the recording's sample() is not called by scraping."""
+    with exporter() as e:
+        e.step_to(20)
+        ticks_before = e.poller.ticks
+        position = e.source.position
+        for _ in range(20):
+            e.scrape()
+        assert e.poller.ticks == ticks_before
+        assert e.source.position == position
+
+
+# ---- the command: bind policy, a real server process --------------------------------------
+
+
+def test_refuses_a_non_loopback_address_without_the_flag():
+    for addr in ("0.0.0.0:9400", ":9400", "10.1.2.3:9400", "[::]:9400"):
+        r = gputui("export", "--replay", str(H200_X2), "--listen", addr)
+        assert r.returncode == 2, addr
+        assert f"refusing to listen on {addr}" in r.stderr
+        assert "--allow-remote" in r.stderr
+    r = gputui("export", "--replay", str(H200_X2), "--listen", "127.0.0.1")
+    assert r.returncode == 2
+    assert "expected HOST:PORT" in r.stderr
+
+
+def test_loopback_policy():
+    assert is_loopback("127.0.0.1")
+    assert is_loopback("127.8.9.10")
+    assert is_loopback("::1")
+    assert is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    assert not is_loopback("::")
+    assert not is_loopback("192.168.1.5")
+    assert not is_loopback("no-such-host.invalid")
+    assert parse_listen("[::1]:9400") == ("::1", 9400)
+    assert parse_listen(":9400") == ("0.0.0.0", 9400)
+    with pytest.raises(ValueError, match="in brackets"):
+        parse_listen("::1:9400")
+    with pytest.raises(ValueError, match="0-65535"):
+        parse_listen("127.0.0.1:70000")
+
+
+def _serve(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "gputui", "export", "--replay", str(H200_X2), *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    ready, _, _ = select.select([proc.stderr], [], [], 30)
+    assert ready, "the exporter did not start"
+    line = proc.stderr.readline()
+    assert "serving http://" in line, line
+    return proc, line.split("serving ", 1)[1].strip()
+
+
+def test_the_command_serves_and_stops_on_sigterm():
+    proc, url = _serve("--listen", "127.0.0.1:0", "--interval", "0.1")
+    try:
+        assert url.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            text = resp.read().decode()
+        names = {fam.name for fam in text_string_to_metric_families(text)}
+        assert {"DCGM_FI_DEV_GPU_UTIL", "gputui_process_gpu_memory_bytes", "gputui_host_load1"} <= names
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+
+
+def test_allow_remote_binds_every_address():
+    proc, url = _serve("--listen", "0.0.0.0:0", "--allow-remote", "--no-processes")
+    try:
+        port = url.rsplit(":", 1)[1].split("/")[0]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as resp:
+            text = resp.read().decode()
+        assert "gputui_process_gpu_memory_bytes" not in text
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(15) == 0
+
+
+def test_without_nvml_export_exits_2():
+    r = gputui("export", "--listen", "127.0.0.1:0")
+    assert r.returncode == 2
+    assert "gputui export: NVML unavailable" in r.stderr
+
+
+def test_one_rendering_per_snapshot_and_format_gzip_and_name_filter():
+    import gzip as gz
+
+    with exporter() as e:
+        e.step_to(30)
+        calls = []
+        original = e.collector.collect
+
+        def counting():
+            calls.append(1)
+            return original()
+
+        e.collector.collect = counting
+        plain = [e.scrape() for _ in range(5)]
+        assert len(set(plain)) == 1
+        assert len(calls) == 1  # four scrapes served from the cache
+        req = urllib.request.Request(e.url, headers={"Accept-Encoding": "gzip"})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            assert resp.headers["Content-Encoding"] == "gzip"
+            assert gz.decompress(resp.read()).decode() == plain[0]
+        with urllib.request.urlopen(e.url + "?name[]=DCGM_FI_DEV_GPU_UTIL", timeout=10) as resp:
+            names = {f.name for f in text_string_to_metric_families(resp.read().decode())}
+        assert names == {"DCGM_FI_DEV_GPU_UTIL"}
+        e.step_to(31)
+        assert e.scrape() != plain[0]  # a new tick is rendered anew
