@@ -177,7 +177,7 @@ class GpuDetailScreen(Screen[None]):
 
     def _copy_header(self, header: HeaderBar) -> None:
         main = self._app.query_one(HeaderBar)
-        for name in ("info", "live", "label", "interval", "paused", "position", "timestamp"):
+        for name in ("info", "live", "label", "interval", "paused", "position", "timestamp", "alerts"):
             setattr(header, name, getattr(main, name))
 
     def _sync_header(self) -> None:
