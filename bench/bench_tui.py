@@ -21,6 +21,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 FIX = ROOT / "tests" / "fixtures"
@@ -45,6 +46,37 @@ SCENARIOS: list[tuple[str, list[str], str]] = [
 ]
 
 
+def measure(
+    args: list[str], seconds: float, ptybench: str, keys: str | None = None, size: tuple[int, int] = (160, 50)
+) -> dict[str, Any]:
+    """Run gputui with `args` under ptybench for `seconds`; its JSON result."""
+    cmd = [
+        sys.executable,
+        ptybench,
+        "--seconds",
+        str(seconds),
+        "--cols",
+        str(size[0]),
+        "--rows",
+        str(size[1]),
+    ]
+    if keys:
+        cmd += ["--keys", keys]
+    cmd += ["--json", "--", sys.executable, "-m", "gputui", *args]
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result: dict[str, Any] = {}
+    for attempt in range(3):
+        out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+        result["retries"] = attempt
+        # ptybench's "first frame" is the first 0.3 s of quiet after the first byte; a run
+        # where that came right after the first byte (the terminal set-up, written before
+        # Textual has finished loading) counted the whole first frame as steady: measure again.
+        if result["settle_s"] is None or result["settle_s"] - result["first_byte_s"] > 0.05:
+            break
+    return result
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
@@ -55,30 +87,7 @@ def main() -> None:
     for name, args, keys in SCENARIOS:
         if a.only and a.only not in name:
             continue
-        cmd = [
-            sys.executable,
-            a.ptybench,
-            "--seconds",
-            str(a.seconds),
-            "--json",
-            *(["--keys", keys] if keys else []),
-            "--",
-            sys.executable,
-            "-m",
-            "gputui",
-            *args,
-        ]
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        for attempt in range(3):
-            out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)
-            res = json.loads(out.stdout.strip().splitlines()[-1])
-            res["retries"] = attempt
-            # ptybench's "first frame" is the first 0.3 s of quiet after the first byte; a
-            # run where that came right after the first byte (the terminal set-up, written
-            # before Textual has finished loading) counted the whole first frame as steady:
-            # measure again.
-            if res["settle_s"] is None or res["settle_s"] - res["first_byte_s"] > 0.05:
-                break
+        res = measure(args, a.seconds, a.ptybench, keys)
         res["scenario"] = name
         print(json.dumps(res), flush=True)
         rows.append(res)

@@ -121,6 +121,13 @@ def test_help_lists_every_key():
             for binding in app.BINDINGS:
                 assert key_names(binding) in text, binding.key
                 assert (binding.tooltip or binding.description) in text
+            # and every tab's keys, further down the (scrolling) dialog
+            everything = app.screen.help_text()
+            for pane in app.PANES:
+                for heading, bindings in pane.help_sections():
+                    assert heading in everything
+                    for binding in bindings:
+                        assert f"{key_names(binding)}  {binding.tooltip or binding.description}" in everything
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
 

@@ -287,8 +287,10 @@ def test_replays_disable_signals_and_readonly_hides_them():
             await pilot.press("T", "K", "I", "m")
             assert not isinstance(app.screen, SignalDialog)
             await pilot.press("question_mark")
-            await pilot.pause()
-            help_text = text(app)
+            from gputui.ui.help import HelpScreen
+
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            help_text = app.screen.help_text()  # all of it, not just what fits on screen
             assert "Send SIGTERM" not in help_text and "Mark or unmark" not in help_text
             assert "Sort by the next column" in help_text
 

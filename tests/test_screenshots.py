@@ -31,6 +31,14 @@ PICTURES = {
     "kill-dialog.svg": "test_kill_dialog.svg",
     "process-detail.svg": "test_process_detail.svg",
     "no-gpu.svg": "test_no_gpu_panel.svg",
+    "topology-2gpu-160x50.svg": "test_topology_2gpu_160x50.svg",
+    "topology-8gpu-mixed-120x40.svg": "test_topology_8gpu_mixed_120x40.svg",
+    "topology-cuda-view-80x24.svg": "test_topology_cuda_view_80x24.svg",
+    "detail-2gpu-160x50.svg": "test_detail_2gpu_160x50.svg",
+    "detail-2gpu-charts-160x50.svg": "test_detail_2gpu_charts_160x50.svg",
+    "detail-1gpu-120x40.svg": "test_detail_1gpu_120x40.svg",
+    "detail-mig-160x50.svg": "test_detail_mig_160x50.svg",
+    "overview-selected-160x50.svg": "test_overview_selected_card_160x50.svg",
 }
 
 

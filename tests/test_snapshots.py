@@ -7,10 +7,13 @@ and look at the report before committing.
 from __future__ import annotations
 
 import pytest
-from conftest import H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
+from conftest import DERIVED, H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+
+MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"
+MIG = DERIVED / "h200x2-mig.jsonl.gz"
 
 
 def at_tick(tick: int, press: tuple[str, ...] = ()):
@@ -112,3 +115,56 @@ HOT = Config(alerts=AlertConfig(temperature=ThresholdRule(True, 55.0, 50.0, 0.0)
 
 def test_overview_2gpu_alerts_160x50(snap_compare):
     assert snap_compare(replay_app(H200_X2, config=HOT), terminal_size=(160, 50), run_before=at_tick(60))
+
+
+# ---- topology tab and GPU detail view ---------------------------------------------------------
+
+
+@pytest.fixture
+def no_cuda_env(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    """The CUDA view shows this shell's variables: make them the same for every run."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.delenv("CUDA_DEVICE_ORDER", raising=False)
+    return monkeypatch
+
+
+def test_topology_2gpu_160x50(snap_compare, no_cuda_env):
+    assert snap_compare(replay_app(H200_X2), terminal_size=(160, 50), run_before=at_tick(60, press=("3",)))
+
+
+def test_topology_8gpu_mixed_120x40(snap_compare, no_cuda_env):
+    assert snap_compare(replay_app(MIXED), terminal_size=(120, 40), run_before=at_tick(60, press=("3",)))
+
+
+def test_topology_cuda_view_80x24(snap_compare, no_cuda_env):
+    no_cuda_env.setenv("CUDA_VISIBLE_DEVICES", "1,0")
+    no_cuda_env.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("3", "v")))
+
+
+def test_detail_2gpu_160x50(snap_compare):
+    assert snap_compare(
+        replay_app(H200_X2), terminal_size=(160, 50), run_before=at_tick(100, press=("enter",))
+    )
+
+
+def test_detail_2gpu_charts_160x50(snap_compare):
+    press = ("right", "right", "enter", "end")
+    assert snap_compare(replay_app(H200_X2), terminal_size=(160, 50), run_before=at_tick(100, press=press))
+
+
+def test_detail_1gpu_120x40(snap_compare):
+    assert snap_compare(
+        replay_app(H200_X1), terminal_size=(120, 40), run_before=at_tick(90, press=("enter",))
+    )
+
+
+def test_detail_mig_160x50(snap_compare):
+    press = ("right", "right", "enter", "pagedown")
+    assert snap_compare(replay_app(MIG), terminal_size=(160, 50), run_before=at_tick(20, press=press))
+
+
+def test_overview_selected_card_160x50(snap_compare):
+    assert snap_compare(
+        replay_app(H200_X2), terminal_size=(160, 50), run_before=at_tick(60, press=("right", "right"))
+    )

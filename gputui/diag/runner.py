@@ -161,6 +161,7 @@ class ChildRun:
         self._lock = threading.Lock()
         self._killed_for: str | None = None
         self._finished = threading.Event()
+        self._exited = threading.Event()
         self._threads: list[threading.Thread] = []
         self._t0 = 0.0
 
@@ -198,7 +199,9 @@ class ChildRun:
 
     @property
     def running(self) -> bool:
-        return not self._finished.is_set()
+        """False from the moment the child has ended and its result is complete, which is
+        before `on_exit` runs: whoever `on_exit` notifies sees it as not running."""
+        return not self._exited.is_set()
 
     @property
     def pid(self) -> int | None:
@@ -291,11 +294,12 @@ class ChildRun:
         if result.pending_phase is None and (result.signal or result.returncode):
             with self._lock:
                 result.pending_phase = _latest(self._phases)
+        self._exited.set()
         try:
             if self.on_exit is not None:
                 self.on_exit(result)
         finally:
-            self._finished.set()
+            self._finished.set()  # wait() returns once on_exit has run
 
 
 def _latest(phases: dict[str, str]) -> str | None:

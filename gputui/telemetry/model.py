@@ -122,6 +122,9 @@ class DeviceInfo:
     bar1_total: int | None = None
     """Bytes."""
     numa_node: int | None = None
+    """The NUMA node the GPU is attached to (its PCIe root's node): nvidia-smi topo's "NUMA
+    Affinity".  From NVML's memory affinity, else sysfs; None on machines without NUMA
+    information (many VMs)."""
     cpu_affinity: str | None = None
     """CPUs nearest to this GPU as a list, e.g. "0-15,32-47"."""
     minor_number: int | None = None
@@ -132,6 +135,15 @@ class DeviceInfo:
     temp_max_operating: int | None = None
     """°C, the maximum operating temperature (NVML's GPU_MAX threshold)."""
     fan_count: int | None = None
+    gpu_numa_id: int | None = None
+    """NUMA node id of the GPU's own memory, where the GPU memory is a NUMA node (coherent
+    CPU-GPU systems such as Grace Hopper): nvidia-smi topo's "GPU NUMA ID"."""
+    mig_mode_pending: bool | None = None
+    """MIG mode after the next GPU reset (differs from `mig_mode` while a change is pending)."""
+
+
+#: NVML's NVLink version enum -> the NVLink generation it names.
+NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +153,13 @@ class NvLink:
     link: int
     active: bool | None = None
     version: int | None = None
+    """NVML's version enum (6 = NVLink 4.0): `NVLINK_VERSIONS` names it."""
     remote_bus_id: str | None = None
+    """PCI bus id of the device at the other end.  A GPU's own bus id for a direct link; an
+    NVSwitch that is not visible (e.g. in a VM) reads "FFFFFFFF:FF:FF.0"."""
+    remote_type: str | None = None
+    """What is at the other end: "GPU", "switch", "IBM NPU" or "unknown" (NVML's remote
+    device type); None in recordings made before gputui read it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +190,36 @@ class MachineInfo:
 # --------------------------------------------------------------------------------------
 # Samples: one per tick.
 # --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MigDevice:
+    """One MIG device: a compute instance inside a GPU instance of a MIG-enabled GPU."""
+
+    index: int
+    """NVML's MIG device index under its GPU."""
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+    uuid: str | None = None
+    """"MIG-..." as CUDA_VISIBLE_DEVICES accepts it."""
+    name: str | None = None
+    """NVML's name, ending in the profile, e.g. "NVIDIA H200 MIG 3g.71gb"."""
+    sm_count: int | None = None
+    """Streaming multiprocessors of this compute instance."""
+    gpu_slices: int | None = None
+    """GPU instance slices (the "3g" of 3g.71gb)."""
+    compute_slices: int | None = None
+    memory_total: int | None = None
+    """Bytes of the GPU instance's memory."""
+    memory_used: int | None = None
+    """Bytes."""
+
+    @property
+    def profile(self) -> str | None:
+        """The profile part of the name ("3g.71gb"), where NVML's name carries one."""
+        if self.name and " MIG " in self.name:
+            return self.name.rsplit(" MIG ", 1)[1]
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -226,6 +274,35 @@ class GpuSample:
     ecc_volatile_uncorrected: int | None = None
     ecc_aggregate_corrected: int | None = None
     ecc_aggregate_uncorrected: int | None = None
+    # --- slow cadence (every few seconds): link counters and memory health ---
+    pcie_replay_counter: int | None = None
+    """PCIe replays since the driver loaded (link-level retransmissions: a rising count
+    means a marginal link, cable or riser)."""
+    nvlink_rx: int | None = None
+    """Bytes per second received over all NVLinks (payload data, NVML's throughput
+    counters); None where the GPU has no NVLink or before the second slow pass."""
+    nvlink_tx: int | None = None
+    """Bytes per second sent over all NVLinks."""
+    nvlink_link_rx: tuple[int | None, ...] = ()
+    """Per NVLink, indexed by link number: bytes per second received."""
+    nvlink_link_tx: tuple[int | None, ...] = ()
+    """Per NVLink, indexed by link number: bytes per second sent."""
+    remapped_rows_corrected: int | None = None
+    """Memory rows remapped after correctable errors (Ampere and newer; HBM repair)."""
+    remapped_rows_uncorrected: int | None = None
+    """Memory rows remapped after uncorrectable errors."""
+    remapped_rows_pending: bool | None = None
+    """A row remap waits for the next GPU reset: until then the bad row is in use."""
+    remapped_rows_failure: bool | None = None
+    """A remap failed (no spare rows left): the GPU should be serviced."""
+    retired_pages_sbe: int | None = None
+    """Pages retired after single-bit ECC errors (pre-Ampere page retirement)."""
+    retired_pages_dbe: int | None = None
+    """Pages retired after double-bit ECC errors."""
+    retired_pages_pending: bool | None = None
+    """A page retirement waits for the next driver reload."""
+    mig_devices: tuple[MigDevice, ...] = ()
+    """With MIG enabled: the MIG devices (GPU instance + compute instance) on this GPU."""
 
     @property
     def clock_events(self) -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from gputui.telemetry.model import (
     GpuProcess,
     GpuSample,
     MachineInfo,
+    MigDevice,
     NvLink,
     NvmlProblem,
     Snapshot,
@@ -87,6 +88,14 @@ _P2P_STATUS = {
     6: "unknown",
 }
 _INVALID_ID = 0xFFFFFFFF  # NVML's "no MIG instance"
+_ALL_LINKS = 0xFFFFFFFF  # field-value scope: summed over every NVLink
+_NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 0xFF: "unknown"}
+# field ids (nvml.h; stable): NVLink link count, NVLink data throughput counters in KiB
+_FI_NVLINK_LINK_COUNT = 91
+_FI_NVLINK_THROUGHPUT_DATA_TX = 138
+_FI_NVLINK_THROUGHPUT_DATA_RX = 139
+_RETIRED_SBE = 0  # NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+_RETIRED_DBE = 1  # NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
 
 
 class GpuLost(Exception):
@@ -202,6 +211,12 @@ def cpulist(words: Any, bits_per_word: int = 64) -> str | None:
     return ",".join(ranges)
 
 
+def single_node(words: Any) -> int | None:
+    """The NUMA node of a node bit mask when exactly one bit is set, else None."""
+    nodes = cpulist(words)
+    return int(nodes) if nodes is not None and nodes.isdigit() else None
+
+
 def _sysfs_pci(bus_id: str | None, name: str) -> str | None:
     """Read /sys/bus/pci/devices/<bus>/<name>; NVML's 8-digit domain is 4 digits in sysfs."""
     if not bus_id:
@@ -253,14 +268,16 @@ class Nvml:
             self._notes.append(f"{fn}: {what}")
         log.info("NVML %s: %s", fn, what)
 
-    def query(self, fn: str, *args: Any, device: int = -1) -> Any:
+    def query(self, fn: str, *args: Any, device: int = -1, scope: object = None) -> Any:
         """Call `pynvml.<fn>(*args)`; None when unsupported or failed.
 
-        Raises GpuLost when the GPU (`device`) has fallen off the bus.
+        Raises GpuLost when the GPU (`device`) has fallen off the bus.  `scope` tells apart
+        what "not supported" is remembered for when the handle is not the GPU's own (a MIG
+        device of that GPU, say).
         """
         if fn in self._missing:
             return None
-        key = (fn, device, *(a for a in args[1:] if isinstance(a, int)))
+        key = (fn, device, scope, *(a for a in args[1:] if isinstance(a, int)))
         if key in self._unsupported:
             return None
         func = getattr(self.lib, fn, None)
@@ -291,11 +308,48 @@ class Nvml:
 class _SlowValues:
     """Latest results of the slow-cadence queries for one GPU."""
 
-    pcie_rx: int | None = None
-    pcie_tx: int | None = None
-    energy: int | None = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    """GpuSample fields measured on the slow cadence (PCIe and NVLink throughput, energy,
+    replay counter, row remapping, retired pages, MIG devices)."""
     proc_util: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     last_seen_us: int = 0
+
+
+@dataclass
+class _NvLinkCounters:
+    """NVLink throughput counters of one GPU, to turn cumulative KiB into bytes/s."""
+
+    links: int | None = None
+    """How many NVLinks the GPU has (None: not asked yet; 0: none or not readable)."""
+    previous: dict[tuple[int, int], tuple[float, int]] = field(default_factory=dict)
+    """(field id, scope) -> (timestamp in µs, counter in KiB) of the last reading."""
+
+
+def field_int(value: Any) -> int | None:
+    """The integer in one of nvmlDeviceGetFieldValues' results; None when NVML reported an
+    error for that field."""
+    if value is None or getattr(value, "nvmlReturn", 0) != 0:
+        return None
+    inner = getattr(value, "value", None)
+    kind = getattr(value, "valueType", 3)
+    # nvmlValueType_t: 0 double, 1 uint, 2 ulong, 3 ulonglong, 4 slonglong, 5 sint, 6 ushort
+    name = {1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal", 6: "usVal"}.get(kind)
+    if inner is None or name is None:
+        return None
+    return int(getattr(inner, name))
+
+
+def counter_rate(previous: tuple[float, int] | None, now: tuple[float, int], unit: int = 1024) -> int | None:
+    """Bytes per second between two readings (timestamp µs, counter in `unit` bytes) of a
+    cumulative counter; None for the first reading, a clock that did not advance, or a
+    counter that went backwards (reset or wrapped)."""
+    if previous is None:
+        return None
+    dt = (now[0] - previous[0]) / 1e6
+    delta = now[1] - previous[1]
+    if dt <= 0 or delta < 0:
+        return None
+    return round(delta * unit / dt)
 
 
 class NvmlSource:
@@ -317,6 +371,9 @@ class NvmlSource:
         self._lost: set[int] = set()
         self._slow: dict[int, _SlowValues] = {}
         self._slow_lock = threading.Lock()
+        self._nvlink_counters: dict[int, _NvLinkCounters] = {}
+        self._mig_enabled: set[int] = set()
+        """GPUs in MIG mode: NVML measures no per-process utilization there."""
         self._slow_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._host = HostSampler()
@@ -372,6 +429,7 @@ class NvmlSource:
             self._slow[i] = _SlowValues()
             devices.append(self._device_info(i, handle))
         self._devices = tuple(devices)
+        self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
         self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
         self._slow_thread.start()
@@ -406,7 +464,7 @@ class NvmlSource:
             ecc_pair = q("nvmlDeviceGetEccMode")
             ecc = ecc_pair[0] if ecc_pair else None
         bar1 = q("nvmlDeviceGetBAR1MemoryInfo")
-        numa = q("nvmlDeviceGetNumaNodeId")
+        numa = single_node(q("nvmlDeviceGetMemoryAffinity", 1, getattr(lib, "NVML_AFFINITY_SCOPE_NODE", 0)))
         if numa is None:
             sys_numa = _sysfs_pci(bus_id, "numa_node")
             numa = int(sys_numa) if sys_numa and sys_numa.lstrip("-").isdigit() else None
@@ -447,6 +505,7 @@ class NvmlSource:
             persistence_mode=bool(persistence) if persistence is not None else None,
             compute_mode=_COMPUTE_MODES.get(compute_mode) if compute_mode is not None else None,
             mig_mode=bool(mig[0]) if mig else None,
+            mig_mode_pending=bool(mig[1]) if mig else None,
             ecc_mode=bool(ecc) if ecc is not None else None,
             bar1_total=getattr(bar1, "bar1Total", None),
             numa_node=numa,
@@ -456,6 +515,7 @@ class NvmlSource:
             temp_shutdown=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
             temp_max_operating=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
             fan_count=q("nvmlDeviceGetNumFans"),
+            gpu_numa_id=q("nvmlDeviceGetNumaNodeId"),
         )
 
     def read_topology(self) -> Topology | None:
@@ -506,9 +566,13 @@ class NvmlSource:
                         continue
                     version = nv.query("nvmlDeviceGetNvLinkVersion", h, link, device=i)
                     remote = nv.query("nvmlDeviceGetNvLinkRemotePciInfo", h, link, device=i)
+                    kind = nv.query("nvmlDeviceGetNvLinkRemoteDeviceType", h, link, device=i)
                 except GpuLost:
                     break
-                links.append(NvLink(link, bool(state), version, _text(getattr(remote, "busId", None))))
+                remote_type = None if kind is None else _NVLINK_REMOTE_TYPES.get(int(kind), "unknown")
+                links.append(
+                    NvLink(link, bool(state), version, _text(getattr(remote, "busId", None)), remote_type)
+                )
             nvlinks.append(tuple(links))
         return Topology(
             levels=pair("nvmlDeviceGetTopologyCommonAncestor"),
@@ -564,8 +628,8 @@ class NvmlSource:
         enc = q("nvmlDeviceGetEncoderUtilization")
         dec = q("nvmlDeviceGetDecoderUtilization")
         with self._slow_lock:
-            slow = self._slow.get(i) or _SlowValues()
-            pcie_rx, pcie_tx, energy = slow.pcie_rx, slow.pcie_tx, slow.energy
+            slow = self._slow.get(i)
+            slow_fields = dict(slow.fields) if slow else {}
         corrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED
         uncorrected = lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
         return GpuSample(
@@ -586,15 +650,13 @@ class NvmlSource:
             clock_event_reasons=reasons,
             pcie_gen=q("nvmlDeviceGetCurrPcieLinkGeneration"),
             pcie_width=q("nvmlDeviceGetCurrPcieLinkWidth"),
-            pcie_rx=pcie_rx,
-            pcie_tx=pcie_tx,
             encoder_util=enc[0] if enc else None,
             decoder_util=dec[0] if dec else None,
-            energy=energy,
             ecc_volatile_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_VOLATILE_ECC),
             ecc_volatile_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_VOLATILE_ECC),
             ecc_aggregate_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_AGGREGATE_ECC),
             ecc_aggregate_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_AGGREGATE_ECC),
+            **slow_fields,
         )
 
     def _memory_info(self, i: int, h: Any) -> Any:
@@ -636,8 +698,9 @@ class NvmlSource:
         for pid, e in merged.items():
             kinds = e["kinds"]
             kind = "C+G" if "G" in kinds and len(kinds) > 1 else kinds[0]
-            # before the first slow pass there is no sample window yet: unknown, not 0
-            sampled = slow is not None and slow.last_seen_us > 0
+            # before the first slow pass there is no sample window yet: unknown, not 0; and
+            # on a MIG-enabled GPU NVML measures no per-process utilization at all
+            sampled = slow is not None and slow.last_seen_us > 0 and i not in self._mig_enabled
             sm, mu, enc, dec = util.get(pid, (0, 0, 0, 0)) if sampled else (None,) * 4
             out.append(
                 GpuProcess(
@@ -681,14 +744,18 @@ class NvmlSource:
         nv = self._nvml
         assert nv is not None
         lib = nv.lib
+
+        def q(fn: str, *args: Any) -> Any:
+            return nv.query(fn, h, *args, device=i)
+
         with self._slow_lock:
             prev = self._slow.get(i) or _SlowValues()
         now_us = int(time.time() * 1e6)
         since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
-        tx = nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_TX_BYTES, device=i)
-        rx = nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_RX_BYTES, device=i)
-        energy = nv.query("nvmlDeviceGetTotalEnergyConsumption", h, device=i)
-        samples = nv.query("nvmlDeviceGetProcessUtilization", h, since, device=i) or ()
+        tx = q("nvmlDeviceGetPcieThroughput", lib.NVML_PCIE_UTIL_TX_BYTES)
+        rx = q("nvmlDeviceGetPcieThroughput", lib.NVML_PCIE_UTIL_RX_BYTES)
+        energy = q("nvmlDeviceGetTotalEnergyConsumption")
+        samples = q("nvmlDeviceGetProcessUtilization", since) or ()
         util: dict[int, tuple[int, int, int, int]] = {}
         latest: dict[int, int] = {}
         for s in samples:
@@ -700,13 +767,111 @@ class NvmlSource:
                 min(100, max(0, int(getattr(s, a, 0) or 0)))
                 for a in ("smUtil", "memUtil", "encUtil", "decUtil")
             )
-        return _SlowValues(
-            pcie_rx=rx * 1024 if rx is not None else None,
-            pcie_tx=tx * 1024 if tx is not None else None,
-            energy=energy,
-            proc_util=util,
-            last_seen_us=now_us,
+        remapped = q("nvmlDeviceGetRemappedRows")
+        sbe = q("nvmlDeviceGetRetiredPages", _RETIRED_SBE)
+        dbe = q("nvmlDeviceGetRetiredPages", _RETIRED_DBE)
+        retire_pending = q("nvmlDeviceGetRetiredPagesPendingStatus")
+        nvl_rx, nvl_tx, link_rx, link_tx = self._nvlink_throughput(i, h)
+        fields: dict[str, Any] = {
+            "pcie_rx": rx * 1024 if rx is not None else None,
+            "pcie_tx": tx * 1024 if tx is not None else None,
+            "energy": energy,
+            "pcie_replay_counter": q("nvmlDeviceGetPcieReplayCounter"),
+            "nvlink_rx": nvl_rx,
+            "nvlink_tx": nvl_tx,
+            "nvlink_link_rx": link_rx,
+            "nvlink_link_tx": link_tx,
+            "remapped_rows_corrected": remapped[0] if remapped else None,
+            "remapped_rows_uncorrected": remapped[1] if remapped else None,
+            "remapped_rows_pending": bool(remapped[2]) if remapped else None,
+            "remapped_rows_failure": bool(remapped[3]) if remapped else None,
+            "retired_pages_sbe": len(sbe) if sbe is not None else None,
+            "retired_pages_dbe": len(dbe) if dbe is not None else None,
+            "retired_pages_pending": bool(retire_pending) if retire_pending is not None else None,
+            "mig_devices": self._mig_devices(i, h),
+        }
+        return _SlowValues(fields=fields, proc_util=util, last_seen_us=now_us)
+
+    def _nvlink_throughput(
+        self, i: int, h: Any
+    ) -> tuple[int | None, int | None, tuple[int | None, ...], tuple[int | None, ...]]:
+        """NVLink data throughput, all links and per link, in bytes/s: NVML's cumulative
+        KiB counters (field values, scope = link or all links) differenced between passes."""
+        nv = self._nvml
+        assert nv is not None
+        lib = nv.lib
+        counters = self._nvlink_counters.setdefault(i, _NvLinkCounters())
+        tx_id = getattr(lib, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", _FI_NVLINK_THROUGHPUT_DATA_TX)
+        rx_id = getattr(lib, "NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", _FI_NVLINK_THROUGHPUT_DATA_RX)
+        if counters.links is None:
+            count_id = getattr(lib, "NVML_FI_DEV_NVLINK_LINK_COUNT", _FI_NVLINK_LINK_COUNT)
+            values = nv.query("nvmlDeviceGetFieldValues", h, [count_id], device=i)
+            counters.links = field_int(values[0]) or 0 if values else 0
+        if not counters.links:
+            return None, None, (), ()
+        wanted = [(tx_id, _ALL_LINKS), (rx_id, _ALL_LINKS)]
+        for link in range(counters.links):
+            wanted += [(tx_id, link), (rx_id, link)]
+        values = nv.query("nvmlDeviceGetFieldValues", h, wanted, device=i)
+        if values is None:
+            return None, None, (), ()
+        now_us = time.time() * 1e6
+        rates: dict[tuple[int, int], int | None] = {}
+        for (fid, scope), v in zip(wanted, values, strict=False):
+            value = field_int(v)
+            if value is None:
+                counters.previous.pop((fid, scope), None)
+                rates[(fid, scope)] = None
+                continue
+            reading = (float(getattr(v, "timestamp", 0) or now_us), value)
+            rates[(fid, scope)] = counter_rate(counters.previous.get((fid, scope)), reading)
+            counters.previous[(fid, scope)] = reading
+        links = range(counters.links)
+        return (
+            rates.get((rx_id, _ALL_LINKS)),
+            rates.get((tx_id, _ALL_LINKS)),
+            tuple(rates.get((rx_id, k)) for k in links),
+            tuple(rates.get((tx_id, k)) for k in links),
         )
+
+    def _mig_devices(self, i: int, h: Any) -> tuple[MigDevice, ...]:
+        """The MIG devices of a GPU in MIG mode (re-read every slow pass: an administrator
+        can create or destroy instances while gputui runs)."""
+        nv = self._nvml
+        assert nv is not None
+        mode = nv.query("nvmlDeviceGetMigMode", h, device=i)
+        if not mode or not mode[0]:
+            self._mig_enabled.discard(i)
+            return ()
+        self._mig_enabled.add(i)
+        out: list[MigDevice] = []
+        for idx in range(nv.query("nvmlDeviceGetMaxMigDeviceCount", h, device=i) or 0):
+            mig = nv.query("nvmlDeviceGetMigDeviceHandleByIndex", h, idx, device=i)
+            if mig is None:
+                continue  # an empty slot: NVML says "not found"
+
+            def mq(fn: str, *args: Any, mig: Any = mig, idx: int = idx) -> Any:
+                return nv.query(fn, mig, *args, device=i, scope=("mig", idx))
+
+            attrs = mq("nvmlDeviceGetAttributes")
+            mem = mq("nvmlDeviceGetMemoryInfo")
+            memory_mb = getattr(attrs, "memorySizeMB", None)
+            out.append(
+                MigDevice(
+                    index=idx,
+                    gpu_instance_id=mq("nvmlDeviceGetGpuInstanceId"),
+                    compute_instance_id=mq("nvmlDeviceGetComputeInstanceId"),
+                    uuid=_text(mq("nvmlDeviceGetUUID")),
+                    name=_text(mq("nvmlDeviceGetName")),
+                    sm_count=getattr(attrs, "multiprocessorCount", None),
+                    gpu_slices=getattr(attrs, "gpuInstanceSliceCount", None),
+                    compute_slices=getattr(attrs, "computeInstanceSliceCount", None),
+                    memory_total=getattr(mem, "total", None)
+                    or (memory_mb * 2**20 if memory_mb is not None else None),
+                    memory_used=getattr(mem, "used", None),
+                )
+            )
+        return tuple(out)
 
     def notes(self) -> list[str]:
         return self._nvml.notes if self._nvml else []

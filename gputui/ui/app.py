@@ -26,6 +26,7 @@ from gputui.ui.diagnostics import DiagnosticsPane
 from gputui.ui.panes import OverviewPane, Pane, TabBar
 from gputui.ui.processes import ProcessesPane
 from gputui.ui.terminal_watch import TerminalWatch
+from gputui.ui.topology import TopologyPane
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -85,7 +86,7 @@ class GpuTuiApp(App[int]):
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
 
-    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, ProcessesPane, DiagnosticsPane]
+    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, ProcessesPane, TopologyPane, DiagnosticsPane]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -275,8 +276,15 @@ class GpuTuiApp(App[int]):
             header.timestamp = snap.timestamp
             header.position = message.position
             header.alerts = len(self.hub.active_alerts())
-            header.update_lines()
-            self.current_pane().show_snapshot(self.info, snap)
+            # a full screen on top (the GPU detail view) gets the tick instead of the tab;
+            # the hidden main screen is not touched (Textual repaints the whole top screen
+            # when a screen below it changes)
+            show = getattr(self.screen, "show_snapshot", None)
+            if show is not None:
+                show(self.info, snap)
+            else:
+                header.update_lines()
+                self.current_pane().show_snapshot(self.info, snap)
 
     def on_poller_failed(self, message: PollerFailed) -> None:
         if message.generation != self.generation:

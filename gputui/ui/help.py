@@ -34,6 +34,11 @@ def key_names(binding: Binding) -> str:
         "less_than_sign": "<",
         "pageup": "pgup",
         "pagedown": "pgdn",
+        "enter": "enter",
+        "left": "←",
+        "right": "→",
+        "up": "↑",
+        "down": "↓",
     }
     return " / ".join(names.get(k, k) for k in keys)
 
@@ -87,6 +92,7 @@ class HelpScreen(ModalScreen[None]):
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
                 shown = [b for b in bindings if not (mounted and _hidden(mounted[0], b))]
                 sections.append((heading, binding_rows(shown)))
+        self.sections = sections
         key_width = max((len(keys) for _, rows in sections for keys, _ in rows), default=8)
         parts: list[Text | Table] = []
         for heading, rows in sections:
@@ -103,6 +109,15 @@ class HelpScreen(ModalScreen[None]):
             yield Static(title)
             yield Static(Group(*parts), id="keys")
             yield Static(Text("\nesc, q or ? closes this screen.", style="dim"))
+
+    def help_text(self) -> str:
+        """Everything the screen lists, as plain text (what scrolling would show)."""
+        lines = []
+        for heading, rows in self.sections:
+            if heading:
+                lines.append(heading)
+            lines += [f"{keys}  {what}" for keys, what in rows]
+        return "\n".join(lines)
 
     async def action_dismiss(self, result: None = None) -> None:
         self.dismiss(None)

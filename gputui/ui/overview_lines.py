@@ -233,6 +233,9 @@ def gpu_card(
     charts = len(card.sparklines)
     title: Line = [(f"{dev.index} ", S.index), (clean(dev.name), S.title)]
     right: Line = [(alert, S.warn)] if alert else [(dev.bus_id or "", S.dim)]
+    if dev.mig_mode and not alert:
+        migs = len(g.mig_devices) if g is not None else 0
+        right = [(f"MIG {migs} device{'s' if migs != 1 else ''}", S.info), (" · ", S.dim), *right]
     if g is None:
         body: list[Line] = [[("waiting for the first sample…", S.dim)]]
         body += [[] for _ in range(card_height(spark_rows, charts) - 3)]
@@ -354,10 +357,15 @@ def compact_row(
     width: int,
     name_w: int = 14,
     alert: str | None = None,
+    selected: bool = False,
 ) -> Line:
     """One line per GPU for many GPUs or small terminals: the essentials, by priority."""
+    index_style = S.warn if alert else S.index
+    if selected:
+        index_style = index_style + Style(reverse=True)
     head: Line = [
-        (f"{dev.index:>2} ", S.warn if alert else S.index),
+        (f"{dev.index:>2}", index_style),
+        (" ", None),
         (pad(clean(short_name(dev.name)), name_w), S.title),
     ]
     if g is None:
@@ -454,7 +462,7 @@ def board_lines(
         rows: list[Line] = []
         for d in devices:
             g = gpus.get(d.index)
-            rows.append(compact_row(d, g, series, width, name_w, labels.get(d.index)))
+            rows.append(compact_row(d, g, series, width, name_w, labels.get(d.index), selected == d.index))
             if two:
                 rows.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width, name_w))
         return BoardLayout(True, 1, 0, len(rows)), rows

@@ -29,6 +29,8 @@ class Pane(Container):
     PANE_ID: ClassVar[str] = ""
     TAB_TITLE: ClassVar[str] = ""
     TAB_KEY: ClassVar[str] = ""
+    KEYS: ClassVar[list[BindingType]] = []
+    """The keys of the pane's widgets (they act while the tab is shown), for the help screen."""
 
     DEFAULT_CSS = """
     Pane { height: 1fr; }
@@ -51,6 +53,7 @@ class Pane(Container):
         bindings: list[BindingType] = [
             b for b in cls.BINDINGS if isinstance(b, Binding) and (b.show or b.tooltip)
         ]
+        bindings += cls.KEYS
         return [(f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", bindings)] if bindings else []
 
 
@@ -61,6 +64,16 @@ class OverviewPane(Pane):
     PANE_ID = "overview"
     TAB_TITLE = "Overview"
     TAB_KEY = "1"
+    KEYS = GpuBoard.BINDINGS
+
+    @classmethod
+    def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
+        from gputui.ui.detail import GpuDetailScreen
+
+        return [
+            *super().help_sections(),
+            ("GPU detail view (enter on a card)", list(GpuDetailScreen.BINDINGS)),
+        ]
 
     DEFAULT_CSS = """
     OverviewPane #gpus { height: 1fr; scrollbar-size-vertical: 1; }
@@ -75,6 +88,12 @@ class OverviewPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one(NoGpuPanel).display = False
+        # the board takes the arrow keys (GPU selection); the container still scrolls
+        # with the mouse and page keys
+        self.query_one("#gpus").can_focus = False
+
+    def on_show(self) -> None:
+        self.query_one(GpuBoard).focus()
 
     def show_info(self, info: MachineInfo) -> None:
         no_gpus = not info.devices

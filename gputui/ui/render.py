@@ -48,6 +48,7 @@ class S:
     border_alert = Style(color=YELLOW)
     title = Style(color=WHITE, bold=True)
     index = Style(color=CYAN, bold=True)
+    index_selected = Style(color=CYAN, bold=True, reverse=True)
     value = Style(color=WHITE)
     ok = Style(color=GREEN)
     info = Style(color=CYAN)

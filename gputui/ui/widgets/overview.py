@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import textwrap
 from collections import defaultdict
+from typing import ClassVar
 
+from textual.binding import Binding, BindingType
+from textual.geometry import Region
 from textual.widget import Widget
 
 from gputui.config import CardConfig
@@ -15,6 +18,7 @@ from gputui.ui.overview_lines import (
     banner_line,
     board_lines,
     boxed,
+    card_height,
     header_line,
     host_lines,
 )
@@ -23,11 +27,22 @@ from gputui.ui.widgets.lines import LineWidget
 
 
 class GpuBoard(LineWidget):
-    """Every GPU: cards when they fit, otherwise one compact line each."""
+    """Every GPU: cards when they fit, otherwise one compact line each.  The arrow keys (or
+    h/j/k/l) select a GPU, Enter opens its detail view."""
 
     DEFAULT_CSS = """
     GpuBoard { height: auto; }
     """
+
+    can_focus = True
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("left,h", "move(-1, 0)", "Select", show=False, tooltip="Select the GPU to the left"),
+        Binding("right,l", "move(1, 0)", "Select", show=False, tooltip="Select the GPU to the right"),
+        Binding("up,k", "move(0, -1)", "Select", show=False, tooltip="Select the GPU above"),
+        Binding("down,j", "move(0, 1)", "Select", show=False, tooltip="Select the GPU below"),
+        Binding("enter", "open", "Details", tooltip="Open the selected GPU's detail view"),
+    ]
 
     def __init__(self, hub: Hub, *, id: str | None = None, card: CardConfig | None = None) -> None:
         super().__init__(id=id)
@@ -41,6 +56,48 @@ class GpuBoard(LineWidget):
         self.plan: BoardLayout | None = None
         self.reserved_height = 0
         """Lines of the container taken by siblings (the host panel)."""
+        self.selected: int | None = None
+        """The highlighted GPU (none until an arrow key is pressed)."""
+
+    def action_move(self, dx: int, dy: int) -> None:
+        n = len(self.info.devices) if self.info else 0
+        if not n:
+            return
+        if self.selected is None:
+            self.selected = 0
+        else:
+            plan = self.plan
+            cols = plan.cols if plan is not None and not plan.compact else 1
+            step = dx + dy * cols if cols > 1 else dx + dy
+            target = self.selected + step
+            if 0 <= target < n:
+                self.selected = target
+        self.update_lines()
+        self._scroll_to_selected()
+
+    def action_open(self) -> None:
+        if not self.info or not self.info.devices:
+            return
+        if self.selected is None:
+            self.selected = 0
+            self.update_lines()
+        from gputui.ui.detail import open_gpu_detail
+
+        open_gpu_detail(self.app, self.selected)
+
+    def _scroll_to_selected(self) -> None:
+        plan = self.plan
+        parent = self.parent
+        if plan is None or self.selected is None or not isinstance(parent, Widget):
+            return
+        if plan.compact:
+            per = 2 if plan.lines >= 2 * len(self.info.devices if self.info else ()) else 1
+            top, height = self.selected * per, per
+        else:
+            height = card_height(plan.spark_rows, len(self.card.sparklines))
+            top = (self.selected // plan.cols) * height
+        region = Region(0, self.virtual_region.y + top, self.size.width, height)
+        parent.scroll_to_region(region, animate=False, immediate=True)
 
     def available_height(self) -> int:
         parent = self.parent
@@ -67,7 +124,16 @@ class GpuBoard(LineWidget):
         alerts = self.hub.by_gpu_alerts()
         with self.hub.lock:
             layout, lines = board_lines(
-                info, gpus, procs, history.series, width, height, self.mode, alerts=alerts, card=self.card
+                info,
+                gpus,
+                procs,
+                history.series,
+                width,
+                height,
+                self.mode,
+                self.selected,
+                alerts=alerts,
+                card=self.card,
             )
         self.plan = layout
         return lines
