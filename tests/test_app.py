@@ -187,3 +187,33 @@ def test_a_broken_tick_later_in_a_replay_is_reported_with_its_line(tmp_path):
             assert app.query_one("HeaderBar").position[0] == 2
 
     run(go())
+
+
+def test_other_tabs_load_only_when_opened():
+    """The first frame needs only the overview: the other tabs' modules are imported when
+    first shown (a fresh interpreter, since other tests import them)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent(f"""
+        import asyncio, sys
+        sys.path.insert(0, {str(H200_X2.parents[2])!r})
+        from conftest import H200_X2, replay_app, run_to_tick
+        LAZY = ("gputui.ui.processes", "gputui.ui.topology", "gputui.ui.diagnostics")
+
+        async def go():
+            app = replay_app(H200_X2)
+            async with app.run_test(size=(120, 40)) as pilot:
+                await run_to_tick(pilot, 3)
+                print("before", [m for m in LAZY if m in sys.modules])
+                await pilot.press("2")
+                await pilot.pause()
+                print("after", [m for m in LAZY if m in sys.modules], app.current_pane().PANE_ID)
+        asyncio.run(go())
+    """)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    ).stdout
+    assert "before []" in out
+    assert "after ['gputui.ui.processes'] processes" in out

@@ -28,7 +28,7 @@ def test_g_opens_the_tab_and_streams_rows_in():
     async def go():
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 40)) as pilot:
-            pane = app.query_one("DiagnosticsPane")
+            pane = await app.load_pane("diagnostics")
             pane.python = python
             view = app.query_one("FindingsView")
             await pilot.press("g")
@@ -57,7 +57,7 @@ def test_cancel_kills_a_hung_diagnosis(tmp_path):
     async def go():
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 40)) as pilot:
-            pane = app.query_one("DiagnosticsPane")
+            pane = await app.load_pane("diagnostics")
             pane.python = bare
             pane.env_overrides = {"PYTHONPATH": str(site)}
             await pilot.press("g")
@@ -81,7 +81,7 @@ def test_picker_lists_environments_and_takes_a_typed_path(tmp_path):
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("4")
-            pane = app.query_one("DiagnosticsPane")
+            pane = await app.load_pane("diagnostics")
             await pilot.press("e")
             await wait_for(pilot, lambda: isinstance(app.screen, InterpreterPicker))
             assert "gputui's own interpreter" in text(app)
@@ -103,7 +103,7 @@ def test_w_saves_markdown_and_json(tmp_path):
     async def go():
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 40)) as pilot:
-            pane = app.query_one("DiagnosticsPane")
+            pane = await app.load_pane("diagnostics")
             pane.python = bare
             pane.report_dir = tmp_path
             await pilot.press("g")
@@ -130,7 +130,7 @@ def test_stress_from_the_tab_shows_progress_table_and_saves(tmp_path):
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 45)) as pilot:
             await pilot.press("4")
-            pane = app.query_one("DiagnosticsPane")
+            pane = await app.load_pane("diagnostics")
             pane.python = python
             pane.stress_duration = 1
             pane.stress_args = STRESS_QUICK
@@ -161,7 +161,7 @@ def test_stress_cancel_from_the_tab_leaves_no_process():
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 45)) as pilot:
             await pilot.press("4")
-            pane = app.query_one("DiagnosticsPane")
+            pane = await app.load_pane("diagnostics")
             pane.python = python
             pane.stress_duration = 600
             pane.stress_args = STRESS_QUICK

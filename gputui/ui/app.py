@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import signal
 import sys
 from collections.abc import Sequence
@@ -22,11 +23,8 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
-from gputui.ui.diagnostics import DiagnosticsPane
-from gputui.ui.panes import OverviewPane, Pane, TabBar
-from gputui.ui.processes import ProcessesPane
+from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
-from gputui.ui.topology import TopologyPane
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -65,7 +63,7 @@ class PollerFailed(Message):
         self.generation = generation
 
 
-def tab_bindings(panes: list[type[Pane]]) -> list[Binding]:
+def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
     return [
         Binding(
             p.TAB_KEY,
@@ -86,7 +84,12 @@ class GpuTuiApp(App[int]):
     CSS_PATH = "gputui.tcss"
     ENABLE_COMMAND_PALETTE = False
 
-    PANES: ClassVar[list[type[Pane]]] = [OverviewPane, ProcessesPane, TopologyPane, DiagnosticsPane]
+    PANES: ClassVar[list[type[Pane] | PaneSpec]] = [
+        OverviewPane,
+        PaneSpec("processes", "Processes", "2", "gputui.ui.processes", "ProcessesPane"),
+        PaneSpec("topology", "Topology", "3", "gputui.ui.topology", "TopologyPane"),
+        PaneSpec("diagnostics", "Diagnostics", "4", "gputui.ui.diagnostics", "DiagnosticsPane"),
+    ]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -173,7 +176,7 @@ class GpuTuiApp(App[int]):
         yield TabBar([(p.PANE_ID, p.TAB_TITLE, p.TAB_KEY) for p in self.PANES], id="tabs")
         with ContentSwitcher(initial=self.PANES[0].PANE_ID, id="panes"):
             for pane in self.PANES:
-                yield pane(self.hub)
+                yield pane(self.hub) if isinstance(pane, type) else PanePlaceholder(self.hub, pane)
         yield Footer()
 
     @property
@@ -184,7 +187,32 @@ class GpuTuiApp(App[int]):
         switcher = self.query_one(ContentSwitcher)
         return self.query_one(f"#{switcher.current}", Pane)
 
-    def action_show_tab(self, pane_id: str) -> None:
+    async def load_pane(self, pane_id: str) -> Pane:
+        """The tab's pane, importing and mounting it first if it has not been opened yet."""
+        pane = self.query_one(f"#{pane_id}", Pane)
+        if not isinstance(pane, PanePlaceholder):
+            return pane
+        real = pane.spec.load()(self.hub)
+        switcher = self.query_one(ContentSwitcher)
+        await pane.remove()
+        await switcher.mount(real)
+        if self.info is not None:
+            real.show_info(self.info)
+        return real
+
+    def _preload_panes(self) -> None:
+        """Import the other tabs' modules in the background once the first frame is up, so
+        opening a tab later is instant."""
+
+        def work() -> None:
+            for pane in self.PANES:
+                if isinstance(pane, PaneSpec):
+                    importlib.import_module(pane.module)
+
+        self.run_worker(work, thread=True, exclusive=False, group="preload")
+
+    async def action_show_tab(self, pane_id: str) -> None:
+        await self.load_pane(pane_id)
         switcher = self.query_one(ContentSwitcher)
         if switcher.current == pane_id:
             return
@@ -219,6 +247,7 @@ class GpuTuiApp(App[int]):
         header.interval = self.interval
         if self._watch_terminal and not self.is_headless:
             self._start_terminal_watch()
+            self.set_timer(1.0, self._preload_panes)
         if self.config_errors:
             self.notify(
                 "\n".join(self.config_errors),
@@ -396,9 +425,10 @@ class GpuTuiApp(App[int]):
         header.interval = self.interval
         self.refresh_bindings()
 
-    def action_diagnose(self) -> None:
-        self.action_show_tab(DiagnosticsPane.PANE_ID)
-        self.query_one(DiagnosticsPane).start_diagnosis()
+    async def action_diagnose(self) -> None:
+        pane = await self.load_pane("diagnostics")
+        await self.action_show_tab("diagnostics")
+        pane.start_diagnosis()  # type: ignore[attr-defined]
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen

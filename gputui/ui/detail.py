@@ -227,7 +227,7 @@ class GpuDetailScreen(Screen[None]):
             if pane.TAB_KEY and event.key == pane.TAB_KEY:
                 event.stop()
                 self.action_close()
-                self._app.action_show_tab(pane.PANE_ID)
+                self._app.call_later(self._app.action_show_tab, pane.PANE_ID)
                 return
 
 

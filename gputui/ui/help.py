@@ -15,6 +15,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputui import __version__
+from gputui.ui.panes import PaneSpec
 
 
 def key_names(binding: Binding) -> str:
@@ -86,7 +87,8 @@ class HelpScreen(ModalScreen[None]):
         sections: list[tuple[str | None, list[tuple[str, str]]]] = [
             (None, binding_rows(list(self.app.BINDINGS)))
         ]
-        for pane in getattr(self.app, "PANES", []):
+        for entry in getattr(self.app, "PANES", []):
+            pane = entry.load() if isinstance(entry, PaneSpec) else entry
             mounted = list(self.app.query(pane))
             for heading, bindings in pane.help_sections():
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
