@@ -1216,6 +1216,7 @@ def stress_verdicts(
             peak = peaks.get(precision)
             entry = {
                 "tflops": tflops,
+                "sustained_tflops": m.get("sustained_tflops"),
                 "peak": peak,
                 "percent": round(100.0 * tflops / peak, 1)
                 if peak and isinstance(tflops, int | float)
