@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -75,7 +75,7 @@ class PaneSpec:
         cls = getattr(importlib.import_module(self.module), self.name)
         if not (isinstance(cls, type) and issubclass(cls, Pane) and cls.PANE_ID == self.PANE_ID):
             raise TypeError(f"{self.module}.{self.name} is not the Pane {self.PANE_ID!r}")
-        return cast("type[Pane]", cls)
+        return cls
 
     def help_sections(self) -> list[tuple[str, list[BindingType]]]:
         return self.load().help_sections()
