@@ -58,7 +58,10 @@ def pct(values: list[float], q: float) -> float:
 
 
 def bench_exporter(source: list[str], seconds: float, a_cold: int = 20) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     proc = subprocess.Popen(
         [sys.executable, "-m", "gputui", "export", "--listen", "127.0.0.1:0", "--interval", "1", *source],
         stderr=subprocess.PIPE,
@@ -128,7 +131,10 @@ def bench_exporter(source: list[str], seconds: float, a_cold: int = 20) -> list[
 
 
 def bench_snapshot(source: list[str], runs: int = 20) -> list[dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
     rows = []
     for fmt in ("--json", "--csv"):
         times = []

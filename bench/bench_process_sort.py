@@ -122,7 +122,13 @@ def pty_latency(snap: Snapshot, rows: list[tuple[str, float, float]], rounds: in
     with RecordingWriter(tmp.name, header.machine, 1.0, derived={"from": FIXTURE.name, "how": how}) as w:
         for i in range(3):
             w.write(dataclasses.replace(snap, seq=i + 1, timestamp=snap.timestamp + i))
-    env = dict(os.environ, TERM="xterm-256color", PYTHONPATH=str(ROOT), LINES="50", COLUMNS="160")
+    env = dict(
+        os.environ,
+        TERM="xterm-256color",
+        PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        LINES="50",
+        COLUMNS="160",
+    )
     env.pop("COLORTERM", None)
     pid, fd = pty.fork()
     if pid == 0:

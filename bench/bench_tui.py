@@ -63,7 +63,9 @@ def measure(
     if keys:
         cmd += ["--keys", keys]
     cmd += ["--json", "--", sys.executable, "-m", "gputui", *args]
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env = dict(
+        os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
+    )
     result: dict[str, Any] = {}
     for attempt in range(3):
         out = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True, cwd=ROOT)

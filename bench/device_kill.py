@@ -71,7 +71,11 @@ class Terminal:
 
     def __init__(self, argv: list[str]) -> None:
         env = dict(
-            os.environ, TERM="xterm-256color", PYTHONPATH=str(ROOT), LINES=str(ROWS), COLUMNS=str(COLS)
+            os.environ,
+            TERM="xterm-256color",
+            PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+            LINES=str(ROWS),
+            COLUMNS=str(COLS),
         )
         env.pop("COLORTERM", None)
         self.pid, self.fd = pty.fork()

@@ -494,3 +494,22 @@ def test_prefetch_opens_in_the_background_and_open_returns_its_result():
     assert info.system.nvml_problem.code == 12
     assert src.open() is info  # opening again does not re-initialise
     src.close()
+
+
+def test_a_one_shot_source_starts_no_slow_thread_and_skips_psutil(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """`gputui snapshot` opens NVML with slow=False, enrich_processes=False: no thread whose
+    20 ms PCIe calls hold NVML, and processes as NVML lists them (no psutil facts)."""
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60])
+    source = NvmlSource(nvml=Nvml(lib=scripted.lib), slow=False, enrich_processes=False)
+    try:
+        source.open()
+        assert source._slow_thread is None
+        snap = source.sample()
+        assert [g.pcie_rx for g in snap.gpus] == [None, None]  # slow-cadence values: not read
+        assert snap.processes  # NVML's list is there ...
+        assert all(p.user is None and p.cmdline is None for p in snap.processes)  # ... bare
+    finally:
+        source.close()

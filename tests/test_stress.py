@@ -285,3 +285,24 @@ def test_monitor_accumulates_what_the_poller_saw(x2_recording):
     assert summary[0]["samples"] == 20
     assert len(series[1]["power"]) == 20
     assert latest[1].index == 1
+
+
+def test_matmul_reports_burst_and_sustained_figures():
+    """Both throughput figures travel from the child to the report."""
+    from gputui.diag.verdicts import StressResults
+
+    results = StressResults()
+    results.feed(
+        {
+            "event": "result",
+            "phase": "matmul",
+            "gpu": 0,
+            "precision": "bf16",
+            "size": 8192,
+            "tflops": 773.3,
+            "sustained_tflops": 658.3,
+        }
+    )
+    gpu = results.gpu(0)
+    assert gpu.matmul["bf16"]["tflops"] == 773.3
+    assert gpu.matmul["bf16"]["sustained_tflops"] == 658.3

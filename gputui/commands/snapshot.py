@@ -131,7 +131,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         from gputui.telemetry.nvml import NvmlSource
 
-        source = NvmlSource()
+        # only what the fields need: the slow thread (PCIe throughput, energy, process
+        # utilization) and psutil's process facts cost a one-shot reader tens of ms
+        source = NvmlSource(
+            slow=any(f.slow for f in wanted),
+            enrich_processes=bool(args.processes),
+        )
         live = True
     info = source.open()
     problem = info.system.nvml_problem

@@ -1128,6 +1128,7 @@ class StressResults:
         if phase == "matmul":
             gpu.matmul[_text(e.get("precision"))] = {
                 "tflops": e.get("tflops"),
+                "sustained_tflops": e.get("sustained_tflops"),
                 "size": e.get("size"),
                 "skipped": e.get("skipped"),
             }

@@ -362,9 +362,22 @@ class NvmlSource:
     live = True
     local_processes = True
 
-    def __init__(self, slow_interval: float = 2.0, nvml: Nvml | None = None) -> None:
+    def __init__(
+        self,
+        slow_interval: float = 2.0,
+        nvml: Nvml | None = None,
+        *,
+        slow: bool = True,
+        enrich_processes: bool = True,
+    ) -> None:
+        """`slow=False`: no slow-cadence thread (PCIe throughput, energy and per-process
+        utilization stay None) — for one-shot readers that don't need them, since that
+        thread's 20 ms PCIe calls hold NVML while they run.  `enrich_processes=False`:
+        processes carry only what NVML says (no psutil facts)."""
         self.label = "live"
         self.slow_interval = slow_interval
+        self._slow_enabled = slow
+        self._enrich = enrich_processes
         self._nvml = nvml
         self._handles: list[Any] = []
         self._devices: tuple[DeviceInfo, ...] = ()
@@ -431,8 +444,9 @@ class NvmlSource:
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
-        self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
-        self._slow_thread.start()
+        if self._slow_enabled:
+            self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
+            self._slow_thread.start()
         return self.info
 
     def _device_info(self, i: int, h: Any) -> DeviceInfo:
@@ -600,7 +614,7 @@ class NvmlSource:
             except GpuLost:
                 self._lost.add(i)
                 gpus.append(GpuSample(index=i, lost=True))
-        processes = self._procs.enrich(raw_procs, now)
+        processes = self._procs.enrich(raw_procs, now) if self._enrich else raw_procs
         host = self._host.sample()
         self._seq += 1
         return Snapshot(
