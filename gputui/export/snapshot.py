@@ -11,7 +11,6 @@ have (PCIe throughput, energy, per-process details) are gputui's own and marked 
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import shlex
 import time
@@ -225,7 +224,8 @@ def _elapsed(c: Ctx) -> float | None:
 def _iso(ts: float | None) -> str | None:
     if ts is None:
         return None
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="seconds")
+    # as datetime's isoformat(timespec="seconds") in UTC, without importing datetime
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
 
 
 PROCESS_FIELDS: tuple[Field, ...] = (

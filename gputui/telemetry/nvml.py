@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -416,7 +415,7 @@ class NvmlSource:
         return self._open()
 
     def _open(self) -> MachineInfo:
-        hostname = socket.gethostname()
+        hostname = os.uname().nodename  # (no `socket` import just for this)
         try:
             if self._nvml is None:
                 self._nvml = Nvml()
@@ -440,7 +439,7 @@ class NvmlSource:
             handle = q("nvmlDeviceGetHandleByIndex", i, device=i)
             self._handles.append(handle)
             self._slow[i] = _SlowValues()
-            devices.append(self._device_info(i, handle))
+        devices = self._read_device_infos()
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
@@ -448,6 +447,27 @@ class NvmlSource:
             self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
             self._slow_thread.start()
         return self.info
+
+    def _read_device_infos(self) -> list[DeviceInfo]:
+        """Every GPU's static facts, the GPUs in parallel: NVML releases the GIL, and some of
+        these calls take a millisecond or more each (max clocks), so 8 GPUs read in about the
+        time of one."""
+        handles = list(self._handles)
+        if len(handles) < 2:
+            return [self._device_info(i, h) for i, h in enumerate(handles)]
+        results: list[DeviceInfo | None] = [None] * len(handles)
+
+        def read(i: int) -> None:
+            results[i] = self._device_info(i, handles[i])
+
+        threads = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(handles))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return [
+            r if r is not None else DeviceInfo(index=i, name="unknown GPU") for i, r in enumerate(results)
+        ]
 
     def _device_info(self, i: int, h: Any) -> DeviceInfo:
         nv = self._nvml
