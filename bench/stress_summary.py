@@ -27,7 +27,8 @@ for g in on.get("gpus", []):
     if bf16 and r:
         print(
             f"  bf16 stress {bf16:.0f} TFLOP/s vs plain loop {r['bf16_tflops_1s']:.0f} (1 s) "
-            f"/ {r['bf16_tflops_10']:.0f} (10 it): {100 * bf16 / r['bf16_tflops_1s']:.1f} % (target >= 95 %)"
+            f"/ {r['bf16_tflops_10']:.0f} (10 it): {100 * bf16 / r['bf16_tflops_10']:.1f} % of the 10-product loop (target >= 95 %; the stress "
+            f"figure is a 10-product burst, its ~1 s sustained figure is in the report)"
         )
     if d2d and r:
         print(
