@@ -18,9 +18,9 @@ import argparse
 import contextlib
 import fcntl
 import json
-import re
 import os
 import pty
+import re
 import select
 import signal
 import struct
