@@ -14,7 +14,20 @@ from gputui.telemetry.model import GpuSample, Snapshot
 DEFAULT_TIMEOUT = 120.0
 
 
-class DiagnosisSession:
+class _ChildSession:
+    """What the diagnosis and stress sessions share: a ChildRun to cancel and ask about."""
+
+    child: ChildRun
+
+    def cancel(self) -> None:
+        self.child.cancel()
+
+    @property
+    def running(self) -> bool:
+        return self.child.running
+
+
+class DiagnosisSession(_ChildSession):
     """Runs probe.py in `python` and feeds a Diagnosis.
 
     `on_finding(Finding)`, `on_phase(title or None)` and `on_done(Diagnosis)` are called from
@@ -52,13 +65,6 @@ class DiagnosisSession:
     def start(self) -> DiagnosisSession:
         self.child.start()
         return self
-
-    def cancel(self) -> None:
-        self.child.cancel()
-
-    @property
-    def running(self) -> bool:
-        return self.child.running
 
     def wait(self, timeout: float | None = None) -> Diagnosis:
         self.child.wait(timeout)
@@ -154,7 +160,7 @@ class StressMonitor:
             )
 
 
-class StressSession:
+class StressSession(_ChildSession):
     """Runs stress.py in `python`, feeding StressResults; `on_update(kind)` after each event
     ("result", "progress", "phase", "done"), from the runner's threads."""
 
@@ -194,13 +200,6 @@ class StressSession:
             self.monitor.start()
         self.child.start()
         return self
-
-    def cancel(self) -> None:
-        self.child.cancel()
-
-    @property
-    def running(self) -> bool:
-        return self.child.running
 
     def wait(self, timeout: float | None = None) -> StressResults:
         self.child.wait(timeout)
