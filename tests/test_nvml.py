@@ -507,12 +507,8 @@ def test_a_one_shot_source_starts_no_slow_thread_and_skips_psutil(
     try:
         source.open()
         assert source._slow_thread is None
-
-        def no_psutil(*args: object, **kwargs: object) -> None:
-            raise AssertionError("psutil process facts were read")
-
-        source._procs.enrich = no_psutil  # type: ignore[method-assign]
         snap = source.sample()
+        assert source._procs is None  # psutil's process inspector was never made
         assert [g.pcie_rx for g in snap.gpus] == [None, None]  # slow-cadence values: not read
         assert [g.gpu_util for g in snap.gpus] == [g.gpu_util for g in ticks[55].gpus]
     finally:

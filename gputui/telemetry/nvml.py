@@ -10,14 +10,13 @@ utilization, energy) on a slower thread of their own so they never stall a tick.
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from gputui.telemetry.host import HostSampler, ProcessInspector
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -30,8 +29,17 @@ from gputui.telemetry.model import (
     SystemInfo,
     Topology,
 )
+from gputui.telemetry.procfs import host_sampler
 
-log = logging.getLogger(__name__)
+if TYPE_CHECKING:
+    from gputui.telemetry.host import ProcessInspector
+
+
+
+def _log() -> Any:
+    import logging  # only when there is something to say: a one-shot snapshot never does
+
+    return logging.getLogger(__name__)
 
 # NVML return codes we treat specially (values from nvml.h; stable across versions).
 _NOT_SUPPORTED = 3
@@ -251,7 +259,7 @@ class Nvml:
         try:
             self.lib.nvmlShutdown()
         except Exception as exc:
-            log.debug("nvmlShutdown failed: %s", exc)
+            _log().debug("nvmlShutdown failed: %s", exc)
 
     @property
     def notes(self) -> list[str]:
@@ -265,7 +273,7 @@ class Nvml:
                 return
             self._reported.add((fn, what))
             self._notes.append(f"{fn}: {what}")
-        log.info("NVML %s: %s", fn, what)
+        _log().info("NVML %s: %s", fn, what)
 
     def query(self, fn: str, *args: Any, device: int = -1, scope: object = None) -> Any:
         """Call `pynvml.<fn>(*args)`; None when unsupported or failed.
@@ -368,15 +376,18 @@ class NvmlSource:
         *,
         slow: bool = True,
         enrich_processes: bool = True,
+        static: Iterable[str] | None = None,
     ) -> None:
         """`slow=False`: no slow-cadence thread (PCIe throughput, energy and per-process
         utilization stay None) — for one-shot readers that don't need them, since that
         thread's 20 ms PCIe calls hold NVML while they run.  `enrich_processes=False`:
-        processes carry only what NVML says (no psutil facts)."""
+        processes carry only what NVML says (no psutil facts).  `static`: the DeviceInfo
+        facts to read besides index, name, UUID and bus id (default: all of them)."""
         self.label = "live"
         self.slow_interval = slow_interval
         self._slow_enabled = slow
         self._enrich = enrich_processes
+        self._static = None if static is None else frozenset(static)
         self._nvml = nvml
         self._handles: list[Any] = []
         self._devices: tuple[DeviceInfo, ...] = ()
@@ -388,8 +399,10 @@ class NvmlSource:
         """GPUs in MIG mode: NVML measures no per-process utilization there."""
         self._slow_thread: threading.Thread | None = None
         self._stop = threading.Event()
-        self._host = HostSampler()
-        self._procs = ProcessInspector()
+        self._host = host_sampler()
+        self._procs: ProcessInspector | None = None
+        """psutil's view of the processes, made when first needed (psutil costs a one-shot
+        reader 13-47 ms to import)."""
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
@@ -470,10 +483,14 @@ class NvmlSource:
         ]
 
     def _device_info(self, i: int, h: Any) -> DeviceInfo:
+        """One GPU's static facts: all of them, or (`static=` given) index, name, UUID, bus
+        id and the ones named — some of these calls cost milliseconds each (memory
+        affinity 12 ms, max clocks 2 ms on an H200), a lot for a one-shot reader."""
         nv = self._nvml
         assert nv is not None
         if h is None:
             return DeviceInfo(index=i, name="unknown GPU")
+        want = self._static
 
         def q(fn: str, *args: Any) -> Any:
             try:
@@ -482,74 +499,116 @@ class NvmlSource:
                 self._lost.add(i)
                 return None
 
+        def once(fn: Callable[[], Any]) -> Callable[[], Any]:
+            """A reading shared by several facts, made when the first of them asks."""
+            memo: list[Any] = []
+
+            def get() -> Any:
+                if not memo:
+                    memo.append(fn())
+                return memo[0]
+
+            return get
+
+        def memory_total() -> int | None:
+            try:
+                return getattr(self._memory_info(i, h), "total", None)
+            except GpuLost:
+                self._lost.add(i)
+                return None
+
+        def ecc_mode() -> bool | None:
+            ecc = q("nvmlDeviceGetCurrentEccMode")
+            if ecc is None:
+                pair = q("nvmlDeviceGetEccMode")
+                ecc = pair[0] if pair else None
+            return bool(ecc) if ecc is not None else None
+
+        def numa_node() -> int | None:
+            scope = getattr(lib, "NVML_AFFINITY_SCOPE_NODE", 0)
+            numa = single_node(q("nvmlDeviceGetMemoryAffinity", 1, scope))
+            if numa is None:
+                sys_numa = _sysfs_pci(bus_id, "numa_node")
+                numa = int(sys_numa) if sys_numa and sys_numa.lstrip("-").isdigit() else None
+                if numa is not None and numa < 0:
+                    numa = None
+            return numa
+
+        def cpu_affinity() -> str | None:
+            ncpu = os.cpu_count() or 64
+            return cpulist(q("nvmlDeviceGetCpuAffinity", (ncpu + 63) // 64)) or _sysfs_pci(
+                bus_id, "local_cpulist"
+            )
+
+        def coded(fn: str, table: dict[int, str], unknown: str | None = None) -> Callable[[], str | None]:
+            def get() -> str | None:
+                v = q(fn)
+                return None if v is None else table.get(v, unknown.format(v) if unknown else None)
+
+            return get
+
+        def flag(get: Callable[[], Any], pos: int | None = None) -> Callable[[], bool | None]:
+            def read() -> bool | None:
+                v = get()
+                if v is None:
+                    return None
+                return bool(v if pos is None else v[pos])
+
+            return read
+
+        def limit(pos: int) -> Callable[[], float | None]:
+            return lambda: _watts(constraints()[pos]) if constraints() else None
+
+        def threshold(which: str) -> Callable[[], Any]:
+            return lambda: q("nvmlDeviceGetTemperatureThreshold", getattr(lib, which))
+
         lib = nv.lib
         pci = q("nvmlDeviceGetPciInfo_v3") or q("nvmlDeviceGetPciInfo")
         bus_id = _text(getattr(pci, "busId", None))
-        try:
-            mem = self._memory_info(i, h)
-        except GpuLost:
-            self._lost.add(i)
-            mem = None
-        cc = q("nvmlDeviceGetCudaComputeCapability")
-        constraints = q("nvmlDeviceGetPowerManagementLimitConstraints")
-        mig = q("nvmlDeviceGetMigMode")
-        ecc = q("nvmlDeviceGetCurrentEccMode")
-        if ecc is None:
-            ecc_pair = q("nvmlDeviceGetEccMode")
-            ecc = ecc_pair[0] if ecc_pair else None
-        bar1 = q("nvmlDeviceGetBAR1MemoryInfo")
-        numa = single_node(q("nvmlDeviceGetMemoryAffinity", 1, getattr(lib, "NVML_AFFINITY_SCOPE_NODE", 0)))
-        if numa is None:
-            sys_numa = _sysfs_pci(bus_id, "numa_node")
-            numa = int(sys_numa) if sys_numa and sys_numa.lstrip("-").isdigit() else None
-            if numa is not None and numa < 0:
-                numa = None
-        ncpu = os.cpu_count() or 64
-        affinity = cpulist(q("nvmlDeviceGetCpuAffinity", (ncpu + 63) // 64))
-        if affinity is None:
-            affinity = _sysfs_pci(bus_id, "local_cpulist")
-        arch = q("nvmlDeviceGetArchitecture")
-        brand = q("nvmlDeviceGetBrand")
-        persistence = q("nvmlDeviceGetPersistenceMode")
-        compute_mode = q("nvmlDeviceGetComputeMode")
+        constraints = once(lambda: q("nvmlDeviceGetPowerManagementLimitConstraints"))
+        mig = once(lambda: q("nvmlDeviceGetMigMode"))
+        cc = once(lambda: q("nvmlDeviceGetCudaComputeCapability"))
+        readers: dict[str, Callable[[], Any]] = {
+            "memory_total": memory_total,
+            "max_sm_clock": lambda: q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_SM),
+            "max_mem_clock": lambda: q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_MEM),
+            "max_graphics_clock": lambda: q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_GRAPHICS),
+            "power_limit": lambda: _watts(q("nvmlDeviceGetEnforcedPowerLimit")),
+            "power_default_limit": lambda: _watts(q("nvmlDeviceGetPowerManagementDefaultLimit")),
+            "power_min_limit": limit(0),
+            "power_max_limit": limit(1),
+            "compute_capability": lambda: (int(cc()[0]), int(cc()[1])) if cc() else None,
+            "cuda_cores": lambda: q("nvmlDeviceGetNumGpuCores"),
+            "architecture": coded("nvmlDeviceGetArchitecture", _ARCHITECTURES, "arch {}"),
+            "brand": coded("nvmlDeviceGetBrand", _BRANDS),
+            "serial": lambda: _text(q("nvmlDeviceGetSerial")),
+            "board_part_number": lambda: _text(q("nvmlDeviceGetBoardPartNumber")),
+            "vbios_version": lambda: _text(q("nvmlDeviceGetVbiosVersion")),
+            "inforom_version": lambda: _text(q("nvmlDeviceGetInforomImageVersion")),
+            "memory_bus_width": lambda: q("nvmlDeviceGetMemoryBusWidth"),
+            "pcie_max_gen": lambda: q("nvmlDeviceGetMaxPcieLinkGeneration"),
+            "pcie_max_width": lambda: q("nvmlDeviceGetMaxPcieLinkWidth"),
+            "persistence_mode": flag(lambda: q("nvmlDeviceGetPersistenceMode")),
+            "compute_mode": coded("nvmlDeviceGetComputeMode", _COMPUTE_MODES),
+            "mig_mode": flag(mig, 0),
+            "mig_mode_pending": flag(mig, 1),
+            "ecc_mode": ecc_mode,
+            "bar1_total": lambda: getattr(q("nvmlDeviceGetBAR1MemoryInfo"), "bar1Total", None),
+            "numa_node": numa_node,
+            "cpu_affinity": cpu_affinity,
+            "minor_number": lambda: q("nvmlDeviceGetMinorNumber"),
+            "temp_slowdown": threshold("NVML_TEMPERATURE_THRESHOLD_SLOWDOWN"),
+            "temp_shutdown": threshold("NVML_TEMPERATURE_THRESHOLD_SHUTDOWN"),
+            "temp_max_operating": threshold("NVML_TEMPERATURE_THRESHOLD_GPU_MAX"),
+            "fan_count": lambda: q("nvmlDeviceGetNumFans"),
+            "gpu_numa_id": lambda: q("nvmlDeviceGetNumaNodeId"),
+        }
         return DeviceInfo(
             index=i,
             name=_text(q("nvmlDeviceGetName")) or "unknown GPU",
             uuid=_text(q("nvmlDeviceGetUUID")),
             bus_id=bus_id,
-            memory_total=getattr(mem, "total", None),
-            max_sm_clock=q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_SM),
-            max_mem_clock=q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_MEM),
-            max_graphics_clock=q("nvmlDeviceGetMaxClockInfo", lib.NVML_CLOCK_GRAPHICS),
-            power_limit=_watts(q("nvmlDeviceGetEnforcedPowerLimit")),
-            power_default_limit=_watts(q("nvmlDeviceGetPowerManagementDefaultLimit")),
-            power_min_limit=_watts(constraints[0]) if constraints else None,
-            power_max_limit=_watts(constraints[1]) if constraints else None,
-            compute_capability=(int(cc[0]), int(cc[1])) if cc else None,
-            cuda_cores=q("nvmlDeviceGetNumGpuCores"),
-            architecture=_ARCHITECTURES.get(arch, f"arch {arch}") if arch is not None else None,
-            brand=_BRANDS.get(brand) if brand is not None else None,
-            serial=_text(q("nvmlDeviceGetSerial")),
-            board_part_number=_text(q("nvmlDeviceGetBoardPartNumber")),
-            vbios_version=_text(q("nvmlDeviceGetVbiosVersion")),
-            inforom_version=_text(q("nvmlDeviceGetInforomImageVersion")),
-            memory_bus_width=q("nvmlDeviceGetMemoryBusWidth"),
-            pcie_max_gen=q("nvmlDeviceGetMaxPcieLinkGeneration"),
-            pcie_max_width=q("nvmlDeviceGetMaxPcieLinkWidth"),
-            persistence_mode=bool(persistence) if persistence is not None else None,
-            compute_mode=_COMPUTE_MODES.get(compute_mode) if compute_mode is not None else None,
-            mig_mode=bool(mig[0]) if mig else None,
-            mig_mode_pending=bool(mig[1]) if mig else None,
-            ecc_mode=bool(ecc) if ecc is not None else None,
-            bar1_total=getattr(bar1, "bar1Total", None),
-            numa_node=numa,
-            cpu_affinity=affinity,
-            minor_number=q("nvmlDeviceGetMinorNumber"),
-            temp_slowdown=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_SLOWDOWN),
-            temp_shutdown=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_SHUTDOWN),
-            temp_max_operating=q("nvmlDeviceGetTemperatureThreshold", lib.NVML_TEMPERATURE_THRESHOLD_GPU_MAX),
-            fan_count=q("nvmlDeviceGetNumFans"),
-            gpu_numa_id=q("nvmlDeviceGetNumaNodeId"),
+            **{k: read() for k, read in readers.items() if want is None or k in want},
         )
 
     def read_topology(self) -> Topology | None:
@@ -634,7 +693,13 @@ class NvmlSource:
             except GpuLost:
                 self._lost.add(i)
                 gpus.append(GpuSample(index=i, lost=True))
-        processes = self._procs.enrich(raw_procs, now) if self._enrich else raw_procs
+        processes = raw_procs
+        if self._enrich:
+            if self._procs is None:
+                from gputui.telemetry.host import ProcessInspector
+
+                self._procs = ProcessInspector()
+            processes = self._procs.enrich(raw_procs, now)
         host = self._host.sample()
         self._seq += 1
         return Snapshot(
