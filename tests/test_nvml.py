@@ -513,3 +513,61 @@ def test_a_one_shot_source_starts_no_slow_thread_and_skips_psutil(
         assert [g.gpu_util for g in snap.gpus] == [g.gpu_util for g in ticks[55].gpus]
     finally:
         source.close()
+
+
+def static_lib() -> ScriptedNvmlLib:
+    """One GPU whose static facts are scripted (values as an H200 reports them)."""
+    return ScriptedNvmlLib(
+        nvmlInit=None,
+        nvmlShutdown=None,
+        nvmlDeviceGetCount=1,
+        nvmlDeviceGetHandleByIndex=lambda i: f"handle-{i}",
+        nvmlDeviceGetName="NVIDIA H200",
+        nvmlDeviceGetUUID="GPU-1",
+        nvmlDeviceGetPciInfo_v3=SimpleNamespace(busId=b"00000000:00:06.0"),
+        nvmlDeviceGetMaxClockInfo=lambda h, kind: {pynvml.NVML_CLOCK_SM: 1980}.get(kind, 3201),
+        nvmlDeviceGetPowerManagementLimitConstraints=(200_000, 700_000),
+        nvmlDeviceGetMigMode=(0, 1),
+        nvmlDeviceGetMemoryAffinity=lambda h, n, scope: [1],
+        nvmlDeviceGetSerial="1654123456789",
+        nvmlDeviceGetCurrentEccMode=1,
+        nvmlDeviceGetArchitecture=9,
+        nvmlDeviceGetComputeMode=0,
+    )
+
+
+def test_static_facts_can_be_limited_to_the_ones_asked_for() -> None:
+    """A one-shot reader names the static facts it prints; NVML is asked for those alone (the
+    NUMA affinity call alone costs 12 ms on an H200) and each shared call once."""
+    lib = static_lib()
+    source = NvmlSource(
+        nvml=Nvml(lib=lib), slow=False, static=("max_sm_clock", "power_max_limit", "mig_mode")
+    )
+    (dev,) = source.open().devices
+    assert (dev.name, dev.uuid, dev.bus_id) == ("NVIDIA H200", "GPU-1", "00000000:00:06.0")  # always
+    assert (dev.max_sm_clock, dev.power_max_limit, dev.mig_mode) == (1980, 700.0, False)
+    assert dev.power_min_limit is None and dev.mig_mode_pending is None  # not asked for
+    assert dev.serial is None and dev.numa_node is None and dev.ecc_mode is None
+    asked = {fn for fn, _ in lib.calls}
+    assert "nvmlDeviceGetMemoryAffinity" not in asked and "nvmlDeviceGetSerial" not in asked
+    assert lib.calls[("nvmlDeviceGetMaxClockInfo", "handle-0")] == 1  # the SM clock only
+    source.close()
+
+    lib = static_lib()
+    full = NvmlSource(nvml=Nvml(lib=lib), slow=False)  # the default: every fact
+    (dev,) = full.open().devices
+    assert (dev.power_min_limit, dev.power_max_limit) == (200.0, 700.0)
+    assert lib.calls[("nvmlDeviceGetPowerManagementLimitConstraints", "handle-0")] == 1  # shared
+    assert (dev.mig_mode, dev.mig_mode_pending, dev.numa_node, dev.serial) == (
+        False,
+        True,
+        0,
+        "1654123456789",
+    )
+    assert (dev.ecc_mode, dev.architecture, dev.compute_mode, dev.max_mem_clock) == (
+        True,
+        "Hopper",
+        "Default",
+        3201,
+    )
+    full.close()

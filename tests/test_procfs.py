@@ -36,7 +36,9 @@ def test_it_agrees_with_psutil_on_this_machine() -> None:
 def test_a_busy_child_shows_as_busy() -> None:
     sampler = ProcHostSampler()
     before = read_cpu_times()
-    busy = subprocess.Popen([sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<30: pass"])
+    busy = subprocess.Popen(
+        [sys.executable, "-c", "import time\nt=time.time()\nwhile time.time()-t<30: pass"]
+    )
     try:
         deadline = time.monotonic() + 30
         while sum(psutil.Process(busy.pid).cpu_times()[:2]) < 0.5:

@@ -321,3 +321,31 @@ def test_the_readme_prologue_picks_the_freest_idle_gpu(x2_recording):
     )
     assert r.returncode == 1
     assert "no idle GPU" in r.stderr
+
+
+@pytest.mark.parametrize("table", [fmt.GPU_FIELDS, fmt.PROCESS_FIELDS], ids=["gpu", "process"])
+def test_each_field_declares_the_static_facts_it_reads(x2_recording, table):
+    """A live snapshot reads only the static facts its fields declare (NvmlSource's static=):
+    a field that read an undeclared fact would print null.  Every field must give the same
+    value from a DeviceInfo holding only index, name, UUID, bus id and what it declares."""
+    header, ticks = x2_recording
+    snap = ticks[59]
+    assert snap.processes
+    checked = 0
+    for f in table:
+        for dev in header.machine.devices:
+            keep = {"index", "name", "uuid", "bus_id", *f.static}
+            trimmed = dataclasses.replace(
+                dev, **{x.name: x.default for x in dataclasses.fields(dev) if x.name not in keep}
+            )
+            assert trimmed != dev or not f.static  # the trimming removes something
+            gpu = next(g for g in snap.gpus if g.index == dev.index)
+            for proc in [p for p in snap.processes if p.gpu_index == dev.index] or [None]:
+                full = fmt.Ctx(header.machine, snap, dev, gpu, proc)
+                part = fmt.Ctx(header.machine, snap, trimmed, gpu, proc)
+                assert f.get(part) == f.get(full), f.name
+                checked += 1
+    assert checked >= len(table) * 2
+    everything = fmt.static_facts(fmt.GPU_FIELDS)
+    assert {"memory_total", "vbios_version", "ecc_mode", "max_sm_clock"} <= everything
+    assert not {"numa_node", "cpu_affinity", "temp_slowdown", "bar1_total"} & everything  # never printed

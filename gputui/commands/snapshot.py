@@ -105,12 +105,13 @@ def run(args: argparse.Namespace) -> int:
         if args.noheader:
             opts.add("noheader")
         names = args.fields.split(",") if args.fields else []
+        reads: list[snap_fmt.Field] = []
         if kind == "csv":
             table = snap_fmt.PROCESS_BY_NAME if args.processes else snap_fmt.GPU_BY_NAME
             default = snap_fmt.DEFAULT_CSV_PROCESS if args.processes else snap_fmt.DEFAULT_CSV_GPU
             what = "process" if args.processes else "GPU"
             csv_fields = snap_fmt.select(names or default, table, what)
-            wanted = [f for _, f in csv_fields]
+            wanted = reads = [f for _, f in csv_fields]
         else:
             gpu_sel = [n for n in names if n.strip().lower() in snap_fmt.GPU_BY_NAME]
             proc_sel = [n for n in names if n.strip().lower() in snap_fmt.PROCESS_BY_NAME]
@@ -120,6 +121,9 @@ def run(args: argparse.Namespace) -> int:
             gpu_fields = snap_fmt.select(gpu_sel, snap_fmt.GPU_BY_NAME, "GPU") if gpu_sel else None
             proc_fields = snap_fmt.select(proc_sel, snap_fmt.PROCESS_BY_NAME, "process") if proc_sel else None
             wanted = [f for _, f in (gpu_fields or []) + (proc_fields or [])]
+            reads = [f for _, f in gpu_fields] if gpu_fields else list(snap_fmt.GPU_FIELDS)
+            if args.processes:
+                reads += [f for _, f in proc_fields] if proc_fields else list(snap_fmt.PROCESS_FIELDS)
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
@@ -133,10 +137,12 @@ def run(args: argparse.Namespace) -> int:
         from gputui.telemetry.nvml import NvmlSource
 
         # only what the fields need: the slow thread (PCIe throughput, energy, process
-        # utilization) and psutil's process facts cost a one-shot reader tens of ms
+        # utilization), psutil's process facts and some static facts (NUMA affinity alone
+        # is 12 ms on an H200) cost a one-shot reader tens of ms
         source = NvmlSource(
             slow=any(f.slow for f in wanted),
             enrich_processes=bool(args.processes),
+            static=snap_fmt.static_facts(reads),
         )
         live = True
     info = source.open()

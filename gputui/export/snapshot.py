@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,10 +61,22 @@ class Field:
     aliases: tuple[str, ...] = ()
     slow: bool = False
     """Sampled on NVML's slow cadence: a single live snapshot must wait for it."""
+    dev: tuple[str, ...] = ()
+    """The static facts (DeviceInfo attributes) `get` reads besides index, name, UUID and
+    bus id, so a one-shot reader asks NVML for those alone."""
 
     @property
     def header(self) -> str:
         return f"{self.name} [{self.unit}]" if self.unit else self.name
+
+    @property
+    def static(self) -> tuple[str, ...]:
+        return self.dev + (self.get.attrs if isinstance(self.get, _Dev) else ())
+
+
+def static_facts(fields: Iterable[Field]) -> frozenset[str]:
+    """Every static fact the fields read (NvmlSource's `static=`)."""
+    return frozenset(a for f in fields for a in f.static)
 
 
 def _mib(v: int | None) -> int | None:
@@ -84,8 +96,19 @@ def _g(attr: str) -> Callable[[Ctx], Any]:
     return lambda c: None if c.gpu is None or c.gpu.lost else getattr(c.gpu, attr)
 
 
+class _Dev:
+    """A getter of one static fact; the field knows what it reads."""
+
+    def __init__(self, attr: str) -> None:
+        self.attr = attr
+        self.attrs = (attr,)
+
+    def __call__(self, c: Ctx) -> Any:
+        return None if c.dev is None else getattr(c.dev, self.attr)
+
+
 def _d(attr: str) -> Callable[[Ctx], Any]:
-    return lambda c: None if c.dev is None else getattr(c.dev, attr)
+    return _Dev(attr)
 
 
 def _gmib(attr: str) -> Callable[[Ctx], Any]:
@@ -134,14 +157,14 @@ GPU_FIELDS: tuple[Field, ...] = (
     Field("vbios_version", "string", "", "VBIOS version", _d("vbios_version")),
     Field("compute_cap", "string", "", "CUDA compute capability, major.minor",
           lambda c: None if c.dev is None or c.dev.compute_capability is None
-          else "{}.{}".format(*c.dev.compute_capability)),
+          else "{}.{}".format(*c.dev.compute_capability), dev=("compute_capability",)),
     Field("persistence_mode", "string", "", "Enabled or Disabled",
-          lambda c: _enabled(c.dev.persistence_mode) if c.dev else None),
+          lambda c: _enabled(c.dev.persistence_mode) if c.dev else None, dev=("persistence_mode",)),
     Field("compute_mode", "string", "", "Default, Exclusive_Process, Prohibited", _d("compute_mode")),
     Field("mig.mode.current", "string", "", "Enabled or Disabled",
-          lambda c: _enabled(c.dev.mig_mode) if c.dev else None),
+          lambda c: _enabled(c.dev.mig_mode) if c.dev else None, dev=("mig_mode",)),
     Field("ecc.mode.current", "string", "", "Enabled or Disabled",
-          lambda c: _enabled(c.dev.ecc_mode) if c.dev else None),
+          lambda c: _enabled(c.dev.ecc_mode) if c.dev else None, dev=("ecc_mode",)),
     Field("pstate", "string", "", "performance state, P0 (fastest) to P15",
           lambda c: None if _g("pstate")(c) is None else f"P{_g('pstate')(c)}"),
     Field("fan.speed", "integer", "%", "fan speed, percent of its maximum", _g("fan_speed")),
@@ -152,7 +175,7 @@ GPU_FIELDS: tuple[Field, ...] = (
     Field("utilization.encoder", "integer", "%", "video encoder utilization", _g("encoder_util")),
     Field("utilization.decoder", "integer", "%", "video decoder utilization", _g("decoder_util")),
     Field("memory.total", "integer", "MiB", "total memory",
-          lambda c: _mib(c.dev.memory_total) if c.dev else None),
+          lambda c: _mib(c.dev.memory_total) if c.dev else None, dev=("memory_total",)),
     Field("memory.used", "integer", "MiB", "memory used (not counting the driver's reserve)",
           _gmib("mem_used")),
     Field("memory.free", "integer", "MiB", "memory free", _gmib("mem_free")),
@@ -160,7 +183,7 @@ GPU_FIELDS: tuple[Field, ...] = (
     Field("temperature.gpu", "integer", "", "GPU core temperature, °C", _g("temperature")),
     Field("power.draw", "number", "W", "power draw", _g("power_draw"), decimals=2),
     Field("power.limit", "number", "W", "power limit in force", _power_limit, decimals=2,
-          aliases=("enforced.power.limit",)),
+          aliases=("enforced.power.limit",), dev=("power_limit",)),
     Field("power.default_limit", "number", "W", "default power limit", _d("power_default_limit"),
           decimals=2),
     Field("power.min_limit", "number", "W", "lowest settable power limit", _d("power_min_limit"),

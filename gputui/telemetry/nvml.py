@@ -35,11 +35,11 @@ if TYPE_CHECKING:
     from gputui.telemetry.host import ProcessInspector
 
 
-
 def _log() -> Any:
     import logging  # only when there is something to say: a one-shot snapshot never does
 
     return logging.getLogger(__name__)
+
 
 # NVML return codes we treat specially (values from nvml.h; stable across versions).
 _NOT_SUPPORTED = 3

@@ -121,4 +121,3 @@ def host_sampler() -> Sampler:
     from gputui.telemetry.host import HostSampler
 
     return HostSampler()
-
