@@ -3,8 +3,9 @@
     python bench/snapshot_phases.py [--runs N]
 
 Each run is a fresh interpreter (`python -X importtime` would count imports only); it prints
-milliseconds per phase: the imports (pynvml, psutil, gputui's modules), nvmlInit, the static
-facts, one sample, building and printing the document.  Needs a GPU machine (live NVML).
+milliseconds per phase: the imports (pynvml, the command line, gputui's modules), nvmlInit alone
+(then shut down again), NvmlSource.open (nvmlInit + the static facts the JSON prints),
+one sample, building and printing the document.  Needs a GPU machine (live NVML).
 """
 
 from __future__ import annotations
@@ -22,11 +23,10 @@ marks = []
 def mark(name):
     marks.append((name, time.perf_counter()))
 import pynvml; mark("import pynvml")
-import psutil; mark("import psutil")
-from gputui.telemetry import model; mark("import gputui model")
+import gputui.cli; mark("import gputui.cli (argparse, the commands)")
+from gputui.telemetry import model; mark("import gputui model (dataclasses)")
 from gputui.telemetry import nvml as gn; mark("import gputui nvml")
 from gputui.export import snapshot as sf; mark("import gputui snapshot fields")
-from gputui.commands import snapshot as sc; mark("import gputui snapshot command")
 pynvml.nvmlInit(); mark("nvmlInit")
 n = pynvml.nvmlDeviceGetCount(); hs = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(n)]; mark("handles")
 pynvml.nvmlShutdown(); mark("nvmlShutdown (for the next step)")
@@ -39,7 +39,7 @@ def timed(self, fn, *a, **k):
     finally:
         calls[fn] = calls.get(fn, 0) + (time.perf_counter() - t) * 1000
 gn.Nvml.query = timed
-src = gn.NvmlSource(slow=False, enrich_processes=False)
+src = gn.NvmlSource(slow=False, enrich_processes=False, static=sf.static_facts(sf.GPU_FIELDS))
 info = src.open(); mark("NvmlSource.open (init + static facts)")
 print(json.dumps({"calls": calls}))
 calls.clear()
@@ -47,12 +47,13 @@ snap = src.sample(); mark("sample")
 print(json.dumps({"sample calls": calls}))
 doc = sf.document(info, snap, source={"kind": "live"}); mark("document")
 out = sf.dumps(doc, pretty=True); mark("dumps")
+import psutil; mark("import psutil (--processes only)")
 prev = t0
 res = {}
 for name, t in marks:
     res[name] = (t - prev) * 1000
     prev = t
-res["total in-process"] = (prev - t0) * 1000
+res["total: the snapshot path alone"] = (prev - t0) * 1000 - res["import psutil (--processes only)"] - res["nvmlShutdown (for the next step)"] - res["nvmlInit"] - res["handles"]
 import json; print(json.dumps(res))
 """
 
@@ -78,8 +79,10 @@ def main() -> int:
         print(f"{k:<45} median {statistics.median(vs):7.1f} ms  min {min(vs):7.1f}  max {max(vs):7.1f}")
     for what, costs in calls.items():
         top = sorted(costs.items(), key=lambda kv: -kv[1])[:12]
-        print(f"{what}, last run, slowest NVML calls (ms, all GPUs): "
-              + ", ".join(f"{k.removeprefix('nvmlDevice')} {v:.2f}" for k, v in top))
+        print(
+            f"{what}, last run, slowest NVML calls (ms, all GPUs): "
+            + ", ".join(f"{k.removeprefix('nvmlDevice')} {v:.2f}" for k, v in top)
+        )
     return 0
 
 

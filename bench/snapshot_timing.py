@@ -27,7 +27,11 @@ def commands() -> dict[str, list[str]]:
         "python -c pass": [py, "-c", "pass"],
         "python -S -c pass (no site)": [py, "-S", "-c", "pass"],
         "python: import pynvml; nvmlInit()": [py, "-c", "import pynvml; pynvml.nvmlInit()"],
-        f"nvidia-smi --query-gpu={FIELDS} --format=csv": ["nvidia-smi", f"--query-gpu={FIELDS}", "--format=csv"],
+        f"nvidia-smi --query-gpu={FIELDS} --format=csv": [
+            "nvidia-smi",
+            f"--query-gpu={FIELDS}",
+            "--format=csv",
+        ],
         "gputui snapshot --json": [py, "-m", "gputui", "snapshot", "--json"],
         f"gputui snapshot --fields {FIELDS}": [py, "-m", "gputui", "snapshot", "--fields", FIELDS],
         "gputui snapshot --json --processes": [py, "-m", "gputui", "snapshot", "--json", "--processes"],
@@ -57,8 +61,17 @@ def main() -> int:
     for name, t in times.items():
         med, lo, hi = statistics.median(t), min(t), max(t)
         if args.json:
-            print(json.dumps({"command": name, "runs": len(t), "median_ms": round(med, 1),
-                              "min_ms": round(lo, 1), "max_ms": round(hi, 1)}))
+            print(
+                json.dumps(
+                    {
+                        "command": name,
+                        "runs": len(t),
+                        "median_ms": round(med, 1),
+                        "min_ms": round(lo, 1),
+                        "max_ms": round(hi, 1),
+                    }
+                )
+            )
         else:
             print(f"{name:<75} median {med:6.1f} ms  min {lo:6.1f}  max {hi:6.1f}")
     return 0
