@@ -6,22 +6,33 @@ Imports are deferred so headless subcommands never pay for Textual, and the TUI 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from types import ModuleType
 
 from gputui import __version__
-from gputui.commands import diag, export, record, snapshot, stress, watch
 from gputui.commands.common import load_config, positive
 
-DEMO_RECORDING = Path(__file__).parent / "data" / "demo.jsonl.gz"
+DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz")
 
-#: Subcommands: modules with NAME, add_parser(subparsers) and run(args) -> exit code.
-COMMANDS = [record, snapshot, watch, export, diag, stress]
+#: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
+#: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
+COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress")
 
 
-def build_parser() -> argparse.ArgumentParser:
+_TAKES_VALUE = frozenset({"-i", "--interval", "--replay", "--start", "--config"})
+"""The top-level options whose next word is their value (`--replay watch` names a file)."""
+
+
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(f"gputui.commands.{name}")
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The whole command line; `only`: with that one subcommand alone (the others are not
+    imported).  Parsing a command line that names it gives the same result either way."""
     parser = argparse.ArgumentParser(
         prog="gputui",
         description="A terminal GPU monitor: every GPU live, its processes, and the host.",
@@ -62,24 +73,30 @@ def build_parser() -> argparse.ArgumentParser:
         "--print-config", action="store_true", help="print the default settings, with comments, and exit"
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for command in COMMANDS:
-        command.add_parser(sub)
+    for name in COMMANDS if only is None else (only,):
+        command_module(name).add_parser(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    # the first word that names a subcommand: only that one is imported and registered
+    # (`gputui --help` and a mistyped command still see them all)
+    named = next(
+        (a for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] not in _TAKES_VALUE)), None
+    )
+    parser = build_parser(only=named)
     args = parser.parse_args(argv)
     if args.print_config:
         from gputui.config import default_text
 
         sys.stdout.write(default_text())
         return 0
-    for command in COMMANDS:
-        if args.command == command.NAME:
-            if getattr(command, "USES_CONFIG", False):
-                args.settings = load_config(args, f"gputui {command.NAME}").config
-            return int(command.run(args))
+    if args.command is not None:
+        command = command_module(args.command)
+        if getattr(command, "USES_CONFIG", False):
+            args.settings = load_config(args, f"gputui {args.command}").config
+        return int(command.run(args))
     return run_tui(args)
 
 
@@ -88,7 +105,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
     loaded = load(args.config)
     settings = loaded.config
-    replay_path = str(DEMO_RECORDING) if args.demo else args.replay
+    replay_path = DEMO_RECORDING if args.demo else args.replay
     if replay_path is not None:
         from gputui.telemetry.recording import RecordingError, ReplaySource
 

@@ -8,6 +8,7 @@ import csv
 import dataclasses
 import io
 import json
+import os
 import re
 import subprocess
 import sys
@@ -349,3 +350,32 @@ def test_each_field_declares_the_static_facts_it_reads(x2_recording, table):
     everything = fmt.static_facts(fmt.GPU_FIELDS)
     assert {"memory_total", "vbios_version", "ecc_mode", "max_sm_clock"} <= everything
     assert not {"numa_node", "cpu_affinity", "temp_slowdown", "bar1_total"} & everything  # never printed
+
+
+def test_a_snapshot_imports_no_other_subcommand():
+    code = (
+        "import sys, contextlib, io\n"
+        "from gputui.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        f"    main(['snapshot', '--replay', {str(H200_X2)!r}, '--json'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('gputui.commands.')))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "['gputui.commands.common', 'gputui.commands.snapshot']"
+
+
+def test_a_subcommand_name_as_an_option_value_is_not_the_subcommand(tmp_path):
+    """`gputui --replay watch snapshot ...`: a recording named "watch", then the snapshot."""
+    (tmp_path / "watch").write_bytes(H200_X2.read_bytes())
+    argv = ["--replay", "watch", "snapshot", "--replay", "watch", "--fields", "index"]
+    r = subprocess.run(
+        [sys.executable, "-m", "gputui", *argv],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["index", "0", "1"]
+    r = gputui("snapshto")
+    assert r.returncode == 2
+    assert "invalid choice: 'snapshto' (choose from 'record', 'snapshot', 'watch', 'export'" in r.stderr
