@@ -56,8 +56,11 @@ def main() -> int:
     for _ in range(args.runs):
         for name, cmd in cmds.items():
             t0 = time.perf_counter()
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
             times[name].append((time.perf_counter() - t0) * 1000)
+            if r.returncode != 0:  # a tool that dies early is fast: never time a failure
+                print(f"{name}: exit {r.returncode}", file=sys.stderr)
+                return 1
     for name, t in times.items():
         med, lo, hi = statistics.median(t), min(t), max(t)
         if args.json:

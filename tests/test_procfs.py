@@ -20,6 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_it_agrees_with_psutil_on_this_machine() -> None:
     mine, theirs = ProcHostSampler(), HostSampler()
+    time.sleep(0.25)
     a, b = mine.sample(), theirs.sample()
     assert len(a.per_cpu) == len(b.per_cpu) == psutil.cpu_count()
     assert a.mem_total == b.mem_total == psutil.virtual_memory().total
@@ -75,7 +76,7 @@ def test_an_old_kernel_without_memavailable_or_loadavg(tmp_path: Path) -> None:
         "Cached:          250 kB\nSwapTotal:         0 kB\nSwapFree:          0 kB\nHugePages_Total: 0\n"
     )
     (tmp_path / "uptime").write_text("12345.67 999.0\n")
-    s = ProcHostSampler(str(tmp_path)).sample()
+    s = ProcHostSampler(str(tmp_path), min_interval=0).sample()
     assert s.per_cpu == (0.0, 0.0)
     assert s.mem_total == 1000 * 1024
     assert s.mem_available == 400 * 1024  # free + buffers + cached
@@ -89,11 +90,23 @@ def test_an_old_kernel_without_memavailable_or_loadavg(tmp_path: Path) -> None:
 def test_a_cpu_going_offline_restarts_the_measurement(tmp_path: Path) -> None:
     (tmp_path / "stat").write_text("cpu  0\ncpu0 10 0 0 90\ncpu1 10 0 0 90\n")
     (tmp_path / "meminfo").write_text("MemTotal: 1 kB\n")
-    sampler = ProcHostSampler(str(tmp_path))
+    sampler = ProcHostSampler(str(tmp_path), min_interval=0)
     (tmp_path / "stat").write_text("cpu  0\ncpu0 60 0 0 140\n")
     assert sampler.sample().per_cpu == (0.0,)
     (tmp_path / "stat").write_text("cpu  0\ncpu0 110 0 0 190\n")
     assert sampler.sample().per_cpu == (50.0,)
+
+
+def test_no_cpu_percent_over_too_short_a_time() -> None:
+    """The kernel counts CPU time in 10 ms ticks: a few ms say nothing.  A one-shot reader
+    gets None (null in the JSON), and the next sample covers the whole time since."""
+    sampler = ProcHostSampler(min_interval=0.2)
+    first = sampler.sample()
+    assert first.cpu_percent is None and first.per_cpu == ()
+    assert first.mem_total is not None and first.load_avg is not None  # the rest is there
+    time.sleep(0.25)
+    later = sampler.sample()
+    assert later.cpu_percent is not None and len(later.per_cpu) == psutil.cpu_count()
 
 
 def test_linux_gets_the_proc_sampler() -> None:

@@ -12,6 +12,7 @@ have (PCIe throughput, energy, per-process details) are gputui's own and marked 
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -411,11 +412,12 @@ def document(
     gpus = [{f.name: f.get(ctx) for _, f in gsel} for ctx in _contexts(info, snap)]
     sys_ = info.system
     host = snap.host
+    doc_source = source or {"kind": "live"}
     doc: dict[str, Any] = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,
         "gputui": __version__,
-        "source": source or {"kind": "live"},
+        "source": doc_source,
         "hostname": sys_.hostname,
         "driver_version": sys_.driver_version,
         "cuda_version": sys_.cuda_driver_version,
@@ -426,7 +428,7 @@ def document(
         "host": None
         if host is None
         else {
-            "cpu_count": len(host.per_cpu) or None,
+            "cpu_count": len(host.per_cpu) or (os.cpu_count() if doc_source["kind"] == "live" else None),
             "cpu_percent": host.cpu_percent,
             "memory.total": _mib(host.mem_total),
             "memory.used": _mib(host.mem_used),
@@ -531,7 +533,11 @@ def schema() -> dict[str, Any]:
                 "additionalProperties": False,
                 "properties": {
                     "cpu_count": {"type": ["integer", "null"]},
-                    "cpu_percent": {"type": ["number", "null"], "description": "all cores, 0-100"},
+                    "cpu_percent": {
+                        "type": ["number", "null"],
+                        "description": "all cores, 0-100, since the previous document; null in "
+                        "the first of a live snapshot (a rate needs readings 0.2 s apart)",
+                    },
                     "memory.total": {**mib, "description": "[MiB]"},
                     "memory.used": {**mib, "description": "[MiB] total minus available"},
                     "memory.available": {**mib, "description": "[MiB]"},

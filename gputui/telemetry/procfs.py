@@ -8,6 +8,7 @@ psutil reads the same files; importing it costs 13 ms (47 ms in an environment w
 from __future__ import annotations
 
 import os
+import time
 from typing import Protocol
 
 from gputui.telemetry.model import HostSample
@@ -62,20 +63,25 @@ def cpu_percents(before: CpuTimes, after: CpuTimes) -> tuple[float, ...]:
 
 class ProcHostSampler:
     """CPU %, memory, swap, load and uptime from /proc.  CPU % covers the time since the
-    previous sample (the first: since the sampler was made)."""
+    previous sample (the first: since the sampler was made); over less than `min_interval`
+    seconds the kernel's 10 ms ticks say nothing, so CPU % is None until that has passed
+    (a one-shot `gputui snapshot` prints null rather than noise)."""
 
-    def __init__(self, root: str = "/proc") -> None:
+    def __init__(self, root: str = "/proc", min_interval: float = 0.2) -> None:
         self._root = root
+        self._min_interval = min_interval
         self._prev = read_cpu_times(root)
+        self._prev_at = time.monotonic()
 
     def sample(self) -> HostSample:
         root = self._root
-        now = read_cpu_times(root)
-        per_cpu = cpu_percents(self._prev, now)
-        if len(now) == len(self._prev):
-            self._prev = now
-        else:  # a CPU went on- or offline: start over from here
-            self._prev, per_cpu = now, tuple(0.0 for _ in now)
+        per_cpu: tuple[float, ...] = ()
+        if time.monotonic() - self._prev_at >= self._min_interval:
+            now = read_cpu_times(root)
+            per_cpu = cpu_percents(self._prev, now)
+            if len(now) != len(self._prev):  # a CPU went on- or offline: start over from here
+                per_cpu = tuple(0.0 for _ in now)
+            self._prev, self._prev_at = now, time.monotonic()
         mem = read_meminfo(root)
         total = mem.get("MemTotal")
         avail = mem.get("MemAvailable")
