@@ -141,6 +141,65 @@ DCGM_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation now.", _a("pcie_gen")),
     GpuMetric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link width now (lanes).", _a("pcie_width")),
     GpuMetric("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in %).", _a("fan_speed")),
+    # memory and link health (NVML's slow cadence: absent until its first pass)
+    GpuMetric(
+        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
+        "unknown",
+        "Total number of PCIe retries.",
+        _a("pcie_replay_counter"),
+    ),
+    GpuMetric(
+        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
+        "unknown",
+        "Number of remapped rows for uncorrectable errors",
+        _a("remapped_rows_uncorrected"),
+    ),
+    GpuMetric(
+        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
+        "unknown",
+        "Number of remapped rows for correctable errors",
+        _a("remapped_rows_corrected"),
+    ),
+    GpuMetric(
+        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+        "gauge",
+        "Whether remapping of rows has failed",
+        _a("remapped_rows_failure"),
+    ),
+    GpuMetric(
+        "DCGM_FI_DEV_RETIRED_SBE",
+        "unknown",
+        "Total number of retired pages due to single-bit errors.",
+        _a("retired_pages_sbe"),
+    ),
+    GpuMetric(
+        "DCGM_FI_DEV_RETIRED_DBE",
+        "unknown",
+        "Total number of retired pages due to double-bit errors.",
+        _a("retired_pages_dbe"),
+    ),
+)
+
+#: gputui's own per-GPU metrics where dcgm-exporter has no such quantity.
+OWN_GPU_METRICS: tuple[GpuMetric, ...] = (
+    GpuMetric(
+        "gputui_gpu_row_remap_pending",
+        "gauge",
+        "1 when a memory row remap waits for the next GPU reset (the bad row is in use until then).",
+        _a("remapped_rows_pending"),
+    ),
+    GpuMetric(
+        "gputui_gpu_nvlink_receive_bytes_per_second",
+        "gauge",
+        "Data received over all NVLinks of the GPU, bytes per second (NVML throughput counters).",
+        _a("nvlink_rx"),
+    ),
+    GpuMetric(
+        "gputui_gpu_nvlink_transmit_bytes_per_second",
+        "gauge",
+        "Data sent over all NVLinks of the GPU, bytes per second (NVML throughput counters).",
+        _a("nvlink_tx"),
+    ),
 )
 
 
@@ -168,7 +227,7 @@ def build_families(
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
     out: list[Metric] = []
-    for m in DCGM_METRICS:
+    for m in DCGM_METRICS + OWN_GPU_METRICS:
         fam = _family(m.name, m.help, m.type)
         for d, g in gpus:
             v = None if g.lost else m.get(g)
