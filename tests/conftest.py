@@ -22,6 +22,8 @@ time.tzset()
 FIXTURES = Path(__file__).parent / "fixtures"
 H200_X2 = FIXTURES / "h200-x2" / "recording.jsonl.gz"
 H200_X1 = FIXTURES / "h200-x1-v2" / "recording.jsonl.gz"
+H200_X2_V2 = FIXTURES / "h200-x2-v2" / "recording.jsonl.gz"
+"""2x H200 under DDP, with the slow-cadence values (NVLink throughput, PCIe replays, remapped rows)."""
 NOGPU = FIXTURES / "nogpu" / "recording.jsonl.gz"
 DERIVED = FIXTURES / "derived"
 X8_240 = DERIVED / "h200x8-nvswitch-240procs.jsonl.gz"

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from conftest import FROZEN, H200_X2, X8_240, gputui
+from conftest import FROZEN, H200_X2, H200_X2_V2, X8_240, gputui
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as om_families
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
@@ -26,7 +26,7 @@ from gputui.export.prometheus import DCGM_LABELS, GpuCollector, metrics_app, ser
 from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.poller import Poller
-from gputui.telemetry.recording import ReplaySource
+from gputui.telemetry.recording import ReplaySource, read_recording
 
 MIB = 2**20
 
@@ -331,3 +331,33 @@ def test_one_rendering_per_snapshot_and_format_gzip_and_name_filter():
         assert names == {"DCGM_FI_DEV_GPU_UTIL"}
         e.step_to(31)
         assert e.scrape() != plain[0]  # a new tick is rendered anew
+
+
+def test_link_and_memory_health_metrics_from_a_real_ddp_run():
+    """dcgm-exporter's PCIe-replay and remapped-row metrics and gputui's NVLink throughput,
+    from the 2x H200 recorded under data-parallel training (NVLink ~33 GB/s each way)."""
+    _, ticks = read_recording(H200_X2_V2)
+    with exporter(H200_X2_V2) as e:
+        e.step_to(61)
+        got = samples(e.scrape())
+    g = {x.index: x for x in ticks[60].gpus}
+    assert all(x.nvlink_rx and x.nvlink_rx > 10e9 for x in g.values())  # the recording is what we think
+    assert by_gpu(got["gputui_gpu_nvlink_receive_bytes_per_second"]) == {i: float(g[i].nvlink_rx) for i in g}
+    assert by_gpu(got["gputui_gpu_nvlink_transmit_bytes_per_second"]) == {i: float(g[i].nvlink_tx) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"]) == {i: float(g[i].pcie_replay_counter) for i in g}
+    assert by_gpu(got["DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"]) == {0: 0.0, 1: 0.0}
+    assert by_gpu(got["DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"]) == {0: 0.0, 1: 0.0}
+    assert by_gpu(got["DCGM_FI_DEV_ROW_REMAP_FAILURE"]) == {0: 0.0, 1: 0.0}
+    assert by_gpu(got["gputui_gpu_row_remap_pending"]) == {0: 0.0, 1: 0.0}
+    assert "DCGM_FI_DEV_RETIRED_SBE" not in got  # Hopper retires no pages (remaps rows): no series
+    assert set(got["DCGM_FI_DEV_PCIE_REPLAY_COUNTER"][0].labels) == set(DCGM_LABELS)
+
+
+def test_health_metrics_are_absent_before_the_slow_pass_not_zero():
+    """The first recorded tick precedes NVML's first slow-cadence pass: no series, not 0."""
+    with exporter(H200_X2_V2) as e:
+        e.step_to(1)
+        got = samples(e.scrape())
+    assert "DCGM_FI_DEV_GPU_UTIL" in got
+    for name in ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "gputui_gpu_nvlink_receive_bytes_per_second"):
+        assert name not in got

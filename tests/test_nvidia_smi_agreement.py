@@ -32,6 +32,9 @@ X2 = FIXTURES / "h200-x2"
 X1 = FIXTURES / "h200-x1"
 X1V2 = FIXTURES / "h200-x1-v2"
 """1x H200 recorded again with NVML v2 memory (as nvidia-smi counts it)."""
+X2V2 = FIXTURES / "h200-x2-v2"
+"""2x H200 recorded again with the slow-cadence values (NVLink throughput, PCIe replays,
+remapped rows)."""
 MIB = 1024 * 1024
 
 MAX_SKEW = 0.6
@@ -203,6 +206,10 @@ def x1v2() -> Loaded:
     return load(X1V2, "recording.jsonl.gz")
 
 
+def x2v2() -> Loaded:
+    return load(X2V2, "recording.jsonl.gz")
+
+
 # --------------------------------------------------------------------------------------
 # Tests
 # --------------------------------------------------------------------------------------
@@ -239,7 +246,9 @@ def test_hour_offset_is_found_for_a_shifted_clock() -> None:
     assert len(align(shifted, ticks)) == len(align(rows, ticks))
 
 
-@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
+@pytest.mark.parametrize(
+    "load_fixture", [x2, x1, x1v2, x2v2], ids=["h200-x2", "h200-x1", "h200-x1-v2", "h200-x2-v2"]
+)
 def test_rows_are_matched_for_every_gpu(load_fixture: Callable[[], Loaded]) -> None:
     header, _, rows, matches = load_fixture()
     assert len(header.machine.devices) >= 1
@@ -253,7 +262,7 @@ def test_rows_are_matched_for_every_gpu(load_fixture: Callable[[], Loaded]) -> N
 
 
 @pytest.mark.parametrize("name", [n for n in FIELDS if n != "clocks.current.sm"])
-@pytest.mark.parametrize("load_fixture", [x2, x1v2], ids=["h200-x2", "h200-x1-v2"])
+@pytest.mark.parametrize("load_fixture", [x2, x1v2, x2v2], ids=["h200-x2", "h200-x1-v2", "h200-x2-v2"])
 def test_v2_memory_recordings_agree_with_nvidia_smi(load_fixture: Callable[[], Loaded], name: str) -> None:
     field = FIELDS[name]
     header, _, _, matches = load_fixture()
@@ -276,7 +285,9 @@ def test_h200_x1_agrees_with_nvidia_smi_except_memory(name: str) -> None:
 
 
 @pytest.mark.parametrize("name", list(EXTRA_FIELDS))
-@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
+@pytest.mark.parametrize(
+    "load_fixture", [x2, x1, x1v2, x2v2], ids=["h200-x2", "h200-x1", "h200-x1-v2", "h200-x2-v2"]
+)
 def test_other_fields_agree_with_nvidia_smi(load_fixture: Callable[[], Loaded], name: str) -> None:
     field = EXTRA_FIELDS[name]
     header, _, _, matches = load_fixture()
@@ -286,7 +297,9 @@ def test_other_fields_agree_with_nvidia_smi(load_fixture: Callable[[], Loaded], 
         assert share >= MIN_AGREEMENT, f"GPU {device.index} {name}: only {share:.0%} within {field.tolerance}"
 
 
-@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
+@pytest.mark.parametrize(
+    "load_fixture", [x2, x1, x1v2, x2v2], ids=["h200-x2", "h200-x1", "h200-x1-v2", "h200-x2-v2"]
+)
 def test_sm_clock_agrees_with_nvidia_smi(load_fixture: Callable[[], Loaded]) -> None:
     """The SM clock agrees within 100 MHz where it is steady.  At the power cap it wanders
     (the driver adjusts it every few ms), so two readings ~0.3 s apart differ by up to
@@ -309,7 +322,9 @@ def test_sm_clock_agrees_with_nvidia_smi(load_fixture: Callable[[], Loaded]) -> 
         assert abs(smi_median - recorded_median) <= 15, (smi_median, recorded_median)
 
 
-@pytest.mark.parametrize("load_fixture", [x2, x1, x1v2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
+@pytest.mark.parametrize(
+    "load_fixture", [x2, x1, x1v2, x2v2], ids=["h200-x2", "h200-x1", "h200-x1-v2", "h200-x2-v2"]
+)
 def test_sm_clock_wanders_at_the_power_cap(load_fixture: Callable[[], Loaded]) -> None:
     """Why the capped tolerance is wider: gputui's own consecutive ticks at the cap differ
     by more than 100 MHz often, and by less than CAPPED_SM_TOLERANCE always."""
@@ -359,7 +374,9 @@ def test_memory_agreement_fails_for_v1_semantics() -> None:
     assert agreement(d, FIELDS["memory.used"].tolerance) < 0.1
 
 
-@pytest.mark.parametrize("directory", [X2, X1, X1V2], ids=["h200-x2", "h200-x1", "h200-x1-v2"])
+@pytest.mark.parametrize(
+    "directory", [X2, X1, X1V2, X2V2], ids=["h200-x2", "h200-x1", "h200-x1-v2", "h200-x2-v2"]
+)
 def test_static_facts_match_nvidia_smi(directory: Path) -> None:
     recording = "recording-v1mem.jsonl.gz" if directory == X1 else "recording.jsonl.gz"
     header, _, _, _ = load(directory, recording)
