@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -282,3 +284,43 @@ def test_a_really_reused_pid_is_described_as_the_new_process(spawn: Spawn) -> No
     assert before.create_time is not None
     assert after.create_time is not None
     assert after.create_time > before.create_time
+
+
+NAMESPACE_PROBE = """
+import json, sys
+from gputui.telemetry.host import ProcessInspector, in_host_pid_namespace
+from gputui.telemetry.model import GpuProcess
+inspector = ProcessInspector()
+host_pid = int(sys.argv[1])
+# NVML's PIDs are the host's: one that does not exist here, and PID 1, which here is this
+# very script (a local process with that number, holding no /dev/nvidia* file)
+out = inspector.enrich([GpuProcess(gpu_index=0, pid=host_pid), GpuProcess(gpu_index=0, pid=1)])
+print(json.dumps({"host_ns": in_host_pid_namespace(), "verify": inspector.verify_gpu_files,
+                  "visible": [p.visible for p in out], "names": [p.name for p in out]}))
+"""
+
+
+def test_inside_a_real_pid_namespace_host_pids_are_not_taken_for_local_processes(spawn: Spawn) -> None:
+    """What a container without --pid=host sees, for real: `unshare --pid` gives the probe a
+    new PID namespace where NVML's host PIDs either don't exist or are other processes."""
+    if shutil.which("unshare") is None:
+        pytest.skip("no unshare(1) here")
+    child = spawn(SLEEP, "host-side")
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    r = subprocess.run(
+        ["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", NAMESPACE_PROBE, str(child.pid)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHONPATH": repo},
+        check=False,
+    )
+    if r.returncode != 0 and ("Operation not permitted" in r.stderr or "cannot" in r.stderr.lower()):
+        pytest.skip(f"no new PID namespace here: {r.stderr.strip()[:200]}")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["host_ns"] is False  # it knows it is not in the host's namespace
+    assert got["verify"] is True  # so it checks each PID for an open NVIDIA device file
+    assert got["visible"] == [False, False]  # neither is taken for the GPU process
+    assert got["names"] == [None, None]  # and no facts of the wrong process leak into the row
+    assert psutil.Process(child.pid).is_running()  # (the host-side process was there all along)
