@@ -248,6 +248,15 @@ def test_unlisted_memory_is_quiet_on_real_recordings_and_shows_a_missing_process
     assert extra >= holder.gpu_memory
     line = " ".join(text(x) for x in notice_lines([], [(gpu, extra)], 160, live=True, own_namespace=False))
     assert f"GPU memory used by no listed process: GPU {gpu} {fmt_mem(extra)}" in line
+    assert "other containers or VMs" in line
+    # in a PID namespace of its own, current drivers list only that namespace's processes
+    # (what gputui showed inside `unshare --pid` on a real H200): the note says so, and the fix
+    line = " ".join(text(x) for x in notice_lines([], [(gpu, extra)], 160, live=True, own_namespace=True))
+    assert f"GPU memory used by no listed process: GPU {gpu} {fmt_mem(extra)}" in line
+    assert "its own PID namespace" in line and "--pid=host" in line and "hostPID: true" in line
+    # a recording says nothing about the namespace of whoever replays it
+    line = " ".join(text(x) for x in notice_lines([], [(gpu, extra)], 160, live=False, own_namespace=True))
+    assert "--pid=host" not in line
 
 
 # ---- per-process history -----------------------------------------------------------------

@@ -668,14 +668,17 @@ def notice_lines(
         out.extend(_wrap(text, width, PS.note_warn))
     if unlisted:
         parts = ", ".join(f"GPU {g} {fmt_mem(b)}" for g, b in unlisted)
-        out.extend(
-            _wrap(
-                f"⚠ GPU memory used by no listed process: {parts} "
-                "(processes NVML does not show here: other containers or VMs)",
-                width,
-                PS.note_warn,
+        if live and own_namespace:
+            # what current drivers do (seen on 580): NVML called from a PID namespace lists
+            # only that namespace's processes, so the others' memory is all that shows
+            why = (
+                "gputui runs in its own PID namespace (a container without --pid=host) and the "
+                "driver lists only this namespace's processes; run the container with --pid=host "
+                "(Kubernetes: hostPID: true) to see them"
             )
-        )
+        else:
+            why = "processes NVML does not show here: other containers or VMs"
+        out.extend(_wrap(f"⚠ GPU memory used by no listed process: {parts} ({why})", width, PS.note_warn))
     return out
 
 
