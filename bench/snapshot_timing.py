@@ -19,6 +19,20 @@ import sys
 import time
 
 FIELDS = "index,name,temperature.gpu,utilization.gpu,memory.used,memory.total,power.draw"
+FLOOR = "import os, pynvml; pynvml.nvmlInit(); pynvml.nvmlDeviceGetHandleByIndex(0); os._exit(0)"
+BARE = """
+import os, sys, pynvml
+pynvml.nvmlInit()
+out = ["index, name, temperature.gpu, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]"]
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    m = pynvml.nvmlDeviceGetMemoryInfo(h)
+    out.append(f"{i}, {pynvml.nvmlDeviceGetName(h)}, {pynvml.nvmlDeviceGetTemperature(h, 0)}, "
+               f"{pynvml.nvmlDeviceGetUtilizationRates(h).gpu} %, {m.used >> 20} MiB, {m.total >> 20} MiB, "
+               f"{pynvml.nvmlDeviceGetPowerUsage(h) / 1000:.2f} W")
+sys.stdout.write("\\n".join(out) + "\\n"); sys.stdout.flush(); os._exit(0)
+"""
+"""The least any Python program on nvidia-ml-py can do for nvidia-smi's query: the floor."""
 
 
 def commands() -> dict[str, list[str]]:
@@ -27,6 +41,8 @@ def commands() -> dict[str, list[str]]:
         "python -c pass": [py, "-c", "pass"],
         "python -S -c pass (no site)": [py, "-S", "-c", "pass"],
         "python: import pynvml; nvmlInit()": [py, "-c", "import pynvml; pynvml.nvmlInit()"],
+        "python: the same + one handle, then os._exit (no teardown)": [py, "-c", FLOOR],
+        "python: a bare pynvml script printing nvidia-smi's 7 fields, os._exit": [py, "-c", BARE],
         f"nvidia-smi --query-gpu={FIELDS} --format=csv": [
             "nvidia-smi",
             f"--query-gpu={FIELDS}",
