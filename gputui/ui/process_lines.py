@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 import time
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -32,6 +31,7 @@ from gputui.ui.render import (
     Line,
     S,
     fit,
+    one_cell,
     pad,
     pad_line,
 )
@@ -62,11 +62,7 @@ def literal(text: str) -> str:
         return text
     out = []
     for ch in text:
-        if (ch.isascii() and ch.isprintable()) or (
-            ch.isprintable()
-            and not unicodedata.combining(ch)
-            and unicodedata.east_asian_width(ch) not in ("W", "F")
-        ):
+        if one_cell(ch):
             out.append(ch)
         else:
             code = ord(ch)

@@ -85,24 +85,24 @@ def bar_styles(color: str) -> tuple[Style, Style]:
 # --------------------------------------------------------------------------------------
 
 
+def one_cell(ch: str) -> bool:
+    """A printable character that takes exactly one terminal cell (not a control, not
+    zero-width or combining, not double-width): what untrusted text may show as itself."""
+    return (ch.isascii() and ch.isprintable()) or (
+        ch.isprintable()
+        and not unicodedata.combining(ch)
+        and unicodedata.east_asian_width(ch) not in ("W", "F")
+    )
+
+
 def clean(text: str) -> str:
-    """Make untrusted text safe to draw as cells: no control characters (escape
-    sequences lose their ESC and show as text), no zero-width or double-width surprises."""
-    out = []
-    for ch in text:
-        if ch.isprintable() and ch.isascii():
-            out.append(ch)
-        elif ch in "\t\n\r":
-            out.append(" ")
-        elif (
-            not ch.isprintable()
-            or unicodedata.combining(ch)
-            or unicodedata.east_asian_width(ch) in ("W", "F")
-        ):
-            out.append("?")
-        else:
-            out.append(ch)
-    return "".join(out)
+    """Make untrusted text safe to draw as cells, for labels (GPU and host names): no
+    control characters (escape sequences lose their ESC and show as text), whitespace
+    controls as spaces, anything else not one cell wide as "?".  Where the exact content
+    matters (command lines, environment values) `process_lines.literal` escapes instead."""
+    if text.isascii() and text.isprintable():
+        return text
+    return "".join(ch if one_cell(ch) else " " if ch in "\t\n\r" else "?" for ch in text)
 
 
 def fit(text: str, width: int) -> str:
