@@ -35,6 +35,7 @@ def only(**rules: object) -> AlertConfig:
         temperature=OFF,
         power=OFF,
         ecc=OFF,
+        xid=OFF,
         gpu_lost=Switch(False),
         idle_memory=IdleRule(False, 0.0, 0, 0),
         process_age=ProcessAgeRule(False, 0.0, 0),
@@ -187,6 +188,31 @@ def test_ecc_and_gpu_lost_derived_from_a_real_tick(x2_recording):
         ("resolved", "ecc:gpu0"),
     ]
     assert set(engine.active) == {"gpu_lost:gpu1"}
+
+
+def test_an_xid_fires_by_default_and_a_gpu_nobody_watches_raises_nothing(x2_recording):
+    header, ticks = x2_recording
+    base = ticks[50]
+
+    def with_xids(ts_offset, count0, count1):
+        g0, g1 = base.gpus
+        return dataclasses.replace(
+            base,
+            timestamp=base.timestamp + ts_offset,
+            gpus=(
+                dataclasses.replace(g0, xid_count=count0, xid_last=43 if count0 else None),
+                dataclasses.replace(g1, xid_count=count1),
+            ),
+        )
+
+    engine = AlertEngine(AlertConfig())
+    assert engine.update(header.machine, base) == []  # a recording without the watch: quiet
+    assert engine.update(header.machine, with_xids(1, 0, None)) == []  # watched, none yet
+    events = engine.update(header.machine, with_xids(2, 1, None))
+    assert [(e.state, e.alert.key) for e in events] == [("firing", "xid:gpu0")]
+    assert engine.active["xid:gpu0"].message.startswith("GPU 0: 1 Xid event(s) from the driver")
+    assert engine.update(header.machine, with_xids(3, 2, None)) == []  # still active, no repeat
+    assert engine.active["xid:gpu0"].value == 2
 
 
 def test_replay_looping_back_resolves_everything(x2_recording):

@@ -138,6 +138,19 @@ def test_health_of_the_real_gpu_is_clean() -> None:
     assert facts["ECC volatile"] == "0 corrected · 0 uncorrected"
     assert facts["Retired pages"] == "N/A"
     assert facts["Remapped rows"] == "N/A"
+    assert "Xid events" not in facts  # a recording made without the event watch: not claimed
+
+
+def test_xid_events_are_listed_in_the_health_facts() -> None:
+    _, ticks = read_recording(H200_X2)
+    watched = dataclasses.replace(ticks[0].gpus[0], xid_count=0, xid_last=None)
+    assert facts_text(health(watched).facts)["Xid events"] == "none (since gputui started)"
+    assert health(watched).verdict == "✓ no memory errors"
+    hit = dataclasses.replace(watched, xid_count=2, xid_last=48)
+    assert (
+        facts_text(health(hit).facts)["Xid events"]
+        == "2, last Xid 48: double-bit ECC error (since gputui started)"
+    )
 
 
 @pytest.mark.parametrize(
@@ -149,6 +162,8 @@ def test_health_of_the_real_gpu_is_clean() -> None:
         ({"ecc_aggregate_corrected": 5}, "corrected ECC errors", S.warn),
         ({"retired_pages_dbe": 1}, "double-bit", S.bad),
         ({"retired_pages_pending": True}, "reload the driver", S.warn),
+        ({"xid_count": 1, "xid_last": 79}, "Xid 79: GPU has fallen off the bus", S.bad),
+        ({"xid_count": 3, "xid_last": 31}, "Xid 31: GPU memory page fault (an application's", S.warn),
     ],
 )
 def test_health_flags(changes: dict, verdict: str, style: object) -> None:

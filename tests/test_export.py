@@ -4,6 +4,7 @@ scraped with a real client, parsed with prometheus_client's own parsers."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import select
 import signal
@@ -22,7 +23,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from gputui.export.address import is_loopback, parse_listen
-from gputui.export.prometheus import DCGM_LABELS, GpuCollector, metrics_app, serve
+from gputui.export.prometheus import DCGM_LABELS, GpuCollector, build_families, metrics_app, serve
 from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.poller import Poller
@@ -361,3 +362,37 @@ def test_health_metrics_are_absent_before_the_slow_pass_not_zero():
     assert "DCGM_FI_DEV_GPU_UTIL" in got
     for name in ("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "gputui_gpu_nvlink_receive_bytes_per_second"):
         assert name not in got
+
+
+def test_xid_errors_as_dcgm_exporter_reports_them():
+    """DCGM_FI_DEV_XID_ERRORS: the last Xid, 0 while none came; no series where nobody
+    watched (recordings made before the event watch, one-shot readers)."""
+    from prometheus_client.exposition import generate_latest
+
+    header, ticks = read_recording(H200_X2_V2)
+    snap = ticks[60]
+    g0, g1 = snap.gpus
+    watched = dataclasses.replace(
+        snap,
+        gpus=(dataclasses.replace(g0, xid_count=2, xid_last=31), dataclasses.replace(g1, xid_count=0)),
+    )
+
+    def scrape(s):
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_Fixed(header.machine, s))
+        return samples(generate_latest(registry).decode())
+
+    got = scrape(watched)
+    assert by_gpu(got["DCGM_FI_DEV_XID_ERRORS"]) == {0: 31.0, 1: 0.0}
+    assert by_gpu(got["gputui_gpu_xid_events"]) == {0: 2.0, 1: 0.0}
+    assert "DCGM_FI_DEV_XID_ERRORS" not in scrape(snap)
+
+
+class _Fixed:
+    """A collector of one snapshot's families (build_families, as each scrape uses it)."""
+
+    def __init__(self, info, snap) -> None:
+        self.info, self.snap = info, snap
+
+    def collect(self):
+        return build_families(self.info, self.snap)

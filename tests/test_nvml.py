@@ -573,3 +573,71 @@ def test_static_facts_can_be_limited_to_the_ones_asked_for() -> None:
         3201,
     )
     full.close()
+
+
+def test_xid_events_are_counted_per_gpu_while_the_source_runs(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """The event thread: GPU 0 delivers two Xids, GPU 1 has no event support (None: not
+    watched, rather than 0).  The event set is freed when the source closes."""
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    events: queue.Queue[Any] = queue.Queue()
+
+    def wait(event_set: object, timeout_ms: int) -> Any:
+        assert event_set == "the-set"
+        try:
+            return events.get(timeout=timeout_ms / 1000)
+        except queue.Empty:
+            return Fail(pynvml.NVML_ERROR_TIMEOUT)
+
+    def register(handle: str, types: int, event_set: object) -> Any:
+        assert types == pynvml.nvmlEventTypeXidCriticalError
+        return None if handle == "handle-0" else Fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
+
+    lib = scripted.lib
+    for name, outcome in {
+        "nvmlEventSetCreate": "the-set",
+        "nvmlDeviceRegisterEvents": register,
+        "nvmlEventSetWait_v2": wait,
+        "nvmlEventSetFree": None,
+    }.items():
+        setattr(lib, name, lib._scripted(name, outcome))
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=lib))
+    source.open()
+    try:
+
+        def xids() -> list[tuple[int | None, int | None]]:
+            return [(g.xid_count, g.xid_last) for g in source.sample().gpus]
+
+        deadline = time.monotonic() + 10
+        while xids()[0] != (0, None):  # watching GPU 0, nothing yet
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert xids()[1] == (None, None)  # GPU 1 is not watched
+        events.put(
+            SimpleNamespace(device="handle-0", eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=31)
+        )
+        events.put(
+            SimpleNamespace(device="handle-0", eventType=pynvml.nvmlEventTypeXidCriticalError, eventData=79)
+        )
+        while xids()[0] != (2, 79):
+            assert time.monotonic() < deadline, xids()
+            time.sleep(0.01)
+        assert source.notes() == [
+            n for n in source.notes() if "nvmlEventSetWait" not in n
+        ]  # timeouts are normal
+    finally:
+        source.close()
+    assert lib.calls[("nvmlEventSetFree", "the-set")] == 1
+
+
+def test_ctypes_handles_of_one_gpu_are_the_same_key() -> None:
+    """An event names its GPU with a handle object of its own: matched by address."""
+    from gputui.telemetry.nvml import _handle_key
+
+    a = ctypes.cast(ctypes.c_void_p(0x1234), pynvml.c_nvmlDevice_t)
+    b = ctypes.cast(ctypes.c_void_p(0x1234), pynvml.c_nvmlDevice_t)
+    c = ctypes.cast(ctypes.c_void_p(0x5678), pynvml.c_nvmlDevice_t)
+    assert a is not b
+    assert _handle_key(a) == _handle_key(b) != _handle_key(c)

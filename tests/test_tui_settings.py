@@ -4,6 +4,7 @@ header; card options, themes and config errors; command-line flags override the 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 
 import pytest
 from conftest import H200_X2, X8_240, replay_app, run_to_tick, screen_lines, wait_for
@@ -174,3 +175,18 @@ def test_a_bad_file_still_starts_the_tui_with_defaults(tmp_path, monkeypatch, ca
     assert len(app.config_errors) == 1
     assert app.config_errors[0].startswith(f"{cfg}:")
     assert f"gputui: config: {cfg}:" in capsys.readouterr().err
+
+
+def test_a_card_shows_the_last_xid_in_the_error_colour(x2_recording):
+    header, ticks = x2_recording
+    gpus = {g.index: g for g in ticks[59].gpus}
+
+    def info_line(gpus):
+        _, lines = board_lines(header.machine, gpus, {}, lambda i, m, n: [], 160, 50)
+        return next(line for line in lines if any(t == "P-state " for t, _ in line))
+
+    quiet = info_line({**gpus, 0: dataclasses.replace(gpus[0], xid_count=0, xid_last=None)})
+    assert not any("XID" in t for t, _ in quiet)  # watched, none seen: nothing to say
+    hit = info_line({**gpus, 0: dataclasses.replace(gpus[0], xid_count=3, xid_last=79)})
+    assert ("XID ", S.label) in hit and ("79 ×3", S.bad) in hit  # first: a narrow card keeps it
+    assert [t for t, _ in hit].index("XID ") < [t for t, _ in hit].index("P-state ")

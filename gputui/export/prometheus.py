@@ -167,6 +167,12 @@ DCGM_METRICS: tuple[GpuMetric, ...] = (
         _a("remapped_rows_failure"),
     ),
     GpuMetric(
+        "DCGM_FI_DEV_XID_ERRORS",
+        "gauge",
+        "Value of the last XID error encountered.",
+        lambda g: None if g.xid_count is None else (g.xid_last or 0),
+    ),
+    GpuMetric(
         "DCGM_FI_DEV_RETIRED_SBE",
         "unknown",
         "Total number of retired pages due to single-bit errors.",
@@ -187,6 +193,12 @@ OWN_GPU_METRICS: tuple[GpuMetric, ...] = (
         "gauge",
         "1 when a memory row remap waits for the next GPU reset (the bad row is in use until then).",
         _a("remapped_rows_pending"),
+    ),
+    GpuMetric(
+        "gputui_gpu_xid_events",
+        "gauge",
+        "Xid events (driver-reported critical errors) of the GPU since gputui started watching.",
+        _a("xid_count"),
     ),
     GpuMetric(
         "gputui_gpu_nvlink_receive_bytes_per_second",

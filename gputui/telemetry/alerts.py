@@ -9,6 +9,7 @@ Rules (each can be switched off; see `AlertConfig` and `gputui --print-config`):
   temperature  GPU core temperature, °C
   power        power draw, percent of the enforced power limit
   ecc          volatile uncorrected ECC errors (count since the driver loaded)
+  xid          Xid events the driver reported (count since gputui began watching)
   gpu_lost     the GPU fell off the bus
   idle_memory  0 % utilization for N minutes while memory is held ("reserved but wasted")
   process_age  one process holding GPU memory for more than N hours
@@ -89,6 +90,10 @@ class AlertConfig:
         "volatile uncorrected ECC errors since the driver loaded (count)",
         factory=lambda: ThresholdRule(True, 1.0, 1.0, 0.0),
     )
+    xid: ThresholdRule = option(
+        "Xid events (the driver's critical-error reports) since gputui started watching (count)",
+        factory=lambda: ThresholdRule(True, 1.0, 1.0, 0.0),
+    )
     gpu_lost: Switch = option("a GPU fell off the bus (Xid 79)", factory=lambda: Switch(True))
     idle_memory: IdleRule = option(
         'a GPU idle while memory is held on it: "reserved but wasted"',
@@ -112,7 +117,7 @@ class Alert:
     key: str
     """Stable identity: "temperature:gpu0", "process_age:gpu1:pid567:1795299714.84"."""
     kind: str
-    """The rule: memory, temperature, power, ecc, gpu_lost, idle_memory, process_age."""
+    """The rule: memory, temperature, power, ecc, xid, gpu_lost, idle_memory, process_age."""
     gpu: int
     value: float | None
     """The value that crossed the threshold (latest while it stays active)."""
@@ -200,6 +205,10 @@ def _temperature(g: GpuSample, d: DeviceInfo) -> float | None:
     return None if g.temperature is None else float(g.temperature)
 
 
+def _xid(g: GpuSample, d: DeviceInfo) -> float | None:
+    return None if g.xid_count is None else float(g.xid_count)
+
+
 def _ecc(g: GpuSample, d: DeviceInfo) -> float | None:
     v = g.ecc_volatile_uncorrected
     return None if v is None else float(v)
@@ -215,6 +224,11 @@ _THRESHOLDS: dict[str, tuple[ValueFn, str, str]] = {
         "GPU {gpu}: power draw at {value:.0f}% of its limit (alert at {threshold:g}%)",
     ),
     "ecc": (_ecc, "errors", "GPU {gpu}: {value:.0f} uncorrected ECC error(s) since the driver loaded"),
+    "xid": (
+        _xid,
+        "events",
+        "GPU {gpu}: {value:.0f} Xid event(s) from the driver (the detail view names them)",
+    ),
 }
 
 

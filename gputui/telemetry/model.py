@@ -142,6 +142,33 @@ class DeviceInfo:
     """MIG mode after the next GPU reset (differs from `mig_mode` while a change is pending)."""
 
 
+#: The Xid codes users meet most, after NVIDIA's "Xid Errors" catalogue: what each means and
+#: whether an application (rather than the GPU or driver) is the likely cause.
+XID_MEANINGS: dict[int, tuple[str, bool]] = {
+    13: ("graphics engine exception (often an application's out-of-range access)", True),
+    31: ("GPU memory page fault (an application's illegal memory access)", True),
+    43: ("GPU stopped processing (an application's fault ended its context)", True),
+    45: ("preemptive cleanup (a process was killed or ended while using the GPU)", True),
+    48: ("double-bit ECC error", False),
+    61: ("internal microcontroller breakpoint", False),
+    62: ("internal microcontroller halt", False),
+    63: ("ECC page retirement or row remap recorded", False),
+    64: ("ECC page retirement or row remap failed", False),
+    74: ("NVLink error", False),
+    79: ("GPU has fallen off the bus", False),
+    92: ("high single-bit ECC error rate", False),
+    94: ("contained ECC error (the affected application was stopped)", False),
+    95: ("uncontained ECC error (reset the GPU)", False),
+    119: ("GSP firmware timeout", False),
+    120: ("GSP firmware error", False),
+}
+
+
+def describe_xid(code: int) -> str:
+    meaning = XID_MEANINGS.get(code)
+    return f"Xid {code}: {meaning[0]}" if meaning else f"Xid {code} (see NVIDIA's Xid catalogue)"
+
+
 #: NVML's NVLink version enum -> the NVLink generation it names.
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 
@@ -301,6 +328,11 @@ class GpuSample:
     """Pages retired after double-bit ECC errors."""
     retired_pages_pending: bool | None = None
     """A page retirement waits for the next driver reload."""
+    xid_count: int | None = None
+    """Xid events (the driver's critical-error reports) NVML delivered for this GPU since
+    gputui began watching; None where nobody watches (a one-shot reader, no event support)."""
+    xid_last: int | None = None
+    """The code of the last of them (`XID_MEANINGS`)."""
     mig_devices: tuple[MigDevice, ...] = ()
     """With MIG enabled: the MIG devices (GPU instance + compute instance) on this GPU."""
 

@@ -10,6 +10,8 @@ utilization, energy) on a slower thread of their own so they never stall a tick.
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import os
 import threading
 import time
@@ -51,6 +53,9 @@ _FUNCTION_NOT_FOUND = 13
 _GPU_IS_LOST = 15
 _LIB_RM_VERSION_MISMATCH = 18
 _NO_DATA = 21
+_TIMEOUT = 10
+XID_EVENT = 0x8
+"""nvmlEventTypeXidCriticalError: the driver reported an Xid (a critical error) for the GPU."""
 _GPU_NOT_FOUND = 28
 _UNKNOWN = 999
 
@@ -332,6 +337,14 @@ class _NvLinkCounters:
     """(field id, scope) -> (timestamp in µs, counter in KiB) of the last reading."""
 
 
+def _handle_key(handle: Any) -> object:
+    """Something equal for two references to the same NVML device handle (an event names
+    its GPU by a handle object of its own): the pointer's address, for ctypes handles."""
+    if isinstance(handle, ctypes._Pointer | ctypes.c_void_p):
+        return ctypes.cast(handle, ctypes.c_void_p).value
+    return handle
+
+
 def field_int(value: Any) -> int | None:
     """The integer in one of nvmlDeviceGetFieldValues' results; None when NVML reported an
     error for that field."""
@@ -395,6 +408,9 @@ class NvmlSource:
         self._slow: dict[int, _SlowValues] = {}
         self._slow_lock = threading.Lock()
         self._nvlink_counters: dict[int, _NvLinkCounters] = {}
+        self._xids: dict[int, tuple[int, int | None]] = {}
+        """GPU -> (Xid events seen, the last code), for the GPUs whose events are watched."""
+        self._event_thread: threading.Thread | None = None
         self._mig_enabled: set[int] = set()
         """GPUs in MIG mode: NVML measures no per-process utilization there."""
         self._slow_thread: threading.Thread | None = None
@@ -459,6 +475,10 @@ class NvmlSource:
         if self._slow_enabled:
             self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
             self._slow_thread.start()
+            self._event_thread = threading.Thread(
+                target=self._event_loop, name="gputui-nvml-events", daemon=True
+            )
+            self._event_thread.start()
         return self.info
 
     def _read_device_infos(self) -> list[DeviceInfo]:
@@ -729,6 +749,9 @@ class NvmlSource:
         with self._slow_lock:
             slow = self._slow.get(i)
             slow_fields = dict(slow.fields) if slow else {}
+            xid = self._xids.get(i)
+        if xid is not None:
+            slow_fields["xid_count"], slow_fields["xid_last"] = xid
         corrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED
         uncorrected = lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
         return GpuSample(
@@ -818,6 +841,50 @@ class NvmlSource:
         return out
 
     # ---- slow cadence ----------------------------------------------------------------
+
+    def _event_loop(self) -> None:
+        """Wait for Xid events (the driver's critical-error reports) of every GPU and count
+        them.  Runs alongside the slow thread; where the driver or a GPU has no event support
+        that GPU's count stays None (not watched) rather than 0."""
+        nv = self._nvml
+        if nv is None:
+            return
+        lib = nv.lib
+        try:
+            event_set = lib.nvmlEventSetCreate()
+        except AttributeError:
+            nv._note("nvmlEventSetCreate", "not in these nvidia-ml-py bindings")
+            return
+        except lib.NVMLError as exc:
+            nv._note("nvmlEventSetCreate", str(exc))
+            return
+        watched: dict[object, int] = {}
+        for i, h in enumerate(self._handles):
+            if h is None or i in self._lost:
+                continue
+            try:
+                lib.nvmlDeviceRegisterEvents(h, XID_EVENT, event_set)
+            except lib.NVMLError:
+                continue  # no Xid events for this GPU (not supported, no permission)
+            watched[_handle_key(h)] = i
+            with self._slow_lock:
+                self._xids[i] = (0, None)
+        try:
+            while watched and not self._stop.is_set():
+                try:
+                    data = lib.nvmlEventSetWait_v2(event_set, 500)
+                except lib.NVMLError as exc:
+                    if exc.value == _TIMEOUT:
+                        continue
+                    nv._note("nvmlEventSetWait_v2", str(exc))
+                    return
+                gpu = watched.get(_handle_key(data.device))
+                if gpu is not None and int(data.eventType) & XID_EVENT:
+                    with self._slow_lock:
+                        self._xids[gpu] = (self._xids[gpu][0] + 1, int(data.eventData))
+        finally:
+            with contextlib.suppress(lib.NVMLError):
+                lib.nvmlEventSetFree(event_set)
 
     def _slow_loop(self) -> None:
         """PCIe throughput (a 20 ms sampling window each way), per-process utilization and
@@ -979,5 +1046,7 @@ class NvmlSource:
         self._stop.set()
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)
+        if self._event_thread is not None:
+            self._event_thread.join(timeout=2)  # it wakes every 0.5 s
         if self._nvml is not None:
             self._nvml.shutdown()

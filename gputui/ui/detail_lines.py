@@ -18,11 +18,13 @@ from gputui.telemetry.model import (
     CLOCK_EVENT_QUIET_MASK,
     CLOCK_EVENT_REASONS,
     CLOCK_EVENT_SLOWDOWN_MASK,
+    XID_MEANINGS,
     DeviceInfo,
     GpuProcess,
     GpuSample,
     MachineInfo,
     MigDevice,
+    describe_xid,
 )
 from gputui.telemetry.topology import pcie_state
 from gputui.ui.chart import Series, braille_chart
@@ -198,6 +200,9 @@ def health(g: GpuSample | None) -> Health:
         warnings.append("corrected ECC errors")
     if g.retired_pages_dbe:
         problems.append("pages retired after double-bit errors")
+    if g.xid_count and g.xid_last is not None:
+        meaning = XID_MEANINGS.get(g.xid_last)
+        (warnings if meaning and meaning[1] else problems).append(describe_xid(g.xid_last))
     facts: list[Fact] = []
     for label, corrected, uncorrected in (
         ("ECC volatile", g.ecc_volatile_corrected, g.ecc_volatile_uncorrected),
@@ -232,6 +237,9 @@ def health(g: GpuSample | None) -> Health:
             S.bad if g.remapped_rows_failure else None,
         )
     )
+    if g.xid_count is not None:
+        xid = "none" if not g.xid_count else f"{g.xid_count}, last {describe_xid(g.xid_last or 0)}"
+        facts.append(fact("Xid events", xid + " (since gputui started)", S.bad if g.xid_count else None))
     if problems:
         return Health(facts, "⚠ " + "; ".join(problems + warnings), S.bad)
     if warnings:

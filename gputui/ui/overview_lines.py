@@ -315,7 +315,11 @@ def gpu_card(
         "fan": kv("FAN", fmt_pct(g.fan_speed)),
         "ecc": kv("ECC", NA if ecc is None else str(ecc), S.bad if ecc else None),
     }
-    rows.append(join_items([info[k] for k in card.info], inner))
+    items = [info[k] for k in card.info]
+    if g.xid_count and g.xid_last is not None:  # the driver reported a critical error: first
+        more = f" ×{g.xid_count}" if g.xid_count > 1 else ""
+        items.insert(0, kv("XID", f"{g.xid_last}{more}", S.bad))
+    rows.append(join_items(items, inner))
     chart_w = max(1, inner - 6 - 12)
     charts_by_name: dict[str, tuple[str, str, float | None, Style, str]] = {
         "util": ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
