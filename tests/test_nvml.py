@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import queue
 import socket
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -641,3 +642,45 @@ def test_ctypes_handles_of_one_gpu_are_the_same_key() -> None:
     c = ctypes.cast(ctypes.c_void_p(0x5678), pynvml.c_nvmlDevice_t)
     assert a is not b
     assert _handle_key(a) == _handle_key(b) != _handle_key(c)
+
+
+def test_a_failing_event_wait_stops_the_watch_quietly(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """An unexpected error in the event thread becomes a note (never a traceback on the
+    TUI's terminal), and the GPUs read as not watched again."""
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    lib = scripted.lib
+    calls = []
+
+    def wait(event_set: object, timeout_ms: int) -> Any:
+        calls.append(timeout_ms)
+        if len(calls) < 3:
+            time.sleep(0.05)
+            return Fail(pynvml.NVML_ERROR_TIMEOUT)
+        raise RuntimeError("bindings out of step with the driver")
+
+    for name, outcome in {
+        "nvmlEventSetCreate": "the-set",
+        "nvmlDeviceRegisterEvents": None,
+        "nvmlEventSetWait_v2": wait,
+        "nvmlEventSetFree": None,
+    }.items():
+        setattr(lib, name, lib._scripted(name, outcome))
+    hooked: list[object] = []
+    old_hook = threading.excepthook
+    threading.excepthook = hooked.append
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=lib))
+    try:
+        source.open()
+        deadline = time.monotonic() + 10
+        while not any("the Xid watch stopped" in n for n in source.notes()):
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        assert [(g.xid_count, g.xid_last) for g in source.sample().gpus] == [(None, None), (None, None)]
+    finally:
+        source.close()
+        threading.excepthook = old_hook
+    assert hooked == []
+    assert lib.calls[("nvmlEventSetFree", "the-set")] == 1

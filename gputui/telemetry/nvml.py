@@ -850,29 +850,31 @@ class NvmlSource:
         if nv is None:
             return
         lib = nv.lib
-        try:
-            event_set = lib.nvmlEventSetCreate()
-        except AttributeError:
-            nv._note("nvmlEventSetCreate", "not in these nvidia-ml-py bindings")
+        names = ("nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree")
+        create, register, wait, free = (getattr(lib, n, None) for n in names)
+        if create is None or register is None or wait is None or free is None:
+            nv._note("nvmlEventSetWait_v2", "no NVML events in these nvidia-ml-py bindings: Xids not watched")
             return
+        try:
+            event_set = create()
         except lib.NVMLError as exc:
             nv._note("nvmlEventSetCreate", str(exc))
             return
-        watched: dict[object, int] = {}
-        for i, h in enumerate(self._handles):
-            if h is None or i in self._lost:
-                continue
-            try:
-                lib.nvmlDeviceRegisterEvents(h, XID_EVENT, event_set)
-            except lib.NVMLError:
-                continue  # no Xid events for this GPU (not supported, no permission)
-            watched[_handle_key(h)] = i
-            with self._slow_lock:
-                self._xids[i] = (0, None)
         try:
+            watched: dict[object, int] = {}
+            for i, h in enumerate(self._handles):
+                if h is None or i in self._lost:
+                    continue
+                try:
+                    register(h, XID_EVENT, event_set)
+                except lib.NVMLError:
+                    continue  # no Xid events for this GPU (not supported, no permission)
+                watched[_handle_key(h)] = i
+                with self._slow_lock:
+                    self._xids[i] = (0, None)
             while watched and not self._stop.is_set():
                 try:
-                    data = lib.nvmlEventSetWait_v2(event_set, 500)
+                    data = wait(event_set, 500)
                 except lib.NVMLError as exc:
                     if exc.value == _TIMEOUT:
                         continue
@@ -882,9 +884,14 @@ class NvmlSource:
                 if gpu is not None and int(data.eventType) & XID_EVENT:
                     with self._slow_lock:
                         self._xids[gpu] = (self._xids[gpu][0] + 1, int(data.eventData))
+        except Exception as exc:  # never a traceback from a thread onto the TUI's terminal
+            nv._note("nvmlEventSetWait_v2", f"the Xid watch stopped: {exc!r}")
         finally:
-            with contextlib.suppress(lib.NVMLError):
-                lib.nvmlEventSetFree(event_set)
+            with contextlib.suppress(Exception):
+                free(event_set)
+            if not self._stop.is_set():  # stopped by an error: "none seen" is no longer known
+                with self._slow_lock:
+                    self._xids = {i: v for i, v in self._xids.items() if v[0]}
 
     def _slow_loop(self) -> None:
         """PCIe throughput (a 20 ms sampling window each way), per-process utilization and
