@@ -56,6 +56,9 @@ _NO_DATA = 21
 _TIMEOUT = 10
 XID_EVENT = 0x8
 """nvmlEventTypeXidCriticalError: the driver reported an Xid (a critical error) for the GPU."""
+EVENT_WAIT_MS = 100
+"""How long one wait for an event lasts: closing the source (quitting) waits at most this for
+the event thread, which must leave NVML's wait before nvmlShutdown."""
 _GPU_NOT_FOUND = 28
 _UNKNOWN = 999
 
@@ -874,7 +877,7 @@ class NvmlSource:
                     self._xids[i] = (0, None)
             while watched and not self._stop.is_set():
                 try:
-                    data = wait(event_set, 500)
+                    data = wait(event_set, EVENT_WAIT_MS)
                 except lib.NVMLError as exc:
                     if exc.value == _TIMEOUT:
                         continue
@@ -1054,6 +1057,6 @@ class NvmlSource:
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)
         if self._event_thread is not None:
-            self._event_thread.join(timeout=2)  # it wakes every 0.5 s
+            self._event_thread.join(timeout=2)  # it wakes every EVENT_WAIT_MS
         if self._nvml is not None:
             self._nvml.shutdown()
