@@ -22,17 +22,20 @@ DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz"
 COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress")
 
 
-_TAKES_VALUE = frozenset({"-i", "--interval", "--replay", "--start", "--config"})
-"""The top-level options whose next word is their value (`--replay watch` names a file)."""
-
-
 def command_module(name: str) -> ModuleType:
     return importlib.import_module(f"gputui.commands.{name}")
 
 
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The whole command line; `only`: with that one subcommand alone (the others are not
-    imported).  Parsing a command line that names it gives the same result either way."""
+def named_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
+    """The first word of `argv` that names a subcommand and is not the value of a top-level
+    option (`gputui --replay watch snapshot`: "watch" is a file)."""
+    takes_value = {s for a in parser._actions if a.nargs != 0 for s in a.option_strings}
+    return next(
+        (a for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] not in takes_value)), None
+    )
+
+
+def _top_level_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gputui",
         description="A terminal GPU monitor: every GPU live, its processes, and the host.",
@@ -72,20 +75,23 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument(
         "--print-config", action="store_true", help="print the default settings, with comments, and exit"
     )
+    return parser
+
+
+def _add_commands(parser: argparse.ArgumentParser, only: str | None) -> None:
+    """Every subcommand, or `only` that one (the others are not imported): parsing a command
+    line that names it gives the same result either way."""
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS if only is None else (only,):
         command_module(name).add_parser(sub)
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    # the first word that names a subcommand: only that one is imported and registered
-    # (`gputui --help` and a mistyped command still see them all)
-    named = next(
-        (a for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] not in _TAKES_VALUE)), None
-    )
-    parser = build_parser(only=named)
+    # only the subcommand named is imported and registered (`gputui --help` and a mistyped
+    # command still see them all)
+    parser = _top_level_parser()
+    _add_commands(parser, named_command(parser, argv))
     args = parser.parse_args(argv)
     if args.print_config:
         from gputui.config import default_text

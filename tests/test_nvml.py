@@ -576,6 +576,18 @@ def test_static_facts_can_be_limited_to_the_ones_asked_for() -> None:
     full.close()
 
 
+def with_events(lib: ScriptedNvmlLib, register: Any, wait: Any) -> ScriptedNvmlLib:
+    """`lib` with NVML's event API scripted: one event set, "the-set"."""
+    for name, outcome in {
+        "nvmlEventSetCreate": "the-set",
+        "nvmlDeviceRegisterEvents": register,
+        "nvmlEventSetWait_v2": wait,
+        "nvmlEventSetFree": None,
+    }.items():
+        setattr(lib, name, lib._scripted(name, outcome))
+    return lib
+
+
 def test_xid_events_are_counted_per_gpu_while_the_source_runs(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
 ) -> None:
@@ -596,14 +608,7 @@ def test_xid_events_are_counted_per_gpu_while_the_source_runs(
         assert types == pynvml.nvmlEventTypeXidCriticalError
         return None if handle == "handle-0" else Fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
-    lib = scripted.lib
-    for name, outcome in {
-        "nvmlEventSetCreate": "the-set",
-        "nvmlDeviceRegisterEvents": register,
-        "nvmlEventSetWait_v2": wait,
-        "nvmlEventSetFree": None,
-    }.items():
-        setattr(lib, name, lib._scripted(name, outcome))
+    lib = with_events(scripted.lib, register, wait)
     source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=lib))
     source.open()
     try:
@@ -661,13 +666,7 @@ def test_a_failing_event_wait_stops_the_watch_quietly(
             return Fail(pynvml.NVML_ERROR_TIMEOUT)
         raise RuntimeError("bindings out of step with the driver")
 
-    for name, outcome in {
-        "nvmlEventSetCreate": "the-set",
-        "nvmlDeviceRegisterEvents": None,
-        "nvmlEventSetWait_v2": wait,
-        "nvmlEventSetFree": None,
-    }.items():
-        setattr(lib, name, lib._scripted(name, outcome))
+    with_events(lib, None, wait)
     hooked: list[object] = []
     old_hook = threading.excepthook
     threading.excepthook = hooked.append

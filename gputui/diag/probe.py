@@ -89,6 +89,20 @@ def emit(event, **fields):
         out.flush()
 
 
+def hello(tool, **extra):
+    """The first event of a child: which tool, in which interpreter, as which process."""
+    emit(
+        "hello",
+        tool=tool,
+        python=sys.version.split()[0],
+        executable=sys.executable,
+        prefix=sys.prefix,
+        pid=os.getpid(),
+        time=time.time(),
+        **extra,
+    )
+
+
 class Phase:
     """Brackets a slow step with phase events (what was running if we are killed)."""
 
@@ -1566,43 +1580,29 @@ class Probe:
                 pairs.append(entry)
         no_access = [p for p in pairs if not p["access"]]
         bad_copy = [p for p in pairs if p.get("copy_ok") is False]
-        ev = {"pairs": pairs}
         if bad_copy:
-            check(
-                "compute.peer",
-                "compute",
-                "Peer-to-peer access",
-                "FAIL",
-                "a copy between GPUs came back wrong: {}".format(
-                    ", ".join("%d<->%d" % (p["from"], p["to"]) for p in bad_copy)
-                ),
-                ev,
-                cause="p2p-wrong",
-                t0=t0,
+            status, cause = "FAIL", "p2p-wrong"
+            summary = "a copy between GPUs came back wrong: {}".format(
+                ", ".join("%d<->%d" % (p["from"], p["to"]) for p in bad_copy)
             )
         elif no_access:
-            check(
-                "compute.peer",
-                "compute",
-                "Peer-to-peer access",
-                "WARN",
-                "no direct peer access for {}: copies go through host memory".format(
-                    ", ".join("%d->%d" % (p["from"], p["to"]) for p in no_access)
-                ),
-                ev,
-                cause="no-p2p",
-                t0=t0,
+            status, cause = "WARN", "no-p2p"
+            summary = "no direct peer access for {}: copies go through host memory".format(
+                ", ".join("%d->%d" % (p["from"], p["to"]) for p in no_access)
             )
         else:
-            check(
-                "compute.peer",
-                "compute",
-                "Peer-to-peer access",
-                "PASS",
-                "every pair of the %d GPUs has direct peer access; copies are exact" % n,
-                ev,
-                t0=t0,
-            )
+            status, cause = "PASS", None
+            summary = "every pair of the %d GPUs has direct peer access; copies are exact" % n
+        check(
+            "compute.peer",
+            "compute",
+            "Peer-to-peer access",
+            status,
+            summary,
+            {"pairs": pairs},
+            cause=cause,
+            t0=t0,
+        )
 
     # ---- NCCL ------------------------------------------------------------------------
 
@@ -1795,15 +1795,7 @@ class Probe:
 
     def run(self):
         start = time.monotonic()
-        emit(
-            "hello",
-            tool="probe",
-            python=sys.version.split()[0],
-            executable=sys.executable,
-            prefix=sys.prefix,
-            pid=os.getpid(),
-            time=time.time(),
-        )
+        hello("probe")
         self.python()
         self.container()
         self.driver()

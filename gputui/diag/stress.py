@@ -483,17 +483,7 @@ def main(argv=None):
     opts = parse(sys.argv[1:] if argv is None else argv)
     probe.take_stdout()
     t_start = time.monotonic()
-    emit(
-        "hello",
-        tool="stress",
-        python=sys.version.split()[0],
-        executable=sys.executable,
-        prefix=sys.prefix,
-        pid=os.getpid(),
-        time=time.time(),
-        duration=opts.duration,
-        phases=opts.phases,
-    )
+    probe.hello("stress", duration=opts.duration, phases=opts.phases)
     with Phase("torch-import", "import torch"):
         try:
             import torch

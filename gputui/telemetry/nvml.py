@@ -275,7 +275,8 @@ class Nvml:
         with self._lock:
             return list(self._notes)
 
-    def _note(self, fn: str, what: str) -> None:
+    def note(self, fn: str, what: str) -> None:
+        """Record a problem with `fn` for `notes`, once (also for NvmlSource's own threads)."""
         with self._lock:
             if (fn, what) in self._reported:
                 return
@@ -298,7 +299,7 @@ class Nvml:
         func = getattr(self.lib, fn, None)
         if func is None:
             self._missing.add(fn)
-            self._note(fn, "not in these nvidia-ml-py bindings")
+            self.note(fn, "not in these nvidia-ml-py bindings")
             return None
         try:
             return func(*args)
@@ -311,11 +312,11 @@ class Nvml:
                 return None
             if code == _FUNCTION_NOT_FOUND:
                 self._missing.add(fn)
-                self._note(fn, "absent from this driver")
+                self.note(fn, "absent from this driver")
                 return None
             if code in (_NOT_FOUND, _NO_DATA):
                 return None  # e.g. no process-utilization samples yet: normal
-            self._note(fn, str(exc))
+            self.note(fn, str(exc))
             return None
 
 
@@ -856,12 +857,12 @@ class NvmlSource:
         names = ("nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree")
         create, register, wait, free = (getattr(lib, n, None) for n in names)
         if create is None or register is None or wait is None or free is None:
-            nv._note("nvmlEventSetWait_v2", "no NVML events in these nvidia-ml-py bindings: Xids not watched")
+            nv.note("nvmlEventSetWait_v2", "no NVML events in these nvidia-ml-py bindings: Xids not watched")
             return
         try:
             event_set = create()
         except lib.NVMLError as exc:
-            nv._note("nvmlEventSetCreate", str(exc))
+            nv.note("nvmlEventSetCreate", str(exc))
             return
         try:
             watched: dict[object, int] = {}
@@ -881,14 +882,14 @@ class NvmlSource:
                 except lib.NVMLError as exc:
                     if exc.value == _TIMEOUT:
                         continue
-                    nv._note("nvmlEventSetWait_v2", str(exc))
+                    nv.note("nvmlEventSetWait_v2", str(exc))
                     return
                 gpu = watched.get(_handle_key(data.device))
                 if gpu is not None and int(data.eventType) & XID_EVENT:
                     with self._slow_lock:
                         self._xids[gpu] = (self._xids[gpu][0] + 1, int(data.eventData))
         except Exception as exc:  # never a traceback from a thread onto the TUI's terminal
-            nv._note("nvmlEventSetWait_v2", f"the Xid watch stopped: {exc!r}")
+            nv.note("nvmlEventSetWait_v2", f"the Xid watch stopped: {exc!r}")
         finally:
             with contextlib.suppress(Exception):
                 free(event_set)
