@@ -39,6 +39,8 @@ PICTURES = {
     "detail-1gpu-120x40.svg": "test_detail_1gpu_120x40.svg",
     "detail-mig-160x50.svg": "test_detail_mig_160x50.svg",
     "overview-selected-160x50.svg": "test_overview_selected_card_160x50.svg",
+    "diagnostics-h200-160x50.svg": "test_diagnostics_h200_160x50.svg",
+    "diagnostics-cpu-torch-120x40.svg": "test_diagnostics_cpu_torch_120x40.svg",
 }
 
 

@@ -6,6 +6,9 @@ and look at the report before committing.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from conftest import DERIVED, H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
 
@@ -168,3 +171,49 @@ def test_overview_selected_card_160x50(snap_compare):
     assert snap_compare(
         replay_app(H200_X2), terminal_size=(160, 50), run_before=at_tick(60, press=("right", "right"))
     )
+
+
+# ---- the Diagnostics tab -----------------------------------------------------------------
+
+
+def recorded_diagnosis(events_file: Path, tick: int):
+    """The Diagnostics tab showing a real diagnosis recorded by bench/record_diag.py: its
+    events go through the same Diagnosis and the same messages as a live run's do."""
+
+    async def run_before(pilot) -> None:
+        from gputui.diag.verdicts import Diagnosis
+        from gputui.ui.diagnostics import DiagnosisDone, FindingArrived
+
+        await run_to_tick(pilot, tick)
+        await pilot.press("4")
+        pane = await pilot.app.load_pane("diagnostics")
+        lines = [json.loads(line) for line in events_file.read_text().splitlines()]
+        pane.python, pane.python_label = lines[0]["executable"], "a recorded run"
+        pane._generation += 1
+        pane.diagnosis = diagnosis = Diagnosis(python=pane.python)
+        for event in lines[:-1]:
+            finding = diagnosis.feed(event)
+            if finding is not None:
+                pane.post_message(FindingArrived(finding, pane._generation))
+        diagnosis.finish(lines[-1]["child"])
+        pane.post_message(DiagnosisDone(diagnosis, pane._generation))
+        await wait_for(
+            pilot, lambda: len(pilot.app.query_one("FindingsView").findings) == len(diagnosis.findings)
+        )
+        await pilot.pause()
+
+    return run_before
+
+
+def test_diagnostics_h200_160x50(snap_compare):
+    """Every check passing on a real H200 (torch 2.11+cu130)."""
+    events = H200_X1.parent / "diag-events.jsonl"
+    assert snap_compare(
+        replay_app(H200_X1), terminal_size=(160, 50), run_before=recorded_diagnosis(events, 30)
+    )
+
+
+def test_diagnostics_cpu_torch_120x40(snap_compare):
+    """A machine without a driver and a CPU build of torch: what fails, and the first fix."""
+    events = NOGPU.parent / "diag-events-cpu-torch.jsonl"
+    assert snap_compare(replay_app(NOGPU), terminal_size=(120, 40), run_before=recorded_diagnosis(events, 5))
