@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from gputui.options import option
+from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES
 from gputui.telemetry.alerts import AlertConfig
+from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -28,19 +30,8 @@ else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
 THEMES = ("default", "colorblind", "mono")
-PALETTE_NAMES = (
-    "green", "cyan", "blue", "magenta", "yellow", "orange", "red",
-    "grey", "dim", "track", "border", "text", "white",
-)  # fmt: skip
-"""Colours a theme or `[ui.colors]` can change (see gputui/ui/theme.py)."""
-
-CARD_SPARKLINES = ("util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx")
-CARD_INFO = ("pstate", "pcie", "rx", "tx", "enc", "dec", "fan", "ecc")
-SORT_KEYS = (
-    "gpu_index", "pid", "user", "type", "gpu_memory", "sm_util", "mem_util", "enc_util",
-    "dec_util", "cpu_percent", "rss", "create_time", "name", "cmdline",
-)  # fmt: skip
-"""Process table sort keys: GpuProcess field names; a leading "-" sorts descending."""
+CARD_SPARKLINES = CARD_CHARTS
+CARD_INFO = tuple(CARD_ITEMS)
 
 _COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
 
@@ -76,9 +67,7 @@ class UiConfig:
         False,
     )
     default_sort: str = option(
-        "process table order: a process field (gpu_index, pid, user, type, gpu_memory, sm_util, "
-        "mem_util, enc_util, dec_util, cpu_percent, rss, create_time, name, cmdline); a leading - "
-        "sorts descending",
+        f"process table order: a process field ({', '.join(SORT_KEYS)}); a leading - sorts descending",
         "-gpu_memory",
         check=_check_sort,
     )
@@ -101,7 +90,7 @@ class CardConfig:
     )
     info: tuple[str, ...] = option(
         "facts on each card's info line, in order (any of: " + ", ".join(CARD_INFO) + ")",
-        CARD_INFO,
+        CARD_DEFAULT_ITEMS,
         choices=CARD_INFO,
         min=0,
         max=len(CARD_INFO),
@@ -374,10 +363,8 @@ def key_lines(text: str) -> dict[str, int]:
 
 
 def default_palette() -> dict[str, str]:
-    """The default theme's colours by name (from gputui/ui/render.py; imports rich only)."""
-    from gputui.ui import render
-
-    return {name: str(getattr(render, name.upper())) for name in PALETTE_NAMES}
+    """The default theme's colours by name (gputui/palette.py)."""
+    return dict(DEFAULT_PALETTE)
 
 
 def _toml_value(v: Any) -> str:

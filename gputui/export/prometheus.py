@@ -19,7 +19,6 @@ import gzip
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -29,7 +28,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
-from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Export, GpuMetric, ProcessMetric
+from gputui.telemetry.model import DeviceInfo, MachineInfo, Snapshot
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
@@ -40,178 +40,14 @@ DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "
 PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "process_name", "user", "type")
 
 
-@dataclass(frozen=True)
-class GpuMetric:
-    name: str
-    type: str
-    """Prometheus type: gauge, or unknown (untyped) for dcgm-exporter's suffix-less counters."""
-    help: str
-    get: Callable[[GpuSample], float | None]
-
-
-def _mib(attr: str) -> Callable[[GpuSample], float | None]:
-    def get(g: GpuSample) -> float | None:
-        v = getattr(g, attr)
-        return None if v is None else v // MIB
-
-    return get
-
-
-def _kb(attr: str) -> Callable[[GpuSample], float | None]:
-    def get(g: GpuSample) -> float | None:
-        v = getattr(g, attr)
-        return None if v is None else v // 1024
-
-    return get
-
-
-def _a(attr: str) -> Callable[[GpuSample], float | None]:
-    return lambda g: getattr(g, attr)
-
-
-#: dcgm-exporter's metrics, with its help texts (etc/default-counters.csv) where it has them.
-DCGM_METRICS: tuple[GpuMetric, ...] = (
-    GpuMetric("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).", _a("sm_clock")),
-    GpuMetric("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).", _a("mem_clock")),
-    GpuMetric("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).", _a("temperature")),
-    GpuMetric("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", _a("power_draw")),
-    GpuMetric(
-        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION",
-        "unknown",
-        "Total energy consumption since boot (in mJ).",
-        _a("energy"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_PCIE_TX_THROUGHPUT",
-        "unknown",
-        "Total number of bytes transmitted through PCIe TX (in KB) via NVML.",
-        _kb("pcie_tx"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_PCIE_RX_THROUGHPUT",
-        "unknown",
-        "Total number of bytes received through PCIe RX (in KB) via NVML.",
-        _kb("pcie_rx"),
-    ),
-    GpuMetric("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).", _a("gpu_util")),
-    GpuMetric("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).", _a("mem_util")),
-    GpuMetric("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).", _a("encoder_util")),
-    GpuMetric("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).", _a("decoder_util")),
-    GpuMetric("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", _mib("mem_free")),
-    GpuMetric("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", _mib("mem_used")),
-    GpuMetric(
-        "DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).", _mib("mem_reserved")
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL",
-        "unknown",
-        "Total number of single-bit volatile ECC errors.",
-        _a("ecc_volatile_corrected"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-        "unknown",
-        "Total number of double-bit volatile ECC errors.",
-        _a("ecc_volatile_uncorrected"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL",
-        "unknown",
-        "Total number of single-bit persistent ECC errors.",
-        _a("ecc_aggregate_corrected"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-        "unknown",
-        "Total number of double-bit persistent ECC errors.",
-        _a("ecc_aggregate_uncorrected"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-        "gauge",
-        "Current clock event (throttle) reasons, NVML bit mask.",
-        _a("clock_event_reasons"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_ENFORCED_POWER_LIMIT",
-        "gauge",
-        "Power limit the driver enforces (in W).",
-        _a("power_limit"),
-    ),
-    GpuMetric("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation now.", _a("pcie_gen")),
-    GpuMetric("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link width now (lanes).", _a("pcie_width")),
-    GpuMetric("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in %).", _a("fan_speed")),
-    # memory and link health (NVML's slow cadence: absent until its first pass)
-    GpuMetric(
-        "DCGM_FI_DEV_PCIE_REPLAY_COUNTER",
-        "unknown",
-        "Total number of PCIe retries.",
-        _a("pcie_replay_counter"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS",
-        "unknown",
-        "Number of remapped rows for uncorrectable errors",
-        _a("remapped_rows_uncorrected"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS",
-        "unknown",
-        "Number of remapped rows for correctable errors",
-        _a("remapped_rows_corrected"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-        "gauge",
-        "Whether remapping of rows has failed",
-        _a("remapped_rows_failure"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_XID_ERRORS",
-        "gauge",
-        "Value of the last XID error encountered.",
-        lambda g: None if g.xid_count is None else (g.xid_last or 0),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_RETIRED_SBE",
-        "unknown",
-        "Total number of retired pages due to single-bit errors.",
-        _a("retired_pages_sbe"),
-    ),
-    GpuMetric(
-        "DCGM_FI_DEV_RETIRED_DBE",
-        "unknown",
-        "Total number of retired pages due to double-bit errors.",
-        _a("retired_pages_dbe"),
-    ),
+#: Per-GPU families: the registry's quantities that have a /metrics name, dcgm-exporter's
+#: first where it has them (gputui/telemetry/metrics.py).
+GPU_EXPORTS: tuple[tuple[GpuMetric, Export], ...] = tuple(
+    (m, m.prometheus) for m in GPU_METRICS if m.prometheus is not None
 )
-
-#: gputui's own per-GPU metrics where dcgm-exporter has no such quantity.
-OWN_GPU_METRICS: tuple[GpuMetric, ...] = (
-    GpuMetric(
-        "gputui_gpu_row_remap_pending",
-        "gauge",
-        "1 when a memory row remap waits for the next GPU reset (the bad row is in use until then).",
-        _a("remapped_rows_pending"),
-    ),
-    GpuMetric(
-        "gputui_gpu_xid_events",
-        "gauge",
-        "Xid events (driver-reported critical errors) of the GPU since gputui started watching.",
-        _a("xid_count"),
-    ),
-    GpuMetric(
-        "gputui_gpu_nvlink_receive_bytes_per_second",
-        "gauge",
-        "Data received over all NVLinks of the GPU, bytes per second (NVML throughput counters).",
-        _a("nvlink_rx"),
-    ),
-    GpuMetric(
-        "gputui_gpu_nvlink_transmit_bytes_per_second",
-        "gauge",
-        "Data sent over all NVLinks of the GPU, bytes per second (NVML throughput counters).",
-        _a("nvlink_tx"),
-    ),
+#: Per-process families.
+PROCESS_EXPORTS: tuple[tuple[ProcessMetric, Export], ...] = tuple(
+    (m, m.prometheus) for m in PROCESS_METRICS if m.prometheus is not None
 )
 
 
@@ -239,12 +75,12 @@ def build_families(
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
     out: list[Metric] = []
-    for m in DCGM_METRICS + OWN_GPU_METRICS:
-        fam = _family(m.name, m.help, m.type)
+    for m, e in GPU_EXPORTS:
+        fam = _family(e.name, e.help, e.type)
         for d, g in gpus:
-            v = None if g.lost else m.get(g)
+            v = None if g.lost else m.value(g)
             if v is not None:
-                fam.add_sample(m.name, labels[d.index], float(v))
+                fam.add_sample(e.name, labels[d.index], e.convert(v))
         if fam.samples:
             out.append(fam)
     total = _family("DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", "gauge")
@@ -254,17 +90,14 @@ def build_families(
     out.append(total)
 
     lost = _family("gputui_gpu_lost", "1 when NVML reports the GPU fell off the bus.", "gauge")
-    pstate = _family("gputui_gpu_pstate", "Performance state, 0 (fastest) to 15.", "gauge")
     nprocs = _family("gputui_gpu_processes", "Processes using the GPU.", "gauge")
     counts: dict[int, int] = {}
     for p in snap.processes:
         counts[p.gpu_index] = counts.get(p.gpu_index, 0) + 1
     for d, g in gpus:
         lost.add_sample(lost.name, labels[d.index], 1.0 if g.lost else 0.0)
-        if g.pstate is not None:
-            pstate.add_sample(pstate.name, labels[d.index], float(g.pstate))
         nprocs.add_sample(nprocs.name, labels[d.index], float(counts.get(d.index, 0)))
-    out += [lost, pstate, nprocs]
+    out += [lost, nprocs]
 
     if processes:
         out += _process_families(info, snap, devices)
@@ -323,13 +156,7 @@ def _ratio(percent: float | None) -> float | None:
 
 
 def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, DeviceInfo]) -> list[Metric]:
-    mem = _family("gputui_process_gpu_memory_bytes", "GPU memory held by the process.", "gauge")
-    sm = _family(
-        "gputui_process_sm_utilization_ratio", "SM utilization of the process (NVML sampled), 0-1.", "gauge"
-    )
-    cpu = _family("gputui_process_cpu_utilization_ratio", "CPU used by the process, in cores.", "gauge")
-    rss = _family("gputui_process_resident_memory_bytes", "Host resident memory of the process.", "gauge")
-    start = _family("gputui_process_start_time_seconds", "When the process started (Unix time).", "gauge")
+    families = [(_family(e.name, e.help, e.type), m.attr, e) for m, e in PROCESS_EXPORTS]
     for p in snap.processes:
         d = devices.get(p.gpu_index)
         labels = {
@@ -341,16 +168,11 @@ def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, Devi
             "user": p.user or "",
             "type": p.type,
         }
-        for fam, value in (
-            (mem, p.gpu_memory),
-            (sm, _ratio(p.sm_util)),
-            (cpu, _ratio(p.cpu_percent)),
-            (rss, p.rss),
-            (start, p.create_time),
-        ):
+        for fam, attr, e in families:
+            value = getattr(p, attr)  # the process's own field (a start time, not an age)
             if value is not None:
-                fam.add_sample(fam.name, labels, float(value))
-    return [mem, sm, cpu, rss, start]
+                fam.add_sample(fam.name, labels, e.convert(value))
+    return [fam for fam, _, _ in families]
 
 
 class GpuCollector(Collector):

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import __version__
+from gputui.telemetry.metrics import GPU_METRICS, GpuMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -112,10 +113,6 @@ def _d(attr: str) -> Callable[[Ctx], Any]:
     return _Dev(attr)
 
 
-def _gmib(attr: str) -> Callable[[Ctx], Any]:
-    return lambda c: None if c.gpu is None or c.gpu.lost else _mib(getattr(c.gpu, attr))
-
-
 def _power_limit(c: Ctx) -> float | None:
     if c.gpu is not None and c.gpu.power_limit is not None:
         return c.gpu.power_limit
@@ -126,25 +123,12 @@ def _procs_of(c: Ctx) -> list[GpuProcess]:
     return [p for p in c.snap.processes if c.dev is not None and p.gpu_index == c.dev.index]
 
 
-def _reasons(c: Ctx) -> str | None:
-    v = _g("clock_event_reasons")(c)
-    return None if v is None else f"0x{v:016x}"
-
-
 def _reason_names(c: Ctx) -> str | None:
     v = _g("clock_event_reasons")(c)
     return None if v is None else ";".join(decode_clock_events(v))
 
 
-def _kb(attr: str) -> Callable[[Ctx], Any]:
-    def get(c: Ctx) -> int | None:
-        v = _g(attr)(c)
-        return None if v is None else v // 1024
-
-    return get
-
-
-GPU_FIELDS: tuple[Field, ...] = (
+_HEAD: tuple[Field, ...] = (
     Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
           lambda c: _smi_time(c.snap.timestamp)),
     Field("count", "integer", "", "number of GPUs", lambda c: len(c.info.devices)),
@@ -166,23 +150,11 @@ GPU_FIELDS: tuple[Field, ...] = (
           lambda c: _enabled(c.dev.mig_mode) if c.dev else None, dev=("mig_mode",)),
     Field("ecc.mode.current", "string", "", "Enabled or Disabled",
           lambda c: _enabled(c.dev.ecc_mode) if c.dev else None, dev=("ecc_mode",)),
-    Field("pstate", "string", "", "performance state, P0 (fastest) to P15",
-          lambda c: None if _g("pstate")(c) is None else f"P{_g('pstate')(c)}"),
-    Field("fan.speed", "integer", "%", "fan speed, percent of its maximum", _g("fan_speed")),
-    Field("utilization.gpu", "integer", "%", "percent of time a kernel ran (last sample period)",
-          _g("gpu_util")),
-    Field("utilization.memory", "integer", "%", "percent of time device memory was read or written",
-          _g("mem_util")),
-    Field("utilization.encoder", "integer", "%", "video encoder utilization", _g("encoder_util")),
-    Field("utilization.decoder", "integer", "%", "video decoder utilization", _g("decoder_util")),
+)  # fmt: skip
+
+_STATIC: tuple[Field, ...] = (
     Field("memory.total", "integer", "MiB", "total memory",
           lambda c: _mib(c.dev.memory_total) if c.dev else None, dev=("memory_total",)),
-    Field("memory.used", "integer", "MiB", "memory used (not counting the driver's reserve)",
-          _gmib("mem_used")),
-    Field("memory.free", "integer", "MiB", "memory free", _gmib("mem_free")),
-    Field("memory.reserved", "integer", "MiB", "memory the driver reserves", _gmib("mem_reserved")),
-    Field("temperature.gpu", "integer", "", "GPU core temperature, °C", _g("temperature")),
-    Field("power.draw", "number", "W", "power draw", _g("power_draw"), decimals=2),
     Field("power.limit", "number", "W", "power limit in force", _power_limit, decimals=2,
           aliases=("enforced.power.limit",), dev=("power_limit",)),
     Field("power.default_limit", "number", "W", "default power limit", _d("power_default_limit"),
@@ -191,41 +163,20 @@ GPU_FIELDS: tuple[Field, ...] = (
           decimals=2),
     Field("power.max_limit", "number", "W", "highest settable power limit", _d("power_max_limit"),
           decimals=2),
-    Field("clocks.current.sm", "integer", "MHz", "SM clock", _g("sm_clock"), aliases=("clocks.sm",)),
-    Field("clocks.current.memory", "integer", "MHz", "memory clock", _g("mem_clock"),
-          aliases=("clocks.mem", "clocks.memory")),
-    Field("clocks.current.graphics", "integer", "MHz", "graphics clock", _g("graphics_clock"),
-          aliases=("clocks.gr", "clocks.graphics")),
     Field("clocks.max.sm", "integer", "MHz", "maximum SM clock", _d("max_sm_clock")),
     Field("clocks.max.memory", "integer", "MHz", "maximum memory clock", _d("max_mem_clock"),
           aliases=("clocks.max.mem",)),
     Field("clocks.max.graphics", "integer", "MHz", "maximum graphics clock", _d("max_graphics_clock"),
           aliases=("clocks.max.gr",)),
-    Field("pcie.link.gen.current", "integer", "", "PCIe generation now (drops at idle)", _g("pcie_gen"),
-          aliases=("pcie.link.gen.gpucurrent",)),
     Field("pcie.link.gen.max", "integer", "", "highest PCIe generation of the GPU and slot",
           _d("pcie_max_gen")),
-    Field("pcie.link.width.current", "integer", "", "PCIe lanes now", _g("pcie_width")),
     Field("pcie.link.width.max", "integer", "", "most PCIe lanes", _d("pcie_max_width")),
-    Field("clocks_event_reasons.active", "string", "", "NVML clock-event reason bit mask, hex",
-          _reasons, aliases=("clocks_throttle_reasons.active",)),
-    Field("ecc.errors.corrected.volatile.total", "integer", "",
-          "corrected ECC errors since the driver loaded", _g("ecc_volatile_corrected")),
-    Field("ecc.errors.uncorrected.volatile.total", "integer", "",
-          "uncorrected ECC errors since the driver loaded", _g("ecc_volatile_uncorrected")),
-    Field("ecc.errors.corrected.aggregate.total", "integer", "", "corrected ECC errors, lifetime",
-          _g("ecc_aggregate_corrected")),
-    Field("ecc.errors.uncorrected.aggregate.total", "integer", "", "uncorrected ECC errors, lifetime",
-          _g("ecc_aggregate_uncorrected")),
-    # ---- gputui's own (nvidia-smi has no such query field) ----
+)  # fmt: skip
+
+#: gputui's own, composed of several values (nvidia-smi has no such query field).
+_COMPOSED: tuple[Field, ...] = (
     Field("clocks_event_reasons.names", "string", "", "the clock-event reasons by name, ;-separated",
           _reason_names, smi=False),
-    Field("pcie.throughput.rx", "integer", "KB/s", "PCIe receive throughput (NVML, 20 ms window)",
-          _kb("pcie_rx"), smi=False, slow=True),
-    Field("pcie.throughput.tx", "integer", "KB/s", "PCIe transmit throughput (NVML, 20 ms window)",
-          _kb("pcie_tx"), smi=False, slow=True),
-    Field("energy.consumption", "integer", "mJ", "energy used since the driver loaded",
-          _g("energy"), smi=False, slow=True),
     Field("lost", "boolean", "", "true when the GPU fell off the bus (GPU is lost)",
           lambda c: bool(c.gpu and c.gpu.lost), smi=False),
     Field("processes.count", "integer", "", "processes using the GPU",
@@ -233,6 +184,28 @@ GPU_FIELDS: tuple[Field, ...] = (
     Field("processes.memory_used", "integer", "MiB", "GPU memory held by its listed processes",
           lambda c: _mib(sum(p.gpu_memory or 0 for p in _procs_of(c))), smi=False),
 )  # fmt: skip
+
+
+def _sample_field(m: GpuMetric, s: Smi) -> Field:
+    """A GPU quantity of the registry as a snapshot field."""
+    convert = s.convert
+
+    def get(c: Ctx) -> Any:
+        v = None if c.gpu is None or c.gpu.lost else m.value(c.gpu)
+        return v if v is None or convert is None else convert(v)
+
+    return Field(s.name, s.kind, s.unit, m.doc, get, smi=not s.own, decimals=s.decimals,
+                 aliases=s.aliases, slow=s.slow)  # fmt: skip
+
+
+#: Identity, the registry's quantities (gputui/telemetry/metrics.py), static limits, and
+#: gputui's composed fields.
+GPU_FIELDS: tuple[Field, ...] = (
+    *_HEAD,
+    *(_sample_field(m, m.snapshot) for m in GPU_METRICS if m.snapshot is not None),
+    *_STATIC,
+    *_COMPOSED,
+)
 
 
 def _p(attr: str) -> Callable[[Ctx], Any]:

@@ -7,30 +7,21 @@ import math
 from array import array
 from collections.abc import Iterator
 
+from gputui.telemetry.metrics import HISTORY_FIELDS, PROCESS_HISTORY_FIELDS
 from gputui.telemetry.model import Snapshot
 
 NAN = math.nan
 
-#: GpuSample fields kept in history.
-GPU_METRICS = (
-    "gpu_util",
-    "mem_util",
-    "mem_used",
-    "temperature",
-    "power_draw",
-    "sm_clock",
-    "mem_clock",
-    "pcie_rx",
-    "pcie_tx",
-)
+GPU_METRICS = HISTORY_FIELDS
+"""GpuSample fields kept in history (the registry's `history=True` entries)."""
 #: Host series: name -> how to read it off a HostSample.
 HOST_METRICS = ("cpu_percent", "mem_used")
 
 DEFAULT_CAPACITY = 3600
-"""One hour at 1 Hz; 16 GPUs x 9 metrics x 3600 x 8 bytes = 4.1 MB at most."""
+"""One hour at 1 Hz: 16 GPUs x 10 metrics x 3600 x 8 bytes = 4.6 MB at most."""
 
-#: GpuProcess fields kept per process.
-PROCESS_METRICS = ("gpu_memory", "sm_util")
+PROCESS_METRICS = PROCESS_HISTORY_FIELDS
+"""GpuProcess fields kept per process (the registry's `history=True` columns)."""
 PROCESS_CAPACITY = 600
 """Ten minutes at 1 Hz per process."""
 MAX_PROCESSES = 512

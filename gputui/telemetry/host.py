@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 import psutil
 
@@ -114,6 +114,19 @@ class HostSampler:
         )
 
 
+class HostFacts(TypedDict, total=False):
+    """What psutil adds to a GpuProcess: `GpuProcess` fields, typed, so a misspelt or
+    mistyped one is an error for mypy, not a TypeError at run time."""
+
+    visible: bool
+    name: str | None
+    user: str | None
+    cmdline: tuple[str, ...] | None
+    cpu_percent: float | None
+    rss: int | None
+    create_time: float | None
+
+
 @dataclass
 class _Tracked:
     proc: psutil.Process
@@ -154,7 +167,7 @@ class ProcessInspector:
     def enrich(self, processes: Iterable[GpuProcess], now: float | None = None) -> list[GpuProcess]:
         now = time.time() if now is None else now
         procs = list(processes)
-        facts: dict[int, dict[str, object] | None] = {}
+        facts: dict[int, HostFacts | None] = {}
         for pid in {p.pid for p in procs}:
             facts[pid] = self._describe(pid, now)
         for pid in set(self._tracked) - set(facts):
@@ -164,7 +177,7 @@ class ProcessInspector:
         out = []
         for p in procs:
             f = facts.get(p.pid)
-            out.append(replace(p, visible=False) if f is None else replace(p, **f))  # type: ignore[arg-type]
+            out.append(replace(p, visible=False) if f is None else replace(p, **f))
         return out
 
     def _is_foreign(self, pid: int) -> bool:
@@ -177,7 +190,7 @@ class ProcessInspector:
         del self._foreign[pid]
         return False
 
-    def _describe(self, pid: int, now: float) -> dict[str, object] | None:
+    def _describe(self, pid: int, now: float) -> HostFacts | None:
         tracked = self._tracked.get(pid)
         try:
             if tracked is None:

@@ -269,6 +269,9 @@ class GpuSample:
     NVML's v2 memory info, where mem_used includes it."""
     temperature: int | None = None
     """GPU core °C."""
+    memory_temperature: int | None = None
+    """Memory (HBM) °C, where the GPU reports it (NVML field value 82, as nvidia-smi's
+    temperature.memory)."""
     power_draw: float | None = None
     """Watts."""
     power_limit: float | None = None

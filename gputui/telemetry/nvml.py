@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -106,6 +106,8 @@ _INVALID_ID = 0xFFFFFFFF  # NVML's "no MIG instance"
 _ALL_LINKS = 0xFFFFFFFF  # field-value scope: summed over every NVLink
 _NVLINK_REMOTE_TYPES = {0: "GPU", 1: "IBM NPU", 2: "switch", 0xFF: "unknown"}
 # field ids (nvml.h; stable): NVLink link count, NVLink data throughput counters in KiB
+_FI_MEMORY_TEMP = 82
+"""NVML_FI_DEV_MEMORY_TEMP: memory (HBM) temperature, °C (nvidia-smi's temperature.memory)."""
 _FI_NVLINK_LINK_COUNT = 91
 _FI_NVLINK_THROUGHPUT_DATA_TX = 138
 _FI_NVLINK_THROUGHPUT_DATA_RX = 139
@@ -320,13 +322,36 @@ class Nvml:
             return None
 
 
+class SlowFields(TypedDict, total=False):
+    """GpuSample fields measured on the slow cadence (PCIe and NVLink throughput, energy,
+    replay counter, row remapping, retired pages, MIG devices) and the Xid watch: typed, so
+    a misspelt or mistyped field is an error for mypy, not a TypeError at run time."""
+
+    pcie_rx: int | None
+    pcie_tx: int | None
+    energy: int | None
+    pcie_replay_counter: int | None
+    nvlink_rx: int | None
+    nvlink_tx: int | None
+    nvlink_link_rx: tuple[int | None, ...]
+    nvlink_link_tx: tuple[int | None, ...]
+    remapped_rows_corrected: int | None
+    remapped_rows_uncorrected: int | None
+    remapped_rows_pending: bool | None
+    remapped_rows_failure: bool | None
+    retired_pages_sbe: int | None
+    retired_pages_dbe: int | None
+    retired_pages_pending: bool | None
+    mig_devices: tuple[MigDevice, ...]
+    xid_count: int | None
+    xid_last: int | None
+
+
 @dataclass
 class _SlowValues:
     """Latest results of the slow-cadence queries for one GPU."""
 
-    fields: dict[str, Any] = field(default_factory=dict)
-    """GpuSample fields measured on the slow cadence (PCIe and NVLink throughput, energy,
-    replay counter, row remapping, retired pages, MIG devices)."""
+    fields: SlowFields = field(default_factory=SlowFields)
     proc_util: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     last_seen_us: int = 0
 
@@ -385,6 +410,8 @@ class NvmlSource:
 
     live = True
     local_processes = True
+    replay: None = None
+    """Live data: nothing to seek."""
 
     def __init__(
         self,
@@ -412,6 +439,8 @@ class NvmlSource:
         self._slow: dict[int, _SlowValues] = {}
         self._slow_lock = threading.Lock()
         self._nvlink_counters: dict[int, _NvLinkCounters] = {}
+        self._no_field: set[tuple[int, int]] = set()
+        """(GPU, field id) of field values the GPU answered with an error: not asked again."""
         self._xids: dict[int, tuple[int, int | None]] = {}
         """GPU -> (Xid events seen, the last code), for the GPUs whose events are watched."""
         self._event_thread: threading.Thread | None = None
@@ -752,7 +781,7 @@ class NvmlSource:
         dec = q("nvmlDeviceGetDecoderUtilization")
         with self._slow_lock:
             slow = self._slow.get(i)
-            slow_fields = dict(slow.fields) if slow else {}
+            slow_fields = SlowFields(**slow.fields) if slow else SlowFields()
             xid = self._xids.get(i)
         if xid is not None:
             slow_fields["xid_count"], slow_fields["xid_last"] = xid
@@ -766,6 +795,7 @@ class NvmlSource:
             mem_free=getattr(mem, "free", None),
             mem_reserved=getattr(mem, "reserved", None),
             temperature=q("nvmlDeviceGetTemperature", lib.NVML_TEMPERATURE_GPU),
+            memory_temperature=self._field_value(i, h, _FI_MEMORY_TEMP),
             power_draw=_watts(q("nvmlDeviceGetPowerUsage")),
             power_limit=_watts(q("nvmlDeviceGetEnforcedPowerLimit")),
             sm_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_SM),
@@ -784,6 +814,19 @@ class NvmlSource:
             ecc_aggregate_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_AGGREGATE_ECC),
             **slow_fields,
         )
+
+    def _field_value(self, i: int, h: Any, field_id: int) -> int | None:
+        """One integer of nvmlDeviceGetFieldValues; a field the GPU reports an error for is
+        not asked again (the call itself remembers Not Supported in `Nvml.query`)."""
+        nv = self._nvml
+        assert nv is not None
+        if (i, field_id) in self._no_field:
+            return None
+        values = nv.query("nvmlDeviceGetFieldValues", h, [field_id], device=i)
+        value = field_int(values[0]) if values else None
+        if value is None and values:
+            self._no_field.add((i, field_id))
+        return value
 
     def _memory_info(self, i: int, h: Any) -> Any:
         """Memory info v2 (used excludes driver-reserved memory, as nvidia-smi shows it);
@@ -949,7 +992,7 @@ class NvmlSource:
         dbe = q("nvmlDeviceGetRetiredPages", _RETIRED_DBE)
         retire_pending = q("nvmlDeviceGetRetiredPagesPendingStatus")
         nvl_rx, nvl_tx, link_rx, link_tx = self._nvlink_throughput(i, h)
-        fields: dict[str, Any] = {
+        fields: SlowFields = {
             "pcie_rx": rx * 1024 if rx is not None else None,
             "pcie_tx": tx * 1024 if tx is not None else None,
             "energy": energy,

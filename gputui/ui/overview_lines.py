@@ -15,6 +15,7 @@ from rich.style import Style
 
 from gputui.config import CardConfig
 from gputui.telemetry.alerts import Alert, short_text
+from gputui.telemetry.metrics import CARD_ITEMS, GPU_METRIC, temp_scale
 from gputui.telemetry.model import (
     CLOCK_EVENT_QUIET_MASK,
     CLOCK_EVENT_SLOWDOWN_MASK,
@@ -31,6 +32,7 @@ from gputui.ui.render import (
     DIM,
     GREEN,
     NA,
+    TINT_STYLE,
     Line,
     S,
     bar,
@@ -41,6 +43,7 @@ from gputui.ui.render import (
     fmt_rate,
     fmt_temp,
     fmt_uptime,
+    fmt_value,
     fmt_watts,
     level_color,
     line_len,
@@ -56,7 +59,6 @@ MAX_SPARK_ROWS = 6
 CARD_FIXED_LINES = 7
 """Border (2) + bars (3) + info line + events line."""
 DEFAULT_CARD = CardConfig()
-SPARK_CLOCK = Style(color=BLUE)
 
 SeriesFn = Callable[[int, str, int], list[float]]
 
@@ -110,13 +112,6 @@ def short_name(name: str) -> str:
         if name.startswith(prefix):
             return name[len(prefix) :]
     return name
-
-
-def temp_scale(dev: DeviceInfo | None) -> int:
-    """The temperature a full bar stands for: the slowdown threshold where known."""
-    if dev and dev.temp_slowdown:
-        return dev.temp_slowdown
-    return 90
 
 
 def temp_color(temp: int | None, dev: DeviceInfo | None) -> str:
@@ -304,46 +299,27 @@ def gpu_card(
             and (g.pcie_gen, g.pcie_width) != (dev.pcie_max_gen, dev.pcie_max_width)
         ):
             link += f" (max Gen{dev.pcie_max_gen} x{dev.pcie_max_width})"
-    ecc = g.ecc_volatile_uncorrected
-    info: dict[str, Line] = {
-        "pstate": kv("P-state", f"P{g.pstate}" if g.pstate is not None else NA),
-        "pcie": kv("PCIe", link),
-        "rx": kv("RX", fmt_rate(g.pcie_rx)),
-        "tx": kv("TX", fmt_rate(g.pcie_tx)),
-        "enc": kv("ENC", fmt_pct(g.encoder_util)),
-        "dec": kv("DEC", fmt_pct(g.decoder_util)),
-        "fan": kv("FAN", fmt_pct(g.fan_speed)),
-        "ecc": kv("ECC", NA if ecc is None else str(ecc), S.bad if ecc else None),
-    }
-    items = [info[k] for k in card.info]
+    items = []
+    for key in card.info:
+        m = CARD_ITEMS[key]
+        value = m.value(g)
+        text = link if key == "pcie" else fmt_value(m.unit, value)
+        items.append(kv(m.label, text, S.bad if m.alarm and value else None))
     if g.xid_count and g.xid_last is not None:  # the driver reported a critical error: first
         more = f" ×{g.xid_count}" if g.xid_count > 1 else ""
         items.insert(0, kv("XID", f"{g.xid_last}{more}", S.bad))
     rows.append(join_items(items, inner))
     chart_w = max(1, inner - 6 - 12)
-    charts_by_name: dict[str, tuple[str, str, float | None, Style, str]] = {
-        "util": ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
-        "mem": ("MEM", "mem_used", float(mem_total or 0) or None, S.spark_mem, fmt_gib(g.mem_used)),
-        "power": ("PWR", "power_draw", float(limit or 0) or None, S.spark_power, fmt_watts(g.power_draw)),
-        "temp": ("TEMP", "temperature", float(tscale), S.spark_temp, fmt_temp(g.temperature)),
-        "sm_clock": (
-            "SM", "sm_clock", float(dev.max_sm_clock or 0) or None, SPARK_CLOCK, fmt_mhz(g.sm_clock),
-        ),
-        "mem_clock": (
-            "MCLK", "mem_clock", float(dev.max_mem_clock or 0) or None, SPARK_CLOCK, fmt_mhz(g.mem_clock),
-        ),
-        "mem_util": ("MBW", "mem_util", 100.0, S.spark_mem, fmt_pct(g.mem_util)),
-        "pcie_rx": ("RX", "pcie_rx", None, S.spark_cpu, fmt_rate(g.pcie_rx)),
-        "pcie_tx": ("TX", "pcie_tx", None, S.spark_cpu, fmt_rate(g.pcie_tx)),
-    }  # fmt: skip
-    for label, metric_name, top, style, fmt in (charts_by_name[k] for k in card.sparklines):
-        chart = sparkline_rows(series(dev.index, metric_name, chart_w), chart_w, spark_rows, top)
+    for m in (GPU_METRIC[k] for k in card.sparklines):
+        top = m.full_scale(dev, g) if m.full_scale is not None else None
+        chart = sparkline_rows(series(dev.index, m.field, chart_w), chart_w, spark_rows, top)
+        now = fmt_value(m.unit, m.value(g))
         for r, text in enumerate(chart):
             rows.append(
                 [
-                    (pad(label if r == 0 else "", 6), S.label),
-                    (text, style),
-                    (pad(fmt if r == 0 else "", 12, ">"), S.value),
+                    (pad(m.label if r == 0 else "", 6), S.label),
+                    (text, TINT_STYLE[m.tint]),
+                    (pad(now if r == 0 else "", 12, ">"), S.value),
                 ]
             )
     ev_text, ev_style = events_line(g.clock_event_reasons)

@@ -12,10 +12,11 @@ import math
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rich.style import Style
 
+from gputui.telemetry.metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, Unit, sort_field
 from gputui.telemetry.model import DeviceInfo, GpuProcess, MachineInfo, Snapshot
 from gputui.ui.render import (
     CYAN,
@@ -31,6 +32,10 @@ from gputui.ui.render import (
     Line,
     S,
     fit,
+    fmt_mhz,
+    fmt_rate,
+    fmt_temp,
+    fmt_watts,
     one_cell,
     pad,
     pad_line,
@@ -154,53 +159,19 @@ class RowBuilder:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Column:
-    key: str
-    title: str
-    width: int
-    """Cells; 0 = takes the rest of the line (the command)."""
-    align: str = ">"
-    priority: int = 0
-    """0 = always shown; higher numbers are dropped first when the terminal is narrow."""
-    descending: bool = True
-    """The direction a sort by this column starts in (largest first for numbers)."""
-
-
-COLUMNS: tuple[Column, ...] = (
-    Column("gpu", "GPU", 3, ">", 0, False),
-    Column("pid", "PID", 7, ">", 0, False),
-    Column("user", "USER", 10, "<", 1, False),
-    Column("type", "TYPE", 4, "<", 5, False),
-    Column("gpu_memory", "GPU MEM", 8, ">", 0, True),
-    Column("sm_util", "SM%", 4, ">", 0, True),
-    Column("mem_util", "MBW%", 4, ">", 3, True),
-    Column("enc_util", "ENC%", 4, ">", 6, True),
-    Column("dec_util", "DEC%", 4, ">", 6, True),
-    Column("cpu_percent", "CPU%", 5, ">", 2, True),
-    Column("rss", "HOST MEM", 8, ">", 4, True),
-    Column("elapsed", "TIME", 6, ">", 2, True),
-    Column("command", "COMMAND", 0, "<", 0, False),
-)
-COLUMN_BY_KEY = {c.key: c for c in COLUMNS}
+Column = ProcessMetric
+"""A column of the table: the registry's process entry (gputui/telemetry/metrics.py)."""
+COLUMNS: tuple[Column, ...] = PROCESS_METRICS
+COLUMN_BY_KEY = PROCESS_METRIC
 MIN_COMMAND = 20
 """Narrower than this, columns are dropped (by priority) to leave room for the command."""
 
 
 def _sort_value(key: str) -> Callable[[ProcessRow], object]:
-    if key == "gpu":
-        return lambda r: r.key[0]
-    if key == "pid":
-        return lambda r: r.key[1]
-    if key == "elapsed":
-        return lambda r: r.elapsed
-    if key == "command":
-        return lambda r: r.command.lower()
-    if key == "user":
-        return lambda r: (r.proc.user or "").lower()
-    if key == "type":
-        return lambda r: r.proc.type
-    return lambda r: getattr(r.proc, key)
+    col = COLUMN_BY_KEY[key]
+    if col.unit in ("text", "command"):
+        return lambda r: (col.value(r) or "").lower()
+    return col.value
 
 
 @dataclass
@@ -230,27 +201,16 @@ class ViewState:
         return out
 
 
-#: GpuProcess field names (as the config file's `default_sort` takes them) -> column keys;
-#: True where the column runs the other way (the oldest process has the longest time).
-FIELD_TO_COLUMN: dict[str, tuple[str, bool]] = {
-    "gpu_index": ("gpu", False),
-    "create_time": ("elapsed", True),
-    "name": ("command", False),
-    "cmdline": ("command", False),
-    **{c.key: (c.key, False) for c in COLUMNS},
-}
-
-
 def view_state_for(sort: str | None) -> ViewState:
     """The initial view for a `default_sort` setting: a field name, "-" first for descending
     (e.g. "-gpu_memory"); GPU then PID for None or a name that is not a column."""
     if not sort:
         return ViewState()
-    descending = sort.startswith("-")
-    key, inverted = FIELD_TO_COLUMN.get(sort.removeprefix("-"), ("", False))
-    if not key:
+    found = sort_field(sort.removeprefix("-"))
+    if found is None:
         return ViewState()
-    return ViewState(sort_key=key, descending=descending != inverted)
+    col, inverted = found
+    return ViewState(sort_key=col.key, descending=sort.startswith("-") != inverted)
 
 
 def filter_rows(rows: Iterable[ProcessRow], state: ViewState, me: str | None) -> list[ProcessRow]:
@@ -365,27 +325,36 @@ def fmt_pct_cell(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.0f}"
 
 
-def _cell(row: ProcessRow, key: str) -> str:
+def _text_cell(value: object, visible: bool) -> str:
+    return literal(str(value)) if value else ("?" if not visible else "N/A")
+
+
+#: How a value of each registry unit reads in a table cell (compact, few changing cells).
+CELL_TEXT: dict[Unit, Callable[[Any, bool], str]] = {
+    "%": lambda v, _: fmt_pct_cell(v),
+    "B": lambda v, _: fmt_mem(v),
+    "B/s": lambda v, _: fmt_rate(v),
+    "W": lambda v, _: fmt_watts(v),
+    "MHz": lambda v, _: fmt_mhz(v),
+    "°C": lambda v, _: fmt_temp(v),
+    "s": lambda v, _: fmt_elapsed(v),
+    "mJ": lambda v, _: "N/A" if v is None else str(v),
+    "count": lambda v, _: "N/A" if v is None else str(v),
+    "pstate": lambda v, _: "N/A" if v is None else f"P{v}",
+    "mask": lambda v, _: "N/A" if v is None else f"0x{v:x}",
+    "flag": lambda v, _: "N/A" if v is None else ("yes" if v else "no"),
+    "text": _text_cell,
+    "command": lambda v, _: str(v),
+}
+
+
+def cell_text(row: ProcessRow, col: Column) -> str:
+    """One cell: the column's value in its unit's format; a host-side fact of a process not
+    visible from here is blank (not N/A: there is nothing to ask)."""
     p = row.proc
-    if key == "gpu":
-        return str(p.gpu_index)
-    if key == "pid":
-        return str(p.pid)
-    if key == "user":
-        return literal(p.user) if p.user else ("?" if not p.visible else "N/A")
-    if key == "type":
-        return p.type
-    if key in ("gpu_memory", "rss"):
-        if key == "rss" and not p.visible:
-            return ""
-        return fmt_mem(getattr(p, key))
-    if key in ("sm_util", "mem_util", "enc_util", "dec_util"):
-        return fmt_pct_cell(getattr(p, key))
-    if key == "cpu_percent":
-        return fmt_pct_cell(p.cpu_percent) if p.visible else ""
-    if key == "elapsed":
-        return fmt_elapsed(row.elapsed) if p.visible else ""
-    return row.command
+    if col.host and not p.visible:
+        return ""
+    return CELL_TEXT[col.unit](col.value(row), p.visible)
 
 
 # --------------------------------------------------------------------------------------
@@ -509,7 +478,7 @@ def row_line(
     used = 2
     for c in cols:
         if c.width:
-            text = pad(_cell(row, c.key), c.width, c.align)
+            text = pad(cell_text(row, c), c.width, c.align)
             if c.key == "gpu":
                 style = PS.gpu
             elif c.key == "sm_util" and (row.proc.sm_util or 0) >= 50:

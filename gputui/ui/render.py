@@ -15,26 +15,28 @@ from typing import Any
 
 from rich.style import Style
 
+from gputui.palette import DEFAULT_PALETTE
+from gputui.telemetry.metrics import Tint, Unit
+
 Run = tuple[str, Style | None]
 Line = list[Run]
 
 NA = "N/A"
 
-# Colours from the xterm 256-colour cube, so an SSH session without COLORTERM=truecolor
-# shows exactly these (no nearest-colour guessing).
-GREEN = "#5fd75f"
-CYAN = "#5fd7ff"
-BLUE = "#5f87ff"
-MAGENTA = "#d787ff"
-YELLOW = "#ffd75f"
-ORANGE = "#ffaf5f"
-RED = "#ff5f5f"
-GREY = "#8a8a8a"
-DIM = "#626262"
-TRACK = "#303030"
-BORDER = "#4e4e4e"
-TEXT = "#d0d0d0"
-WHITE = "#eeeeee"
+# The default palette (gputui/palette.py); themes remap it on the way to the terminal.
+GREEN = DEFAULT_PALETTE["green"]
+CYAN = DEFAULT_PALETTE["cyan"]
+BLUE = DEFAULT_PALETTE["blue"]
+MAGENTA = DEFAULT_PALETTE["magenta"]
+YELLOW = DEFAULT_PALETTE["yellow"]
+ORANGE = DEFAULT_PALETTE["orange"]
+RED = DEFAULT_PALETTE["red"]
+GREY = DEFAULT_PALETTE["grey"]
+DIM = DEFAULT_PALETTE["dim"]
+TRACK = DEFAULT_PALETTE["track"]
+BORDER = DEFAULT_PALETTE["border"]
+TEXT = DEFAULT_PALETTE["text"]
+WHITE = DEFAULT_PALETTE["white"]
 
 
 class S:
@@ -63,6 +65,7 @@ class S:
     spark_power = Style(color=ORANGE)
     spark_temp = Style(color=RED)
     spark_cpu = Style(color=CYAN)
+    spark_clock = Style(color=BLUE)
     tab = Style(color=GREY)
     tab_key = Style(color=CYAN)
     tab_active = Style(color=WHITE, bold=True, underline=True)
@@ -200,6 +203,45 @@ def fmt_uptime(seconds: float | None) -> str:
     hours, rem = divmod(rem, 3600)
     minutes = rem // 60
     return f"{days}d {hours:02d}:{minutes:02d}" if days else f"{hours:02d}:{minutes:02d}"
+
+
+def _or_na(fmt: Callable[[Any], str]) -> Callable[[Any], str]:
+    return lambda v: NA if v is None else fmt(v)
+
+
+#: How a value of each registry unit reads on a card or chart (`fmt_value`).
+UNIT_TEXT: dict[Unit, Callable[[Any], str]] = {
+    "%": fmt_pct,
+    "B": fmt_gib,
+    "B/s": fmt_rate,
+    "W": fmt_watts,
+    "MHz": fmt_mhz,
+    "°C": fmt_temp,
+    "mJ": _or_na(lambda v: f"{v} mJ"),
+    "count": _or_na(str),
+    "pstate": _or_na(lambda v: f"P{v}"),
+    "mask": _or_na(lambda v: f"0x{v:x}"),
+    "flag": _or_na(lambda v: "yes" if v else "no"),
+    "s": fmt_uptime,
+    "text": _or_na(lambda v: clean(str(v))),
+    "command": _or_na(str),
+}
+
+
+def fmt_value(unit: Unit, value: Any) -> str:
+    """A registry quantity's value as a card or chart shows it."""
+    return UNIT_TEXT[unit](value)
+
+
+#: The chart colour of each registry tint.
+TINT_STYLE: dict[Tint, Style] = {
+    "util": S.spark_util,
+    "mem": S.spark_mem,
+    "power": S.spark_power,
+    "temp": S.spark_temp,
+    "clock": S.spark_clock,
+    "io": S.spark_cpu,
+}
 
 
 def ratio(value: float | None, total: float | None) -> float | None:

@@ -1,0 +1,431 @@
+"""The metric registry: one entry per quantity gputui samples, and everything that shows,
+keeps or exports it derived from that entry.
+
+A GPU quantity (`GpuMetric`) or a process column (`ProcessMetric`) is declared here once,
+with its label, unit, whether it is kept in history, offered as a card chart or info item,
+sorted on, and its names in `gputui snapshot` (nvidia-smi's `--query-gpu` names) and on
+`/metrics` (dcgm-exporter's `DCGM_FI_*`).  The config file's choices and their help, the
+history's series, the card's items and charts, the process table's columns and sort keys,
+the snapshot fields and the exporter's families are all read off these tables.  Adding an
+NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml.py`.
+
+No Textual, no Rich: how a unit is drawn is the UI's business (`ui/render.py` maps each
+`Unit` to a formatter), so a new entry with a known unit needs no UI change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample
+
+MIB = 2**20
+
+Unit = Literal[
+    "%", "B", "B/s", "W", "MHz", "°C", "mJ", "count", "pstate", "mask", "flag", "s", "text", "command"
+]
+"""How a value reads: percent, bytes, bytes per second, watts, MHz, °C, millijoules, a
+count, a performance state (0-15), a bit mask, a yes/no flag, seconds, untrusted text, and
+the process table's command line (already escaped)."""
+
+Tint = Literal["util", "mem", "power", "temp", "clock", "io"]
+"""The chart colour a quantity is drawn in (the UI maps each to a theme colour)."""
+
+PromType = Literal["gauge", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Export:
+    """How `/metrics` publishes a quantity."""
+
+    name: str
+    type: PromType
+    """gauge, or unknown (untyped) for dcgm-exporter's suffix-less counters."""
+    help: str
+    convert: Callable[[Any], float] = float
+    """From the sample's value (known, not None) to the exported number."""
+
+
+@dataclass(frozen=True, slots=True)
+class Smi:
+    """How `gputui snapshot` (CSV and JSON) names and writes a quantity."""
+
+    name: str
+    kind: Literal["integer", "number", "string", "boolean"]
+    unit: str = ""
+    """As nvidia-smi heads the CSV column ("MiB", "%", "W", "MHz", "KB/s")."""
+    convert: Callable[[Any], Any] | None = None
+    """From the sample's value (known, not None) to the written one; None: as it is."""
+    own: bool = False
+    """gputui's own field (nvidia-smi has no such query field)."""
+    decimals: int | None = None
+    aliases: tuple[str, ...] = ()
+    slow: bool = False
+    """Sampled on NVML's slow cadence: a single live snapshot must wait for it."""
+
+
+def per(divisor: int) -> Callable[[Any], int]:
+    """Whole units of `divisor` (bytes to MiB, bytes/s to KB/s), as nvidia-smi and DCGM count."""
+    return lambda v: int(v) // divisor
+
+
+def as_ratio(percent: Any) -> float:
+    return float(percent) / 100.0
+
+
+# --------------------------------------------------------------------------------------
+# GPU quantities
+# --------------------------------------------------------------------------------------
+
+
+def _full_percent(dev: DeviceInfo, g: GpuSample) -> float | None:
+    return 100.0
+
+
+def temp_scale(dev: DeviceInfo | None) -> int:
+    """The temperature a full bar or chart stands for: the slowdown threshold where known."""
+    if dev and dev.temp_slowdown:
+        return dev.temp_slowdown
+    return 90
+
+
+@dataclass(frozen=True, slots=True)
+class GpuMetric:
+    """One quantity of a `GpuSample`."""
+
+    key: str
+    """Its name in the config file's [card] sparklines (and in code)."""
+    field: str
+    """The `GpuSample` attribute that holds it (also its history series' name)."""
+    label: str
+    """Short label on cards and charts ("UTIL", "TEMP")."""
+    unit: Unit
+    doc: str
+    history: bool = False
+    """Kept in history (ring buffers, 1 hour): needed for a chart."""
+    chart: bool = False
+    """Offered as a card sparkline ([card] sparklines)."""
+    tint: Tint = "util"
+    full_scale: Callable[[DeviceInfo, GpuSample], float | None] | None = None
+    """What a full bar or chart stands for on this GPU; None: the largest value seen."""
+    card: str | None = None
+    """Its name in [card] info, where it may be shown on the card's info line."""
+    card_shown: bool = True
+    """Shown on the info line unless [card] info says otherwise."""
+    alarm: bool = False
+    """Any non-zero value is bad news (shown in the error colour)."""
+    snapshot: Smi | None = None
+    prometheus: Export | None = None
+    read: Callable[[GpuSample], Any] | None = None
+    """Where the value is not just `field` (derived from several fields)."""
+
+    def value(self, g: GpuSample) -> Any:
+        return self.read(g) if self.read is not None else getattr(g, self.field)
+
+
+def _xid_errors(g: GpuSample) -> int | None:
+    # dcgm-exporter's XID_ERRORS is the last Xid's code, 0 while none was seen
+    return None if g.xid_count is None else (g.xid_last or 0)
+
+
+def _pstate_name(v: int) -> str:
+    return f"P{v}"
+
+
+def _mask_hex(v: int) -> str:
+    return f"0x{v:016x}"
+
+
+def _memory_total(dev: DeviceInfo, g: GpuSample) -> float | None:
+    return float(dev.memory_total or 0) or None
+
+
+def _power_scale(dev: DeviceInfo, g: GpuSample) -> float | None:
+    return float(g.power_limit or dev.power_limit or 0) or None
+
+
+def _temp_scale(dev: DeviceInfo, g: GpuSample) -> float | None:
+    return float(temp_scale(dev))
+
+
+def _max_sm(dev: DeviceInfo, g: GpuSample) -> float | None:
+    return float(dev.max_sm_clock or 0) or None
+
+
+def _max_mem(dev: DeviceInfo, g: GpuSample) -> float | None:
+    return float(dev.max_mem_clock or 0) or None
+
+
+_M = GpuMetric
+_E = Export
+_S = Smi
+
+#: Every GPU quantity, in the order cards, the config file's choices, snapshots and
+#: /metrics list them.
+GPU_METRICS: tuple[GpuMetric, ...] = (
+    _M("util", "gpu_util", "UTIL", "%", "percent of time a kernel ran (last sample period)",
+       history=True, chart=True, tint="util", full_scale=_full_percent,
+       snapshot=_S("utilization.gpu", "integer", "%"),
+       prometheus=_E("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).")),
+    _M("mem", "mem_used", "MEM", "B", "memory used (not counting the driver's reserve)",
+       history=True, chart=True, tint="mem", full_scale=_memory_total,
+       snapshot=_S("memory.used", "integer", "MiB", per(MIB)),
+       prometheus=_E("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", per(MIB))),
+    _M("mem_free", "mem_free", "FREE", "B", "memory free",
+       snapshot=_S("memory.free", "integer", "MiB", per(MIB)),
+       prometheus=_E("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", per(MIB))),
+    _M("mem_reserved", "mem_reserved", "RSVD", "B", "memory the driver reserves",
+       snapshot=_S("memory.reserved", "integer", "MiB", per(MIB)),
+       prometheus=_E("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
+                     per(MIB))),
+    _M("power", "power_draw", "PWR", "W", "power draw",
+       history=True, chart=True, tint="power", full_scale=_power_scale,
+       snapshot=_S("power.draw", "number", "W", decimals=2),
+       prometheus=_E("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).")),
+    _M("power_limit", "power_limit", "LIMIT", "W", "power limit the driver enforces now",
+       prometheus=_E("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "Power limit the driver enforces (in W).")),
+    _M("temp", "temperature", "TEMP", "°C", "GPU core temperature, °C",
+       history=True, chart=True, tint="temp", full_scale=_temp_scale,
+       snapshot=_S("temperature.gpu", "integer"),
+       prometheus=_E("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).")),
+    _M("mem_temp", "memory_temperature", "MTEMP", "°C", "memory (HBM) temperature, °C",
+       history=True, chart=True, tint="temp", full_scale=_temp_scale,
+       card="mem_temp", card_shown=False,
+       snapshot=_S("temperature.memory", "integer"),
+       prometheus=_E("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).")),
+    _M("sm_clock", "sm_clock", "SM", "MHz", "SM clock",
+       history=True, chart=True, tint="clock", full_scale=_max_sm,
+       snapshot=_S("clocks.current.sm", "integer", "MHz", aliases=("clocks.sm",)),
+       prometheus=_E("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).")),
+    _M("mem_clock", "mem_clock", "MCLK", "MHz", "memory clock",
+       history=True, chart=True, tint="clock", full_scale=_max_mem,
+       snapshot=_S("clocks.current.memory", "integer", "MHz", aliases=("clocks.mem", "clocks.memory")),
+       prometheus=_E("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).")),
+    _M("graphics_clock", "graphics_clock", "GCLK", "MHz", "graphics clock",
+       snapshot=_S("clocks.current.graphics", "integer", "MHz", aliases=("clocks.gr", "clocks.graphics"))),
+    _M("mem_util", "mem_util", "MBW", "%", "percent of time device memory was read or written",
+       history=True, chart=True, tint="mem", full_scale=_full_percent,
+       snapshot=_S("utilization.memory", "integer", "%"),
+       prometheus=_E("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).")),
+    _M("pstate", "pstate", "P-state", "pstate", "performance state, P0 (fastest) to P15", card="pstate",
+       snapshot=_S("pstate", "string", convert=_pstate_name),
+       prometheus=_E("gputui_gpu_pstate", "gauge", "Performance state, 0 (fastest) to 15.")),
+    _M("pcie_gen", "pcie_gen", "PCIe", "count", "PCIe generation now (drops at idle)", card="pcie",
+       snapshot=_S("pcie.link.gen.current", "integer", aliases=("pcie.link.gen.gpucurrent",)),
+       prometheus=_E("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation now.")),
+    _M("pcie_width", "pcie_width", "LANES", "count", "PCIe lanes now",
+       snapshot=_S("pcie.link.width.current", "integer"),
+       prometheus=_E("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link width now (lanes).")),
+    _M("pcie_rx", "pcie_rx", "RX", "B/s", "PCIe receive throughput (NVML, 20 ms window)",
+       history=True, chart=True, tint="io", card="rx",
+       snapshot=_S("pcie.throughput.rx", "integer", "KB/s", per(1024), own=True, slow=True),
+       prometheus=_E("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "unknown",
+                     "Total number of bytes received through PCIe RX (in KB) via NVML.", per(1024))),
+    _M("pcie_tx", "pcie_tx", "TX", "B/s", "PCIe transmit throughput (NVML, 20 ms window)",
+       history=True, chart=True, tint="io", card="tx",
+       snapshot=_S("pcie.throughput.tx", "integer", "KB/s", per(1024), own=True, slow=True),
+       prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
+                     "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024))),
+    _M("enc", "encoder_util", "ENC", "%", "video encoder utilization", card="enc",
+       snapshot=_S("utilization.encoder", "integer", "%"),
+       prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).")),
+    _M("dec", "decoder_util", "DEC", "%", "video decoder utilization", card="dec",
+       snapshot=_S("utilization.decoder", "integer", "%"),
+       prometheus=_E("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).")),
+    _M("fan", "fan_speed", "FAN", "%", "fan speed, percent of its maximum", card="fan",
+       snapshot=_S("fan.speed", "integer", "%"),
+       prometheus=_E("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in %).")),
+    _M("ecc", "ecc_volatile_uncorrected", "ECC", "count", "uncorrected ECC errors since the driver loaded",
+       card="ecc", alarm=True,
+       snapshot=_S("ecc.errors.uncorrected.volatile.total", "integer"),
+       prometheus=_E("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "unknown",
+                     "Total number of double-bit volatile ECC errors.")),
+    _M("ecc_corrected", "ecc_volatile_corrected", "ECC CORR", "count",
+       "corrected ECC errors since the driver loaded",
+       snapshot=_S("ecc.errors.corrected.volatile.total", "integer"),
+       prometheus=_E("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "unknown",
+                     "Total number of single-bit volatile ECC errors.")),
+    _M("ecc_aggregate_corrected", "ecc_aggregate_corrected", "ECC CORR", "count",
+       "corrected ECC errors, lifetime",
+       snapshot=_S("ecc.errors.corrected.aggregate.total", "integer"),
+       prometheus=_E("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "unknown",
+                     "Total number of single-bit persistent ECC errors.")),
+    _M("ecc_aggregate_uncorrected", "ecc_aggregate_uncorrected", "ECC", "count",
+       "uncorrected ECC errors, lifetime",
+       snapshot=_S("ecc.errors.uncorrected.aggregate.total", "integer"),
+       prometheus=_E("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "unknown",
+                     "Total number of double-bit persistent ECC errors.")),
+    _M("clock_events", "clock_event_reasons", "CLOCKS", "mask", "NVML clock-event reason bit mask, hex",
+       snapshot=_S("clocks_event_reasons.active", "string", convert=_mask_hex,
+                   aliases=("clocks_throttle_reasons.active",)),
+       prometheus=_E("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
+                     "Current clock event (throttle) reasons, NVML bit mask.")),
+    _M("energy", "energy", "ENERGY", "mJ", "energy used since the driver loaded",
+       snapshot=_S("energy.consumption", "integer", "mJ", own=True, slow=True),
+       prometheus=_E("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown",
+                     "Total energy consumption since boot (in mJ).")),
+    # memory and link health (NVML's slow cadence: absent until its first pass)
+    _M("pcie_replays", "pcie_replay_counter", "REPLAYS", "count", "PCIe replays since the driver loaded",
+       prometheus=_E("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "unknown", "Total number of PCIe retries.")),
+    _M("remapped_uncorrected", "remapped_rows_uncorrected", "REMAP", "count",
+       "memory rows remapped after uncorrectable errors",
+       prometheus=_E("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "unknown",
+                     "Number of remapped rows for uncorrectable errors")),
+    _M("remapped_corrected", "remapped_rows_corrected", "REMAP", "count",
+       "memory rows remapped after correctable errors",
+       prometheus=_E("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "unknown",
+                     "Number of remapped rows for correctable errors")),
+    _M("remap_failure", "remapped_rows_failure", "REMAP FAIL", "flag", "a row remap failed",
+       prometheus=_E("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed")),
+    _M("xid", "xid_last", "XID", "count", "the code of the last Xid event (0: none seen)", read=_xid_errors,
+       prometheus=_E("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.")),
+    _M("retired_sbe", "retired_pages_sbe", "RETIRED", "count", "pages retired after single-bit errors",
+       prometheus=_E("DCGM_FI_DEV_RETIRED_SBE", "unknown",
+                     "Total number of retired pages due to single-bit errors.")),
+    _M("retired_dbe", "retired_pages_dbe", "RETIRED", "count", "pages retired after double-bit errors",
+       prometheus=_E("DCGM_FI_DEV_RETIRED_DBE", "unknown",
+                     "Total number of retired pages due to double-bit errors.")),
+    # gputui's own (dcgm-exporter has no such quantity)
+    _M("remap_pending", "remapped_rows_pending", "REMAP PENDING", "flag",
+       "a memory row remap waits for the next GPU reset",
+       prometheus=_E("gputui_gpu_row_remap_pending", "gauge",
+                     "1 when a memory row remap waits for the next GPU reset "
+                     "(the bad row is in use until then).")),
+    _M("xid_count", "xid_count", "XIDS", "count", "Xid events since gputui began watching",
+       prometheus=_E("gputui_gpu_xid_events", "gauge",
+                     "Xid events (driver-reported critical errors) of the GPU "
+                     "since gputui started watching.")),
+    _M("nvlink_rx", "nvlink_rx", "NVL RX", "B/s", "data received over all NVLinks, bytes per second",
+       prometheus=_E("gputui_gpu_nvlink_receive_bytes_per_second", "gauge",
+                     "Data received over all NVLinks of the GPU, bytes per second "
+                     "(NVML throughput counters).")),
+    _M("nvlink_tx", "nvlink_tx", "NVL TX", "B/s", "data sent over all NVLinks, bytes per second",
+       prometheus=_E("gputui_gpu_nvlink_transmit_bytes_per_second", "gauge",
+                     "Data sent over all NVLinks of the GPU, bytes per second "
+                     "(NVML throughput counters).")),
+)  # fmt: skip
+
+GPU_METRIC: dict[str, GpuMetric] = {m.key: m for m in GPU_METRICS}
+HISTORY_FIELDS: tuple[str, ...] = tuple(m.field for m in GPU_METRICS if m.history)
+"""`GpuSample` fields kept in history."""
+CARD_CHARTS: tuple[str, ...] = tuple(m.key for m in GPU_METRICS if m.chart)
+"""The config file's [card] sparklines choices."""
+CARD_ITEMS: dict[str, GpuMetric] = {m.card: m for m in GPU_METRICS if m.card is not None}
+"""[card] info item name -> its quantity (the card composes the PCIe item: generation and
+width, against their maximum)."""
+CARD_DEFAULT_ITEMS: tuple[str, ...] = tuple(
+    m.card for m in GPU_METRICS if m.card is not None and m.card_shown
+)
+
+
+# --------------------------------------------------------------------------------------
+# process columns
+# --------------------------------------------------------------------------------------
+
+
+class ProcessView(Protocol):
+    """What a process column reads: the process, and what the table derived from it."""
+
+    @property
+    def proc(self) -> GpuProcess: ...
+    @property
+    def elapsed(self) -> float | None: ...
+    @property
+    def command(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ProcessMetric:
+    """One column of the process table (and, where set, a process field of snapshots and
+    /metrics)."""
+
+    key: str
+    title: str
+    unit: Unit
+    width: int
+    """Cells; 0 = takes the rest of the line (the command)."""
+    align: Literal["<", ">"] = ">"
+    priority: int = 0
+    """0 = always shown; higher numbers are dropped first when the terminal is narrow."""
+    descending: bool = True
+    """The direction a sort by this column starts in (largest first for numbers)."""
+    field: str | None = None
+    """The `GpuProcess` attribute it shows (also its config-file sort name); None: `key`."""
+    sort_names: tuple[str, ...] = ()
+    """More names the config file's `default_sort` accepts for it (GpuProcess fields)."""
+    inverted: bool = False
+    """Its sort names run the other way (an older start time is a longer TIME)."""
+    host: bool = False
+    """A host-side fact: blank where the process is not visible from here."""
+    history: bool = False
+    """Kept in per-process history while the process lives."""
+    prometheus: Export | None = None
+    read: Callable[[ProcessView], Any] | None = None
+    """Where the value is not just the process's `field`."""
+
+    @property
+    def attr(self) -> str:
+        return self.field or self.key
+
+    def value(self, row: ProcessView) -> Any:
+        return self.read(row) if self.read is not None else getattr(row.proc, self.attr)
+
+    @property
+    def config_names(self) -> tuple[str, ...]:
+        """The names `default_sort` takes for this column."""
+        return (self.attr, *self.sort_names)
+
+
+_P = ProcessMetric
+
+#: The process table's columns, left to right.
+PROCESS_METRICS: tuple[ProcessMetric, ...] = (
+    _P("gpu", "GPU", "count", 3, ">", 0, False, field="gpu_index"),
+    _P("pid", "PID", "count", 7, ">", 0, False),
+    _P("user", "USER", "text", 10, "<", 1, False),
+    _P("type", "TYPE", "text", 4, "<", 5, False),
+    _P("gpu_memory", "GPU MEM", "B", 8, ">", 0, True, history=True,
+       prometheus=_E("gputui_process_gpu_memory_bytes", "gauge", "GPU memory held by the process.")),
+    _P("sm_util", "SM%", "%", 4, ">", 0, True, history=True,
+       prometheus=_E("gputui_process_sm_utilization_ratio", "gauge",
+                     "SM utilization of the process (NVML sampled), 0-1.", as_ratio)),
+    _P("mem_util", "MBW%", "%", 4, ">", 3, True),
+    _P("enc_util", "ENC%", "%", 4, ">", 6, True),
+    _P("dec_util", "DEC%", "%", 4, ">", 6, True),
+    _P("cpu_percent", "CPU%", "%", 5, ">", 2, True, host=True,
+       prometheus=_E("gputui_process_cpu_utilization_ratio", "gauge", "CPU used by the process, in cores.",
+                     as_ratio)),
+    _P("rss", "HOST MEM", "B", 8, ">", 4, True, host=True,
+       prometheus=_E("gputui_process_resident_memory_bytes", "gauge",
+                     "Host resident memory of the process.")),
+    _P("elapsed", "TIME", "s", 6, ">", 2, True, field="create_time", host=True, inverted=True,
+       read=lambda r: r.elapsed,
+       prometheus=_E("gputui_process_start_time_seconds", "gauge", "When the process started (Unix time).")),
+    _P("command", "COMMAND", "command", 0, "<", 0, False, field="name", sort_names=("cmdline",),
+       read=lambda r: r.command),
+)  # fmt: skip
+
+PROCESS_METRIC: dict[str, ProcessMetric] = {m.key: m for m in PROCESS_METRICS}
+PROCESS_HISTORY_FIELDS: tuple[str, ...] = tuple(m.attr for m in PROCESS_METRICS if m.history)
+"""`GpuProcess` fields kept per process."""
+SORT_KEYS: tuple[str, ...] = tuple(n for m in PROCESS_METRICS for n in m.config_names)
+"""The config file's `default_sort` names (GpuProcess fields), in column order."""
+
+
+def sort_field(name: str) -> tuple[ProcessMetric, bool] | None:
+    """The column a `default_sort` name (a GpuProcess field or a column key) sorts by, and
+    whether it runs the other way; None for a name that is no column."""
+    for m in PROCESS_METRICS:
+        if name in m.config_names:
+            return m, m.inverted
+        if name == m.key:
+            return m, False
+    return None
+
+
+def gpu_sample_fields() -> Sequence[str]:
+    """Every `GpuSample` field (a test checks each measured one has an entry)."""
+    return [f.name for f in dataclasses.fields(GpuSample)]
