@@ -128,6 +128,14 @@ class ReplayOntoChildren:
     def position(self) -> int:
         return self.inner.position
 
+    @property
+    def interval(self) -> float:
+        return self.inner.interval
+
+    @property
+    def seekable(self) -> ReplayOntoChildren:
+        return self
+
     def open(self) -> MachineInfo:
         return self.inner.open()
 

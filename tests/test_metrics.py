@@ -83,9 +83,9 @@ def test_every_unit_has_a_card_text_and_a_cell_text() -> None:
 
 
 def test_config_choices_are_the_registrys() -> None:
-    assert CARD_SPARKLINES == tuple(m.key for m in GPU_METRICS if m.chart)
+    assert tuple(m.key for m in GPU_METRICS if m.chart) == CARD_SPARKLINES
     assert set(CARD_INFO) == {m.card for m in GPU_METRICS if m.card}
-    assert SORT_KEYS == tuple(n for m in PROCESS_METRICS for n in m.config_names)
+    assert tuple(n for m in PROCESS_METRICS for n in m.config_names) == SORT_KEYS
     doc = dataclasses.fields(UiConfig)[3].metadata["doc"]
     assert ", ".join(SORT_KEYS) in doc
 

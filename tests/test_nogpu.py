@@ -68,6 +68,7 @@ class _LosesGpu1:
 
     live = False
     label = "lost-gpu"
+    local_processes = False
 
     def __init__(self, at: int) -> None:
         self.inner = ReplaySource(H200_X2, loop=False)
@@ -78,6 +79,14 @@ class _LosesGpu1:
     @property
     def position(self) -> int:
         return self.inner.position
+
+    @property
+    def interval(self) -> float:
+        return self.inner.interval
+
+    @property
+    def seekable(self) -> _LosesGpu1:
+        return self
 
     def open(self) -> MachineInfo:
         return self.inner.open()

@@ -204,10 +204,12 @@ def test_step_back_delivers_the_previous_recorded_tick(pollers: list[Poller]) ->
 
 def test_step_back_on_a_source_without_seek_does_nothing(pollers: list[Poller]) -> None:
     class Forward:
-        """A recording played forwards only, like live data: no seek, no position."""
+        """A recording played forwards only, like live data: nothing to seek."""
 
         live = True
         label = "forward"
+        local_processes = False
+        seekable = None
 
         def __init__(self) -> None:
             self.replay = ReplaySource(X2_RECORDING)

@@ -21,6 +21,27 @@ def _update() -> ChopsUpdate:
     return ChopsUpdate([{0: strip}], [(0, 20, 24)], [[40]])
 
 
+def test_installed_only_on_the_textual_versions_it_was_checked_on():
+    import textual
+
+    assert _textual_patch.checked(textual.__version__)  # a new Textual: check the patch again
+    assert not _textual_patch.checked("8.2.9")
+    assert not _textual_patch.checked("9.0.0")
+
+
+def test_not_installed_on_another_version(monkeypatch):
+    import textual
+
+    monkeypatch.setattr(textual, "__version__", "8.3.0")
+    monkeypatch.setitem(_textual_patch._state, "installed", False)
+    saved = ChopsUpdate.render_segments
+    try:
+        assert _textual_patch.install() is False
+        assert ChopsUpdate.render_segments is saved
+    finally:
+        ChopsUpdate.render_segments = saved
+
+
 def test_only_the_dirty_span_is_sent():
     assert _textual_patch.install()
     console = Console(color_system="256", force_terminal=True, width=80)

@@ -125,11 +125,10 @@ class Poller:
 
     def _do_step(self, delta: int) -> None:
         if delta < 0:
-            seek = getattr(self.source, "seek", None)
-            position = getattr(self.source, "position", None)
-            if seek is None or position is None:
+            replay = self.source.seekable
+            if replay is None:
                 return  # live data cannot go back
-            seek(position - 2)
+            replay.seek(replay.position - 2)
         self._tick()
 
     def _tick(self) -> None:

@@ -501,6 +501,10 @@ class ReplaySource:
     def interval(self) -> float:
         return self.header.interval
 
+    @property
+    def seekable(self) -> ReplaySource:
+        return self
+
     def open(self) -> MachineInfo:
         return self.header.machine
 

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Protocol
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from gputui.telemetry.model import MachineInfo, Snapshot, Topology
+
+if TYPE_CHECKING:
+    from gputui.telemetry.recording import RecordingHeader
+
+
+class Seekable(Protocol):
+    """A recording being played: it knows its ticks and where it is, and can go back (the
+    app's step back, the tick counter in the header, the banner)."""
+
+    header: RecordingHeader
+    ticks: Sequence[Snapshot]
+    position: int
+    """Index of the tick most recently returned by sample() (-1 before the first)."""
+
+    @property
+    def interval(self) -> float:
+        """Seconds between the recorded ticks."""
+        ...
+
+    def seek(self, position: int) -> None:
+        """Make the next sample() return tick `position + 1` (wrapping)."""
+        ...
 
 
 class Source(Protocol):
@@ -13,10 +36,15 @@ class Source(Protocol):
     live: bool
     """True for real hardware, False for a recording."""
     label: str
+    """Shown in the header: "live", or the recording's file name."""
     local_processes: bool
     """True when the processes' PIDs are this machine's (live NVML), so the processes view
     may signal them; False for a recording (its PIDs were another machine's, or another time's)."""
-    """Shown in the header: "live", or the recording's file name."""
+
+    @property
+    def seekable(self) -> Seekable | None:
+        """The recording's controls, for a replay; None for live data."""
+        ...
 
     def open(self) -> MachineInfo:
         """Read the static facts.  Never raises for a missing driver: see SystemInfo."""

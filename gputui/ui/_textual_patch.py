@@ -4,9 +4,11 @@ Textual 8's `ChopsUpdate.render_segments` crops each dirty span at its end but n
 start ("TODO: crop to x extents" in its source), so changing "614" in the middle of a
 160-column line re-sends the line from its left edge, once per dirty span.  Over SSH
 that is most of gputui's traffic.  This installs a version that crops both ends; the
-picture is identical, the bytes are not.  It is checked against Textual's internals
-before it is installed and does nothing if they differ (gputui then works as before, only
-with more bytes); tests/test_textual_patch.py pins the behaviour.
+picture is identical, the bytes are not.  It is installed only on the Textual versions it
+was checked against (`CHECKED_VERSIONS`), and only if Textual's internals are still what it
+was written for; anywhere else it does nothing (gputui then works as before, only with more
+bytes).  tests/test_textual_patch.py pins the behaviour: on a new Textual, read
+`ChopsUpdate.render_segments` again, run that test, and add the version.
 """
 
 from __future__ import annotations
@@ -18,6 +20,14 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 _state: dict[str, Any] = {"installed": False, "original": None}
+
+CHECKED_VERSIONS = frozenset({"8.2.8"})
+"""Textual versions whose `ChopsUpdate.render_segments` this replaces was read and tested."""
+
+
+def checked(version: str) -> bool:
+    """The patch was checked against this Textual version."""
+    return version in CHECKED_VERSIONS
 
 
 def _render_segments(self: Any, console: Any) -> str:
@@ -53,9 +63,13 @@ def install() -> bool:
     if os.environ.get("GPUTUI_NO_TEXTUAL_PATCH"):
         return False  # escape hatch (and a way to measure what the patch saves)
     try:
+        import textual
         from textual import _compositor
         from textual.strip import Strip
     except ImportError:  # pragma: no cover
+        return False
+    if not checked(textual.__version__):
+        log.info("Textual %s is not a version the partial-update patch was checked on", textual.__version__)
         return False
     chops_update = getattr(_compositor, "ChopsUpdate", None)
     if (

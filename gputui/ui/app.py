@@ -8,7 +8,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
+from dataclasses import dataclass
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
@@ -23,6 +23,8 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
+from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
+from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
@@ -32,35 +34,33 @@ INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 LAYOUTS = ("auto", "cards", "compact")
 TERMINAL_CHECK_S = 1.0
 
-DEMO_RECORDING = Path(__file__).resolve().parents[1] / "data" / "demo.jsonl.gz"
 
-
+@dataclass(eq=False)
 class SnapshotReady(Message):
     """A new tick from the poller (posted from its thread)."""
 
-    def __init__(self, snapshot: Snapshot, generation: int, position: tuple[int, int] | None) -> None:
-        super().__init__()
-        self.snapshot = snapshot
-        self.generation = generation
-        self.position = position
+    snapshot: Snapshot
+    generation: int
+    position: tuple[int, int] | None
+    """(tick, ticks) of a replay; None for live data."""
 
     def can_replace(self, message: Message) -> bool:
         # A UI that lags drops stale ticks instead of queueing them (history has them all).
         return isinstance(message, SnapshotReady)
 
 
+@dataclass(eq=False)
 class InfoReady(Message):
-    def __init__(self, info: MachineInfo, generation: int) -> None:
-        super().__init__()
-        self.info = info
-        self.generation = generation
+    """The static facts of a (new) source."""
+
+    info: MachineInfo
+    generation: int
 
 
+@dataclass(eq=False)
 class PollerFailed(Message):
-    def __init__(self, error: BaseException, generation: int) -> None:
-        super().__init__()
-        self.error = error
-        self.generation = generation
+    error: BaseException
+    generation: int
 
 
 def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
@@ -149,15 +149,18 @@ class GpuTuiApp(App[int]):
         """Settings from the config file (or the defaults)."""
         self.config_errors = tuple(config_errors)
         """Problems with the config file, shown once the screen is up."""
-        self.readonly = readonly
-        """Offer no action that changes something: every kill action of the Processes tab
-        is hidden and disabled (`--readonly`, or `readonly = true` in the config file)."""
-        self.default_sort = default_sort or self.config.ui.default_sort
-        """Initial process-table order: a GpuProcess field, "-" prefix for descending."""
+        self.context = PaneContext(
+            readonly=readonly,
+            config=self.config,
+            default_sort=default_sort or self.config.ui.default_sort,
+            sources=SourceState(source, demo=demo),
+        )
+        """What the panes and screens read of the app: `readonly` (every kill action of the
+        Processes tab hidden and disabled: `--readonly`, or `readonly = true` in the config
+        file) is fixed here."""
         theme.install(self, self.config.ui)
         self.source = source
         self.interval = interval
-        self.demo = demo
         self.hub = Hub(alerts=AlertEngine(self.config.alerts))
         self.poller: Poller | None = None
         self.generation = 0
@@ -176,12 +179,23 @@ class GpuTuiApp(App[int]):
         yield TabBar([(p.PANE_ID, p.TAB_TITLE, p.TAB_KEY) for p in self.PANES], id="tabs")
         with ContentSwitcher(initial=self.PANES[0].PANE_ID, id="panes"):
             for pane in self.PANES:
-                yield pane(self.hub) if isinstance(pane, type) else PanePlaceholder(self.hub, pane)
+                if isinstance(pane, type):
+                    yield pane(self.hub, self.context)
+                else:
+                    yield PanePlaceholder(self.hub, pane, self.context)
         yield Footer()
 
     @property
-    def demo_available(self) -> bool:
-        return not self.demo and DEMO_RECORDING.exists()
+    def readonly(self) -> bool:
+        return self.context.readonly
+
+    @property
+    def default_sort(self) -> str | None:
+        return self.context.default_sort
+
+    @property
+    def demo(self) -> bool:
+        return self.context.sources.demo
 
     def current_pane(self) -> Pane:
         switcher = self.query_one(ContentSwitcher)
@@ -192,7 +206,7 @@ class GpuTuiApp(App[int]):
         pane = self.query_one(f"#{pane_id}", Pane)
         if not isinstance(pane, PanePlaceholder):
             return pane
-        real = pane.spec.load()(self.hub)
+        real = pane.spec.load()(self.hub, self.context)
         switcher = self.query_one(ContentSwitcher)
         await pane.remove()
         await switcher.mount(real)
@@ -233,8 +247,8 @@ class GpuTuiApp(App[int]):
             return ""
         what = "bundled demo" if self.demo else self.source.label
         parts = ["0RECORDED SESSION", f"3{what}"]
-        header = getattr(self.source, "header", None)
-        if header is not None and header.derived:
+        replay = self.source.seekable
+        if replay is not None and replay.header.derived:
             parts.append("1DERIVED from real recordings")
         parts += ["2not live data from this machine", "4space pause  . step  , back"]
         return "|".join(parts)
@@ -265,10 +279,8 @@ class GpuTuiApp(App[int]):
 
         def on_snapshot(snap: Snapshot) -> None:
             self.hub.publish(snap)
-            position = None
-            ticks = getattr(source, "ticks", None)
-            if ticks is not None:
-                position = (getattr(source, "position", 0) + 1, len(ticks))
+            replay = source.seekable
+            position = None if replay is None else (replay.position + 1, len(replay.ticks))
             self.post_message(SnapshotReady(snap, gen, position))
 
         def on_info(info: MachineInfo) -> None:
@@ -336,7 +348,7 @@ class GpuTuiApp(App[int]):
             return paused and not self.source.live
         if action == "demo":
             no_gpus = self.info is not None and not self.info.devices
-            return no_gpus and self.demo_available
+            return no_gpus and self.context.sources.demo_available
         if action == "cycle_layout":
             return self.query_one(ContentSwitcher).current == OverviewPane.PANE_ID
         return True
@@ -408,12 +420,12 @@ class GpuTuiApp(App[int]):
         if self.poller is not None:
             self.poller.stop(timeout=0)  # its stale messages are ignored by generation
         self.source = source
-        self.demo = demo
+        self.context.sources.source = source
+        self.context.sources.demo = demo
         self.info = None
         self.snapshot = None
-        interval = getattr(source, "interval", None)
-        if interval:
-            self.interval = interval
+        if source.seekable is not None and source.seekable.interval:
+            self.interval = source.seekable.interval
         header = self.query_one(HeaderBar)
         header.live = source.live
         header.label = source.label
@@ -425,6 +437,11 @@ class GpuTuiApp(App[int]):
         header.interval = self.interval
         self.refresh_bindings()
 
+    def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
+        from gputui.ui.detail import open_gpu_detail
+
+        open_gpu_detail(self, message.index)
+
     async def action_diagnose(self) -> None:
         pane = await self.load_pane("diagnostics")
         await self.action_show_tab("diagnostics")
@@ -433,7 +450,7 @@ class GpuTuiApp(App[int]):
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen
 
-        self.push_screen(HelpScreen())
+        self.push_screen(HelpScreen(self.PANES))
 
     # ---- going away cleanly ----------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import events
 from textual.app import ComposeResult
@@ -40,6 +40,7 @@ from gputui.ui.widgets.overview import Banner, HeaderBar
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
+    from gputui.ui.app import GpuTuiApp
 
 CHART_PERIOD = 2.0
 """Seconds between chart rebuilds while the view is open (a rebuild moves every point)."""
@@ -152,8 +153,8 @@ class GpuDetailScreen(Screen[None]):
         self.index = index
 
     @property
-    def _app(self) -> Any:
-        return self.app
+    def _app(self) -> GpuTuiApp:
+        return cast("GpuTuiApp", self.app)  # only the app pushes this screen
 
     def compose(self) -> ComposeResult:
         # everything is given its data here, so the first paint already has it (each later
@@ -231,7 +232,7 @@ class GpuDetailScreen(Screen[None]):
                 return
 
 
-def open_gpu_detail(app: Any, index: int) -> None:
+def open_gpu_detail(app: GpuTuiApp, index: int) -> None:
     """Push the detail view of GPU `index` (no-op without such a GPU)."""
     info = app.info
     if info is None or not 0 <= index < len(info.devices):

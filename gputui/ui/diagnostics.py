@@ -11,6 +11,7 @@ import os
 import socket
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -37,6 +38,7 @@ from gputui.diag.verdicts import (
     stress_table,
 )
 from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
+from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.panes import Pane
 from gputui.ui.render import (
     GREEN,
@@ -67,31 +69,27 @@ REVERSE = Style(reverse=True)
 # --------------------------------------------------------------------------------------
 
 
+@dataclass(eq=False)
 class FindingArrived(Message):
-    def __init__(self, finding: Finding, generation: int) -> None:
-        super().__init__()
-        self.finding = finding
-        self.generation = generation
+    finding: Finding
+    generation: int
 
 
+@dataclass(eq=False)
 class PhaseChanged(Message):
-    def __init__(self, title: str | None, generation: int) -> None:
-        super().__init__()
-        self.title = title
-        self.generation = generation
+    title: str | None
+    generation: int
 
 
+@dataclass(eq=False)
 class DiagnosisDone(Message):
-    def __init__(self, diagnosis: Diagnosis, generation: int) -> None:
-        super().__init__()
-        self.diagnosis = diagnosis
-        self.generation = generation
+    diagnosis: Diagnosis
+    generation: int
 
 
+@dataclass(eq=False)
 class StressUpdated(Message):
-    def __init__(self, generation: int) -> None:
-        super().__init__()
-        self.generation = generation
+    generation: int
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StressUpdated)
@@ -459,8 +457,8 @@ class DiagnosticsPane(Pane):
     timeout: float = DEFAULT_TIMEOUT
     """Seconds before a hung diagnosis is killed."""
 
-    def __init__(self, hub: Hub) -> None:
-        super().__init__(hub)
+    def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
+        super().__init__(hub, context)
         self.python = default_interpreter()
         self.python_label = _label_for(self.python)
         self.diagnosis: Diagnosis | None = None

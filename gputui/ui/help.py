@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import ClassVar
 
 from rich.console import Group
@@ -15,7 +16,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from gputui import __version__
-from gputui.ui.panes import PaneSpec
+from gputui.ui.panes import Pane, PaneSpec
 
 
 def key_names(binding: Binding) -> str:
@@ -83,17 +84,22 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark,f1", "dismiss", "Close", key_display="esc"),
     ]
 
+    def __init__(self, panes: Sequence[type[Pane] | PaneSpec] = ()) -> None:
+        super().__init__()
+        self.panes = panes
+        """The app's tabs, whose keys are listed after the app's own."""
+
     def compose(self) -> ComposeResult:
         sections: list[tuple[str | None, list[tuple[str, str]]]] = [
             (None, binding_rows(list(self.app.BINDINGS)))
         ]
-        for entry in getattr(self.app, "PANES", []):
+        for entry in self.panes:
             pane = entry.load() if isinstance(entry, PaneSpec) else entry
             mounted = list(self.app.query(pane))
-            for heading, bindings in pane.help_sections():
+            for pane_title, bindings in pane.help_sections():
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
                 shown = [b for b in bindings if not (mounted and _hidden(mounted[0], b))]
-                sections.append((heading, binding_rows(shown)))
+                sections.append((pane_title, binding_rows(shown)))
         self.sections = sections
         key_width = max((len(keys) for _, rows in sections for keys, _ in rows), default=8)
         parts: list[Text | Table] = []

@@ -17,6 +17,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
 
 from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.render import Line, S, line_len, pad_line
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
@@ -38,9 +39,11 @@ class Pane(Container):
     Pane { height: 1fr; }
     """
 
-    def __init__(self, hub: Hub) -> None:
+    def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
         super().__init__(id=self.PANE_ID)
         self.hub = hub
+        self.context = context
+        """The app's settings and source (read-only and sourceless unless the app says)."""
 
     def show_info(self, info: MachineInfo) -> None:
         """The static facts (a new source may bring new ones)."""
@@ -84,9 +87,10 @@ class PaneSpec:
 class PanePlaceholder(Pane):
     """Stands in for a tab that has not been opened yet (see PaneSpec)."""
 
-    def __init__(self, hub: Hub, spec: PaneSpec) -> None:
+    def __init__(self, hub: Hub, spec: PaneSpec, context: PaneContext = LOCKED) -> None:
         Container.__init__(self, id=spec.PANE_ID)
         self.hub = hub
+        self.context = context
         self.spec = spec
 
 
@@ -115,8 +119,7 @@ class OverviewPane(Pane):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
-            config = getattr(self.app, "config", None)
-            yield GpuBoard(self.hub, id="board", card=config.cards if config else None)
+            yield GpuBoard(self.hub, id="board", card=self.context.config.cards)
         yield HostPanel(id="host")
 
     def on_mount(self) -> None:
@@ -132,7 +135,7 @@ class OverviewPane(Pane):
         no_gpus = not info.devices
         nogpu = self.query_one(NoGpuPanel)
         nogpu.info = info
-        nogpu.demo_available = bool(getattr(self.app, "demo_available", False))
+        nogpu.demo_available = self.context.sources.demo_available
         nogpu.display = no_gpus
         self.query_one(GpuBoard).display = not no_gpus
         if no_gpus:

@@ -19,6 +19,8 @@ from textual.containers import VerticalScroll
 from gputui.telemetry.cuda_visible import CudaVisibility, cuda_visibility
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
 from gputui.telemetry.topology import link_matrix
+from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import Pane
 from gputui.ui.render import Line, S, pad_line
 from gputui.ui.topology_lines import (
@@ -163,8 +165,8 @@ class TopologyPane(Pane):
     TAB_KEY = "3"
     KEYS = TopologyView.BINDINGS
 
-    def __init__(self, hub: Hub) -> None:
-        super().__init__(hub)
+    def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
+        super().__init__(hub, context)
         self.info: MachineInfo | None = None
         self.topology: Topology | None = None
         self._requested = False
@@ -213,11 +215,11 @@ class TopologyPane(Pane):
         ~10 ms for two GPUs and grow with the square of the GPU count)."""
         if self._requested or self.info is None or not self.info.devices:
             return
-        source = getattr(self.app, "source", None)
-        read = getattr(source, "read_topology", None)
+        source = self.context.sources.source
         self._requested = True
-        if read is None:
+        if source is None:
             return
+        read = source.read_topology
         generation = self._generation
         static = self.query_one(TopologyStatic)
         static.reading = True
@@ -280,9 +282,7 @@ class TopologyPane(Pane):
             self._refresh_static()
 
     def action_open(self) -> None:
-        from gputui.ui.detail import open_gpu_detail
-
-        open_gpu_detail(self.app, self.selected)
+        self.post_message(OpenGpuDetail(self.selected))
 
     def action_cuda_view(self) -> None:
         self.cuda_view = not self.cuda_view

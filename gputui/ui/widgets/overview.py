@@ -13,6 +13,7 @@ from textual.widget import Widget
 from gputui.config import CardConfig
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
+from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.overview_lines import (
     BoardLayout,
     banner_line,
@@ -81,9 +82,7 @@ class GpuBoard(LineWidget):
         if self.selected is None:
             self.selected = 0
             self.update_lines()
-        from gputui.ui.detail import open_gpu_detail
-
-        open_gpu_detail(self.app, self.selected)
+        self.post_message(OpenGpuDetail(self.selected))
 
     def _scroll_to_selected(self) -> None:
         plan = self.plan

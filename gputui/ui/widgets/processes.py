@@ -4,6 +4,7 @@ above it, the status line below it, and the search box."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from textual import events
@@ -44,18 +45,16 @@ class ProcessTable(LineWidget, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False, tooltip="Last row"),
     ]
 
+    @dataclass(eq=False)
     class SortRequested(Message):
         """A click on a column's title."""
 
-        def __init__(self, key: str) -> None:
-            super().__init__()
-            self.key = key
+        key: str
 
+    @dataclass(eq=False)
     class RowClicked(Message):
-        def __init__(self, row: ProcessRow, double: bool) -> None:
-            super().__init__()
-            self.row = row
-            self.double = double
+        row: ProcessRow
+        double: bool
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
