@@ -121,9 +121,9 @@ def test_config_errors_are_shown_in_the_tui():
     asyncio.run(go())
 
 
-def test_themes_install_a_filter():
+def test_themes_add_a_line_filter():
     app = replay_app(H200_X2, config=Config(ui=UiConfig(theme="colorblind", colors={"cyan": "#00afff"})))
-    remap = [f for f in app._filters if isinstance(f, ColorRemap)]
+    remap = [f for f in app.get_line_filters() if isinstance(f, ColorRemap)]
     assert len(remap) == 1
     out = remap[0].apply(
         [
@@ -136,9 +136,9 @@ def test_themes_install_a_filter():
     assert out[0].style.bgcolor.triplet.hex == render.TRACK  # unchanged
     assert out[1].style.color.triplet.hex == "#00afff"  # a single override
     mono = replay_app(H200_X2, config=Config(ui=UiConfig(theme="mono")))
-    assert any(isinstance(f, NoColor) for f in mono._filters)
+    assert any(isinstance(f, NoColor) for f in mono.get_line_filters())
     plain = replay_app(H200_X2)
-    assert not any(isinstance(f, ColorRemap | NoColor) for f in plain._filters)
+    assert not any(isinstance(f, ColorRemap | NoColor) for f in plain.get_line_filters())
 
 
 def test_flags_override_the_file(tmp_path, monkeypatch):

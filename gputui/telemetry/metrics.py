@@ -97,7 +97,7 @@ class GpuMetric:
     """One quantity of a `GpuSample`."""
 
     key: str
-    """Its name in the config file's [card] sparklines (and in code)."""
+    """Its name in the config file's [cards] sparklines (and in code)."""
     field: str
     """The `GpuSample` attribute that holds it (also its history series' name)."""
     label: str
@@ -107,14 +107,14 @@ class GpuMetric:
     history: bool = False
     """Kept in history (ring buffers, 1 hour): needed for a chart."""
     chart: bool = False
-    """Offered as a card sparkline ([card] sparklines)."""
+    """Offered as a card sparkline ([cards] sparklines)."""
     tint: Tint = "util"
     full_scale: Callable[[DeviceInfo, GpuSample], float | None] | None = None
     """What a full bar or chart stands for on this GPU; None: the largest value seen."""
     card: str | None = None
-    """Its name in [card] info, where it may be shown on the card's info line."""
+    """Its name in [cards] info, where it may be shown on the card's info line."""
     card_shown: bool = True
-    """Shown on the info line unless [card] info says otherwise."""
+    """Shown on the info line unless [cards] info says otherwise."""
     alarm: bool = False
     """Any non-zero value is bad news (shown in the error colour)."""
     snapshot: Smi | None = None
@@ -312,9 +312,9 @@ GPU_METRIC: dict[str, GpuMetric] = {m.key: m for m in GPU_METRICS}
 HISTORY_FIELDS: tuple[str, ...] = tuple(m.field for m in GPU_METRICS if m.history)
 """`GpuSample` fields kept in history."""
 CARD_CHARTS: tuple[str, ...] = tuple(m.key for m in GPU_METRICS if m.chart)
-"""The config file's [card] sparklines choices."""
+"""The config file's [cards] sparklines choices."""
 CARD_ITEMS: dict[str, GpuMetric] = {m.card: m for m in GPU_METRICS if m.card is not None}
-"""[card] info item name -> its quantity (the card composes the PCIe item: generation and
+"""[cards] info item name -> its quantity (the card composes the PCIe item: generation and
 width, against their maximum)."""
 CARD_DEFAULT_ITEMS: tuple[str, ...] = tuple(
     m.card for m in GPU_METRICS if m.card is not None and m.card_shown

@@ -13,6 +13,7 @@ from typing import ClassVar
 
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.filter import LineFilter, Monochrome, NoColor
 from textual.message import Message
 from textual.widgets import ContentSwitcher, Footer
 
@@ -139,12 +140,6 @@ class GpuTuiApp(App[int]):
     ) -> None:
         super().__init__()
         _textual_patch.install()
-        if self.no_color:
-            # no-color.org: no colour at all.  Textual's default for NO_COLOR is greyscale
-            # (still colour escapes); keep bold/reverse, drop every colour.
-            from textual.filter import Monochrome, NoColor
-
-            self._filters = [NoColor() if isinstance(f, Monochrome) else f for f in self._filters]
         self.config = config or Config()
         """Settings from the config file (or the defaults)."""
         self.config_errors = tuple(config_errors)
@@ -158,7 +153,8 @@ class GpuTuiApp(App[int]):
         """What the panes and screens read of the app: `readonly` (every kill action of the
         Processes tab hidden and disabled: `--readonly`, or `readonly = true` in the config
         file) is fixed here."""
-        theme.install(self, self.config.ui)
+        self._theme_filters = theme.filters_for(self.config.ui)
+        self._no_color = NoColor()
         self.source = source
         self.interval = interval
         self.hub = Hub(alerts=AlertEngine(self.config.alerts))
@@ -170,6 +166,13 @@ class GpuTuiApp(App[int]):
         self.error: BaseException | None = None
         self._watch_terminal = watch_terminal
         self._terminal_watch: TerminalWatch | None = None
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        """Textual's filters, then the theme's.  NO_COLOR (no-color.org) means no colour at
+        all: Textual's default for it is greyscale (still colour escapes), so its Monochrome
+        becomes NoColor (bold and reverse stay)."""
+        filters = [self._no_color if isinstance(f, Monochrome) else f for f in super().get_line_filters()]
+        return [*filters, *self._theme_filters]
 
     # ---- layout ----------------------------------------------------------------------
 

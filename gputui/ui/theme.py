@@ -1,4 +1,4 @@
-"""Themes: the palette of gputui/ui/render.py remapped as a Textual line filter.
+"""Themes: the palette of gputui/palette.py remapped as a Textual line filter.
 
 Renderers keep using the default palette; a `ColorRemap` filter swaps colours on the way to
 the terminal, so a theme or a `[ui.colors]` override changes every widget at once without
@@ -8,7 +8,7 @@ touching the line builders.  "mono" drops colour entirely (as NO_COLOR does).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.color import Color
 from rich.segment import Segment
@@ -18,7 +18,6 @@ from textual.filter import LineFilter, NoColor
 from gputui.config import default_palette
 
 if TYPE_CHECKING:
-    from textual.app import App
     from textual.color import Color as TextualColor
 
     from gputui.config import UiConfig
@@ -66,13 +65,10 @@ def remap_for(ui: UiConfig) -> dict[str, str]:
     return {palette[name]: colour for name, colour in wanted.items() if palette[name] != colour}
 
 
-def install(app: App[Any], ui: UiConfig) -> None:
-    """Add the theme's filter to the app (before it runs)."""
-    filters = app._filters  # Textual's line filters (NO_COLOR uses the same list)
+def filters_for(ui: UiConfig) -> list[LineFilter]:
+    """The line filters that draw the theme (the app returns them from Textual's public
+    `get_line_filters`, after Textual's own)."""
     if ui.theme == "mono":
-        if not any(isinstance(f, NoColor) for f in filters):
-            filters.append(NoColor())
-        return
+        return [NoColor()]
     mapping = remap_for(ui)
-    if mapping:
-        filters.append(ColorRemap(mapping))
+    return [ColorRemap(mapping)] if mapping else []
