@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.options import option
-from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES
+from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alerts import AlertConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
 
@@ -29,7 +29,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - exercised on 3.10 only
     import tomli as tomllib
 
-THEMES = ("default", "colorblind", "mono")
+THEMES = tuple(THEME_COLORS)
 CARD_SPARKLINES = CARD_CHARTS
 CARD_INFO = tuple(CARD_ITEMS)
 
@@ -58,7 +58,8 @@ class UiConfig:
         "seconds between refreshes (live data); -i/--interval overrides", 1.0, min=0.1, max=60.0
     )
     theme: str = option(
-        "colours: default | colorblind (blue/orange for green/red) | mono (no colour)",
+        "colours: default | colorblind (blue/orange for green/red) | light (for a light "
+        "terminal background) | mono (no colour)",
         "default",
         choices=THEMES,
     )

@@ -23,3 +23,28 @@ DEFAULT_PALETTE: dict[str, str] = {
     "white": "#eeeeee",
 }
 PALETTE_NAMES: tuple[str, ...] = tuple(DEFAULT_PALETTE)
+
+#: gputui's themes: the colours each changes from the default, and whether it is light.
+THEME_COLORS: dict[str, dict[str, str]] = {
+    "default": {},
+    # red/green colour-blindness: good/bad become blue/orange
+    "colorblind": {"green": "#5fafff", "red": "#ff8700", "orange": "#d7af87"},
+    # dark text on a light terminal background
+    "light": {
+        "green": "#008700",
+        "cyan": "#0087af",
+        "blue": "#005fd7",
+        "magenta": "#8700af",
+        "yellow": "#af8700",
+        "orange": "#d75f00",
+        "red": "#d70000",
+        "grey": "#585858",
+        "dim": "#8a8a8a",
+        "track": "#d0d0d0",
+        "border": "#a8a8a8",
+        "text": "#262626",
+        "white": "#000000",
+    },
+    "mono": {},  # no colour at all (as NO_COLOR)
+}
+LIGHT_THEMES = frozenset({"light"})

@@ -68,7 +68,7 @@ def test_an_edited_file_is_read():
         ("[ui]\ninterval = 0.01\n", "c.toml:2: ui.interval: must be at least 0.1, got 0.01"),
         (
             "[ui]\ntheme = 'neon'\n",
-            "c.toml:2: ui.theme: expected one of default, colorblind, mono, got 'neon'",
+            "c.toml:2: ui.theme: expected one of default, colorblind, light, mono, got 'neon'",
         ),
         ("[ui]\ndefault_sort = '-vram'\n", "c.toml:2: ui.default_sort: expected one of gpu_index"),
         ("[cards]\nsparklines = ['util', 'fps']\n", "c.toml:2: cards.sparklines: unknown item(s) 'fps'"),

@@ -55,6 +55,14 @@ def test_overview_16gpu_80x24(snap_compare):
     assert snap_compare(replay_app(X16_256), terminal_size=(80, 24), run_before=at_tick(40))
 
 
+def test_overview_2gpu_light_theme_120x40(snap_compare):
+    """`theme = "light"`: Textual's light base and gputui's light palette, one registered theme."""
+    from gputui.config import UiConfig
+
+    app = replay_app(H200_X2, config=Config(ui=UiConfig(theme="light")))
+    assert snap_compare(app, terminal_size=(120, 40), run_before=at_tick(60))
+
+
 def test_help_screen(snap_compare):
     assert snap_compare(
         replay_app(H200_X2), terminal_size=(100, 30), run_before=at_tick(2, press=("question_mark",))

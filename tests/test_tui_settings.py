@@ -141,6 +141,24 @@ def test_themes_add_a_line_filter():
     assert not any(isinstance(f, ColorRemap | NoColor) for f in plain.get_line_filters())
 
 
+def test_each_theme_is_a_registered_textual_theme_carrying_the_palette():
+    from gputui.palette import PALETTE_NAMES, THEME_COLORS
+
+    for name in THEME_COLORS:
+        app = replay_app(H200_X2, config=Config(ui=UiConfig(theme=name, colors={"red": "#d70000"})))
+        current = app.current_theme
+        assert current.name == f"gputui-{name}"
+        assert current.dark is (name != "light")
+        assert {k.removeprefix("gputui-") for k in current.variables if k.startswith("gputui-")} == set(
+            PALETTE_NAMES
+        )
+        assert current.variables["gputui-red"] == "#d70000"  # [ui.colors] goes into the theme
+    light = replay_app(H200_X2, config=Config(ui=UiConfig(theme="light")))
+    (remap,) = [f for f in light.get_line_filters() if isinstance(f, ColorRemap)]
+    out = remap.apply([Segment("x", Style(color=render.TEXT))], TColor(0, 0, 0))
+    assert out[0].style.color.triplet.hex == "#262626"  # dark text on the light background
+
+
 def test_flags_override_the_file(tmp_path, monkeypatch):
     cfg = tmp_path / "config.toml"
     cfg.write_text("[ui]\nreadonly = false\ndefault_sort = 'pid'\ntheme = 'mono'\ninterval = 5.0\n")

@@ -153,9 +153,10 @@ class GpuTuiApp(App[int]):
         """What the panes and screens read of the app: `readonly` (every kill action of the
         Processes tab hidden and disabled: `--readonly`, or `readonly = true` in the config
         file) is fixed here."""
-        self._theme_filters = theme.filters_for(self.config.ui)
+        self.register_theme(theme.textual_theme(self.config.ui))
+        self.theme = theme.PREFIX + self.config.ui.theme
+        self._theme_filters: tuple[str, list[LineFilter]] = ("", [])
         self._no_color = NoColor()
-        self.source = source
         self.interval = interval
         self.hub = Hub(alerts=AlertEngine(self.config.alerts))
         self.poller: Poller | None = None
@@ -172,7 +173,11 @@ class GpuTuiApp(App[int]):
         all: Textual's default for it is greyscale (still colour escapes), so its Monochrome
         becomes NoColor (bold and reverse stay)."""
         filters = [self._no_color if isinstance(f, Monochrome) else f for f in super().get_line_filters()]
-        return [*filters, *self._theme_filters]
+        name, themed = self._theme_filters
+        if name != self.theme:  # the theme's colours, from the registered Textual theme
+            themed = theme.filters_for(self.current_theme, mono=self.theme == theme.PREFIX + "mono")
+            self._theme_filters = (self.theme, themed)
+        return [*filters, *themed]
 
     # ---- layout ----------------------------------------------------------------------
 
@@ -187,6 +192,13 @@ class GpuTuiApp(App[int]):
                 else:
                     yield PanePlaceholder(self.hub, pane, self.context)
         yield Footer()
+
+    @property
+    def source(self) -> Source:
+        """Where the snapshots come from (it changes when the demo is opened)."""
+        source = self.context.sources.source
+        assert source is not None  # the app is always made with one
+        return source
 
     @property
     def readonly(self) -> bool:
@@ -422,7 +434,6 @@ class GpuTuiApp(App[int]):
         """Replace the data source (e.g. open the demo from the no-GPU panel)."""
         if self.poller is not None:
             self.poller.stop(timeout=0)  # its stale messages are ignored by generation
-        self.source = source
         self.context.sources.source = source
         self.context.sources.demo = demo
         self.info = None

@@ -1,12 +1,15 @@
-"""Themes: the palette of gputui/palette.py remapped as a Textual line filter.
+"""Themes as registered Textual themes: each carries gputui's palette as theme variables
+(`$gputui-green`, ...), on Textual's dark or light base, so Textual's own widgets and the
+stylesheet follow the theme too.
 
-Renderers keep using the default palette; a `ColorRemap` filter swaps colours on the way to
-the terminal, so a theme or a `[ui.colors]` override changes every widget at once without
-touching the line builders.  "mono" drops colour entirely (as NO_COLOR does).
+The line builders draw with the default palette (gputui/palette.py); the app returns, from
+Textual's public `get_line_filters`, a `ColorRemap` from those colours to the current
+theme's variables.  "mono" drops colour entirely (as NO_COLOR does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
@@ -14,21 +17,33 @@ from rich.color import Color
 from rich.segment import Segment
 from rich.style import Style
 from textual.filter import LineFilter, NoColor
+from textual.theme import BUILTIN_THEMES, Theme
 
-from gputui.config import default_palette
+from gputui.palette import DEFAULT_PALETTE, LIGHT_THEMES, THEME_COLORS
 
 if TYPE_CHECKING:
     from textual.color import Color as TextualColor
 
     from gputui.config import UiConfig
 
-#: Named themes: palette name -> colour (xterm-256 colours: exact over SSH).
-THEMES: dict[str, dict[str, str]] = {
-    "default": {},
-    # red/green colour-blindness: good/bad become blue/orange
-    "colorblind": {"green": "#5fafff", "red": "#ff8700", "orange": "#d7af87"},
-    "mono": {},
-}
+PREFIX = "gputui-"
+"""Textual theme names and theme variables are gputui's palette names with this prefix."""
+
+
+def textual_theme(ui: UiConfig) -> Theme:
+    """The Textual theme of `[ui] theme`, with `[ui.colors]` applied."""
+    base = BUILTIN_THEMES["textual-light" if ui.theme in LIGHT_THEMES else "textual-dark"]
+    palette = {**DEFAULT_PALETTE, **THEME_COLORS.get(ui.theme, {}), **ui.colors}
+    return dataclasses.replace(
+        base,
+        name=PREFIX + ui.theme,
+        variables={**base.variables, **{PREFIX + k: v for k, v in palette.items()}},
+    )
+
+
+def palette_of(theme: Theme) -> dict[str, str]:
+    """gputui's colours by name, as the Textual theme defines them."""
+    return {k: theme.variables.get(PREFIX + k, v) for k, v in DEFAULT_PALETTE.items()}
 
 
 class ColorRemap(LineFilter):
@@ -58,17 +73,10 @@ class ColorRemap(LineFilter):
         ]
 
 
-def remap_for(ui: UiConfig) -> dict[str, str]:
-    """Default colour -> themed colour, for the colours that change."""
-    palette = default_palette()
-    wanted = {**THEMES.get(ui.theme, {}), **ui.colors}
-    return {palette[name]: colour for name, colour in wanted.items() if palette[name] != colour}
-
-
-def filters_for(ui: UiConfig) -> list[LineFilter]:
-    """The line filters that draw the theme (the app returns them from Textual's public
+def filters_for(theme: Theme, mono: bool = False) -> list[LineFilter]:
+    """The line filters that draw `theme` (the app returns them from Textual's public
     `get_line_filters`, after Textual's own)."""
-    if ui.theme == "mono":
+    if mono:
         return [NoColor()]
-    mapping = remap_for(ui)
+    mapping = {DEFAULT_PALETTE[k]: v for k, v in palette_of(theme).items() if DEFAULT_PALETTE[k] != v}
     return [ColorRemap(mapping)] if mapping else []
