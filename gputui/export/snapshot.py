@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import __version__
-from gputui.telemetry.metrics import GPU_METRICS, GpuMetric, Smi
+from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -225,33 +225,30 @@ def _iso(ts: float | None) -> str | None:
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
 
 
-PROCESS_FIELDS: tuple[Field, ...] = (
+def _process_field(m: ProcessMetric, s: Smi) -> Field:
+    """A process column of the registry as a snapshot field: the process's own field."""
+    convert = s.convert
+
+    def get(c: Ctx) -> Any:
+        v = None if c.proc is None else getattr(c.proc, m.attr)
+        return v if v is None or convert is None else convert(v)
+
+    return Field(s.name, s.kind, s.unit, m.doc, get, smi=not s.own, decimals=s.decimals,
+                 aliases=s.aliases, slow=s.slow)  # fmt: skip
+
+
+_PROCESS_HEAD: tuple[Field, ...] = (
     Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
           lambda c: _smi_time(c.snap.timestamp)),
-    Field("gpu_index", "integer", "", "NVML index of the GPU", _p("gpu_index"), smi=False),
     Field("gpu_name", "string", "", "product name of the GPU", _d("name")),
     Field("gpu_bus_id", "string", "", "PCI bus id of the GPU", _d("bus_id")),
     Field("gpu_serial", "string", "", "serial number of the GPU", _d("serial")),
     Field("gpu_uuid", "string", "", "UUID of the GPU", _d("uuid")),
-    Field("pid", "integer", "", "process id in the host's PID namespace", _p("pid")),
+)  # fmt: skip
+
+_PROCESS_COMPOSED: tuple[Field, ...] = (
     Field("process_name", "string", "", "executable name (psutil); null when not visible", _p("name"),
           aliases=("name",)),
-    Field("used_gpu_memory", "integer", "MiB", "GPU memory the process holds",
-          lambda c: None if c.proc is None else _mib(c.proc.gpu_memory), aliases=("used_memory",)),
-    Field("type", "string", "", "C compute, G graphics, C+G both, M MPS", _p("type"), smi=False),
-    Field("user", "string", "", "owner", _p("user"), smi=False),
-    Field("utilization.sm", "integer", "%", "SM utilization of the process (sampled)", _p("sm_util"),
-          smi=False, slow=True),
-    Field("utilization.memory", "integer", "%", "memory bandwidth utilization of the process",
-          _p("mem_util"), smi=False, slow=True),
-    Field("utilization.encoder", "integer", "%", "encoder utilization of the process", _p("enc_util"),
-          smi=False, slow=True),
-    Field("utilization.decoder", "integer", "%", "decoder utilization of the process", _p("dec_util"),
-          smi=False, slow=True),
-    Field("cpu_percent", "number", "%", "CPU use, percent of one core", _p("cpu_percent"), smi=False,
-          decimals=1),
-    Field("host_memory", "integer", "MiB", "resident host memory (RSS)",
-          lambda c: None if c.proc is None else _mib(c.proc.rss), smi=False),
     Field("start_time", "string", "", "when the process started, ISO 8601 UTC",
           lambda c: _iso(c.proc.create_time if c.proc else None), smi=False),
     Field("elapsed", "number", "s", "seconds since the process started", _elapsed, smi=False, decimals=1),
@@ -260,6 +257,14 @@ PROCESS_FIELDS: tuple[Field, ...] = (
     Field("visible", "boolean", "", "false when the PID is not in gputui's PID namespace (containers)",
           _p("visible"), smi=False),
 )  # fmt: skip
+
+#: The GPU's identity, the registry's process columns that have a snapshot name
+#: (gputui/telemetry/metrics.py), and the fields composed from several values.
+PROCESS_FIELDS: tuple[Field, ...] = (
+    *_PROCESS_HEAD,
+    *(_process_field(m, m.snapshot) for m in PROCESS_METRICS if m.snapshot is not None),
+    *_PROCESS_COMPOSED,
+)
 
 DEFAULT_CSV_GPU = (
     "index", "name", "uuid", "pci.bus_id", "utilization.gpu", "utilization.memory", "memory.used",

@@ -9,8 +9,19 @@ history's series, the card's items and charts, the process table's columns and s
 the snapshot fields and the exporter's families are all read off these tables.  Adding an
 NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml.py`.
 
-No Textual, no Rich: how a unit is drawn is the UI's business (`ui/render.py` maps each
-`Unit` to a formatter), so a new entry with a known unit needs no UI change.
+No Textual, no Rich: how a unit is drawn is the UI's business (`ui/render.py` and
+`ui/process_lines.py` map each `Unit` to its text, tested complete), so a new entry with a
+known unit needs no UI change.
+
+To add, for example:
+- a process column (a Slurm job, a pod): the `GpuProcess` field, filled where it is read
+  (`host.py`), and `ProcessMetric("job", "JOB", "text", 12, "<", 3, False, host=True,
+  doc="...", snapshot=Smi("job", "string", own=True))` — the column, its cell (escaped as
+  untrusted text), its sort key and `default_sort` name, its `gputui snapshot` field;
+- an NVML GPM quantity (SM active, tensor active, DRAM active, ...): the `GpuSample` field,
+  filled by its sampler, and a `GpuMetric` with `prometheus=Export("DCGM_FI_PROF_SM_ACTIVE",
+  "gauge", "...", as_ratio)` (DCGM's PROF fields are ratios 0-1), `history`/`chart` to draw
+  it on cards, `snapshot=Smi(...)` for `gputui snapshot`.
 """
 
 from __future__ import annotations
@@ -352,6 +363,8 @@ class ProcessMetric:
     """0 = always shown; higher numbers are dropped first when the terminal is narrow."""
     descending: bool = True
     """The direction a sort by this column starts in (largest first for numbers)."""
+    doc: str = ""
+    """What it is (the help of its snapshot field)."""
     field: str | None = None
     """The `GpuProcess` attribute it shows (also its config-file sort name); None: `key`."""
     sort_names: tuple[str, ...] = ()
@@ -362,6 +375,8 @@ class ProcessMetric:
     """A host-side fact: blank where the process is not visible from here."""
     history: bool = False
     """Kept in per-process history while the process lives."""
+    snapshot: Smi | None = None
+    """Its field in `gputui snapshot --processes` (the process's `field`, converted)."""
     prometheus: Export | None = None
     read: Callable[[ProcessView], Any] | None = None
     """Where the value is not just the process's `field`."""
@@ -383,28 +398,40 @@ _P = ProcessMetric
 
 #: The process table's columns, left to right.
 PROCESS_METRICS: tuple[ProcessMetric, ...] = (
-    _P("gpu", "GPU", "count", 3, ">", 0, False, field="gpu_index"),
-    _P("pid", "PID", "count", 7, ">", 0, False),
-    _P("user", "USER", "text", 10, "<", 1, False),
-    _P("type", "TYPE", "text", 4, "<", 5, False),
-    _P("gpu_memory", "GPU MEM", "B", 8, ">", 0, True, history=True,
+    _P("gpu", "GPU", "count", 3, ">", 0, False, field="gpu_index",
+       snapshot=_S("gpu_index", "integer", own=True), doc="NVML index of the GPU"),
+    _P("pid", "PID", "count", 7, ">", 0, False, doc="process id in the host's PID namespace",
+       snapshot=_S("pid", "integer")),
+    _P("user", "USER", "text", 10, "<", 1, False, doc="owner", snapshot=_S("user", "string", own=True)),
+    _P("type", "TYPE", "text", 4, "<", 5, False, doc="C compute, G graphics, C+G both, M MPS",
+       snapshot=_S("type", "string", own=True)),
+    _P("gpu_memory", "GPU MEM", "B", 8, ">", 0, True, history=True, doc="GPU memory the process holds",
+       snapshot=_S("used_gpu_memory", "integer", "MiB", per(MIB), aliases=("used_memory",)),
        prometheus=_E("gputui_process_gpu_memory_bytes", "gauge", "GPU memory held by the process.")),
-    _P("sm_util", "SM%", "%", 4, ">", 0, True, history=True,
+    _P("sm_util", "SM%", "%", 4, ">", 0, True, history=True, doc="SM utilization of the process (sampled)",
+       snapshot=_S("utilization.sm", "integer", "%", own=True, slow=True),
        prometheus=_E("gputui_process_sm_utilization_ratio", "gauge",
                      "SM utilization of the process (NVML sampled), 0-1.", as_ratio)),
-    _P("mem_util", "MBW%", "%", 4, ">", 3, True),
-    _P("enc_util", "ENC%", "%", 4, ">", 6, True),
-    _P("dec_util", "DEC%", "%", 4, ">", 6, True),
-    _P("cpu_percent", "CPU%", "%", 5, ">", 2, True, host=True,
+    _P("mem_util", "MBW%", "%", 4, ">", 3, True, doc="memory bandwidth utilization of the process",
+       snapshot=_S("utilization.memory", "integer", "%", own=True, slow=True)),
+    _P("enc_util", "ENC%", "%", 4, ">", 6, True, doc="encoder utilization of the process",
+       snapshot=_S("utilization.encoder", "integer", "%", own=True, slow=True)),
+    _P("dec_util", "DEC%", "%", 4, ">", 6, True, doc="decoder utilization of the process",
+       snapshot=_S("utilization.decoder", "integer", "%", own=True, slow=True)),
+    _P("cpu_percent", "CPU%", "%", 5, ">", 2, True, host=True, doc="CPU use, percent of one core",
+       snapshot=_S("cpu_percent", "number", "%", own=True, decimals=1),
        prometheus=_E("gputui_process_cpu_utilization_ratio", "gauge", "CPU used by the process, in cores.",
                      as_ratio)),
-    _P("rss", "HOST MEM", "B", 8, ">", 4, True, host=True,
+    _P("rss", "HOST MEM", "B", 8, ">", 4, True, host=True, doc="resident host memory (RSS)",
+       snapshot=_S("host_memory", "integer", "MiB", per(MIB), own=True),
        prometheus=_E("gputui_process_resident_memory_bytes", "gauge",
                      "Host resident memory of the process.")),
     _P("elapsed", "TIME", "s", 6, ">", 2, True, field="create_time", host=True, inverted=True,
+       doc="time since the process started",
        read=lambda r: r.elapsed,
        prometheus=_E("gputui_process_start_time_seconds", "gauge", "When the process started (Unix time).")),
     _P("command", "COMMAND", "command", 0, "<", 0, False, field="name", sort_names=("cmdline",),
+       doc="the command line",
        read=lambda r: r.command),
 )  # fmt: skip
 
