@@ -54,7 +54,7 @@ def declare(cid, group, title, needs=(), gives=None, deny=None):
 
 
 #: The attributes of torch the probe uses, reported when a torch module lacks one.
-TORCH_PARTS = ("cuda", "backends", "version", "__version__", "nn", "distributed")
+TORCH_PARTS = ("cuda", "backends", "version", "__version__", "nn")
 
 
 TORCH_FACTS = ("torch", "torch-cuda", "cuda")

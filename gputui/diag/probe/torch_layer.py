@@ -83,7 +83,7 @@ def import_torch(p):
 def torch_build(p):
     t0 = time.monotonic()
     torch = p.torch
-    version = getattr(torch, "version", None)
+    version = torch.version  # every torch has it: one without it is broken, not CPU-only
     cuda = getattr(version, "cuda", None)
     hip = getattr(version, "hip", None)
     p.torch_cuda = cuda

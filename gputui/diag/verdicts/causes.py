@@ -262,9 +262,9 @@ CAUSES: dict[str, Cause] = {
         _fix_torch_missing,
     ),
     "torch-broken": Cause(
-        "torch fails to import",
-        "torch is installed but importing it raises: a broken or partial install, or a package "
-        "named torch shadowing the real one.",
+        "torch is broken",
+        "torch is installed but importing it raises, or the module imported lacks part of torch's "
+        "API: a broken or partial install, or a package named torch shadowing the real one.",
         lambda ctx, ev: [
             f"{ctx.python} -m pip install --force-reinstall torch --index-url "
             f"{INDEX_URL.format(torch_index_for(ctx.driver_cuda)[0])}",
@@ -597,6 +597,15 @@ CAUSES: dict[str, Cause] = {
         _static(
             "dmesg | grep -i -E 'xid|NVRM'",
             "On NVSwitch systems: systemctl status nvidia-fabricmanager",
+        ),
+    ),
+    "check-error": Cause(
+        "The check itself failed",
+        "This check raised an unexpected error (traceback in the evidence); the checks that do "
+        "not depend on it still ran.  Often the interpreter's packages are not what they seem.",
+        _static(
+            "Read the traceback in this check's evidence (gputui diag --json)",
+            "If it is gputui's fault, report it at the project's issue tracker with that evidence",
         ),
     ),
     "bad-interpreter": Cause(
