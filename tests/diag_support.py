@@ -86,9 +86,9 @@ def gputui_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1
     )
 
 
-def run_probe_checks(python: str, env: dict[str, str], *args: str) -> dict[str, dict[str, Any]]:
-    """Run the diagnosis child for real (`python PROBE --no-nccl`) with these variables set, and
-    return its check events by id."""
+def run_probe_checks(python: str, env: dict[str, str | None], *args: str) -> dict[str, dict[str, Any]]:
+    """Run the diagnosis child for real (`python PROBE --no-nccl`) with these variables set (None:
+    unset), and return its check events by id."""
     from gputui.diag import PROBE
     from gputui.diag.runner import child_env
 

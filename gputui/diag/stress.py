@@ -500,7 +500,9 @@ def main(argv=None):
             emit(
                 "error",
                 message="import torch failed: %s: %s" % (type(exc).__name__, exc),
-                cause="torch-broken",
+                cause="torch-missing"
+                if isinstance(exc, ImportError) and getattr(exc, "name", None) == "torch"
+                else "torch-broken",
             )
             return 2
     if opts.test_cpu:

@@ -36,6 +36,8 @@ SHOWN_VARIABLES = (
     "TORCH_CUDA_ARCH_LIST",
     "CUBLAS_WORKSPACE_CONFIG",
 )
+#: NVIDIA's Python packages that hold no CUDA library (NVML bindings, an index helper).
+NOT_CUDA_LIBRARIES = ("nvidia-ml-py", "nvidia-ml-py3", "nvidia-pyindex")
 LIBRARY_PATTERNS = ("libcudnn.so*", "libcudnn_*.so*", "libnccl.so*", "libcudart.so*", "libcublas.so*")
 
 
@@ -151,7 +153,7 @@ def wheels(p):
     families = {}
     for name, versions in installed.items():
         m = re.match(r"^nvidia-(.+?)(?:-cu(\d+))?$", name)
-        if m and name not in ("nvidia-ml-py", "nvidia-ml-py3"):
+        if m and name not in NOT_CUDA_LIBRARIES:
             families.setdefault(m.group(1), []).append((name, versions))
     duplicates = {}
     for lib, entries in families.items():
@@ -176,6 +178,9 @@ def wheels(p):
                     mismatched[pin_name] = {"torch_requires": m.group(2), "installed": have}
     ev = {
         "nvidia_wheels": {n: v for n, v in installed.items() if n.startswith("nvidia-")},
+        "cuda_wheels": {
+            n: v for n, v in installed.items() if n.startswith("nvidia-") and n not in NOT_CUDA_LIBRARIES
+        },
         "duplicates": duplicates,
         "torch_pins": torch_pins,
         "pin_mismatches": mismatched,
@@ -206,14 +211,14 @@ def wheels(p):
                 )
             )
         )
-    n_nv = len(ev["nvidia_wheels"])
+    n_nv = len(ev["cuda_wheels"])
     summary = (
         "; ".join(parts)
         if parts
         else (
-            "%d NVIDIA wheels, one of each, at the versions torch asks for" % n_nv
+            "%d CUDA library wheels, one of each, at the versions torch asks for" % n_nv
             if n_nv
-            else "no NVIDIA wheels installed"
+            else "no CUDA library wheels installed"
         )
     )
     check("env.wheels", "environment", "CUDA library wheels", status, summary, ev, cause=cause, t0=t0)

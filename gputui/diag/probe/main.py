@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from . import compute, devices, environment, health, system, torch_layer, visibility
+from . import compute, devices, environment, health, loader, system, torch_layer, visibility
 from .protocol import emit, first_line, hello, take_stdout
 from .registry import Runner
 from .state import Probe
@@ -27,6 +27,7 @@ PLAN = (
     system.device_nodes,
     visibility.visibility,
     environment.variables,
+    loader.loader,
     environment.library_path,
     ("start", compute.start_nccl),
     ("start", system.start_cuinit),

@@ -110,6 +110,16 @@ def visibility(p):
     _order, order_note = rules.device_order(order)
     if order_note:
         notes.append(order_note)
+    elif order is not None:
+        notes.append(
+            "CUDA_DEVICE_ORDER=%s: CUDA numbers the GPUs %s"
+            % (order, "like nvidia-smi (by PCI bus)" if order == "PCI_BUS_ID" else "fastest first")
+        )
+    if nvd is not None and nvd.strip().lower() not in ("", "void", "none"):
+        notes.append(
+            "NVIDIA_VISIBLE_DEVICES=%s: the container runtime's choice when the container started; "
+            "inside it, CUDA_VISIBLE_DEVICES decides" % nvd
+        )
     if p.nvml.ok and n > 1 and order != "PCI_BUS_ID":
         names = {d.get("name") for d in p.nvml_devices}
         if len(names) > 1:

@@ -181,7 +181,7 @@ CAUSES: dict[str, Cause] = {
         "The open-source nouveau driver is loaded, so the NVIDIA driver cannot take the GPU.",
         _static(
             "Blacklist nouveau: echo 'blacklist nouveau' | sudo tee /etc/modprobe.d/blacklist-nouveau.conf",
-            "sudo update-initramfs -u && sudo reboot, then install or reload the NVIDIA driver",
+            "sudo update-initramfs -u && sudo reboot   # then install or reload the NVIDIA driver",
         ),
     ),
     "driver-library-mismatch": Cause(
@@ -244,6 +244,15 @@ CAUSES: dict[str, Cause] = {
             + (f" (it is {ev.get('CUDA_VISIBLE_DEVICES')!r})" if ev.get("CUDA_VISIBLE_DEVICES") else ""),
             "or unset it to use every GPU",
         ],
+    ),
+    "cvd-slurm-no-gpu": Cause(
+        "Slurm gave this job step no GPU",
+        "Slurm sets CUDA_VISIBLE_DEVICES=NoDevFiles when the step was allocated no GPU; CUDA reads "
+        "it as an invalid entry and sees none.",
+        _static(
+            "srun --gpus=1 ...   # or --gres=gpu:1 / --gpus-per-node (sbatch, salloc too)",
+            "scontrol show job $SLURM_JOB_ID | grep -i -E 'tres|gres'",
+        ),
     ),
     "nvd-none": Cause(
         "NVIDIA_VISIBLE_DEVICES asks for no GPU",
@@ -366,7 +375,10 @@ CAUSES: dict[str, Cause] = {
     "no-device": Cause(
         "CUDA finds no device",
         "The driver lists GPUs but CUDA sees none (error 100).",
-        _static("Check CUDA_VISIBLE_DEVICES and that /dev/nvidia-uvm exists; dmesg for Xid errors"),
+        _static(
+            "Check CUDA_VISIBLE_DEVICES and that /dev/nvidia-uvm exists; "
+            "look for Xid errors: `dmesg | grep -i xid`"
+        ),
     ),
     "cuda-unavailable": Cause(
         "CUDA unavailable",
@@ -513,6 +525,47 @@ CAUSES: dict[str, Cause] = {
         "CUDA libraries loaded from outside torch",
         "A CUDA library was loaded from a system directory rather than torch's wheels.",
         _static("Check LD_LIBRARY_PATH and LD_PRELOAD"),
+    ),
+    "torch-shadowed": Cause(
+        "Another torch comes first",
+        "The torch that `import torch` finds is not this environment's: a PYTHONPATH entry, the "
+        "user's site-packages (~/.local) or a directory named torch in the current directory "
+        "comes first on sys.path.",
+        lambda ctx, ev: [
+            "unset PYTHONPATH   # or remove the entry that holds torch",
+            f"{ctx.python} -s -c 'import torch; print(torch.__file__)'   # -s: without the user site",
+            "export PYTHONNOUSERSITE=1   # if torch comes from ~/.local",
+        ],
+    ),
+    "ld-preload": Cause(
+        "A library is preloaded into every process",
+        "LD_PRELOAD (or LD_AUDIT) loads a library before all others: it can replace CUDA, NCCL or "
+        "libc functions for torch too (profilers, interposers, old shims).",
+        _static("unset LD_PRELOAD LD_AUDIT   # then diagnose again to compare"),
+    ),
+    "pythonhome": Cause(
+        "PYTHONHOME is set",
+        "PYTHONHOME moves where Python takes its standard library and site-packages from; with "
+        "another interpreter's prefix, packages (torch too) come from there.",
+        _static("unset PYTHONHOME"),
+    ),
+    "ptx-jit-forced": Cause(
+        "Every kernel is JIT-compiled",
+        "CUDA_FORCE_PTX_JIT=1 makes CUDA ignore the compiled kernels and JIT-compile PTX: a slow "
+        "first start, and kernels shipped without PTX fail.",
+        _static("unset CUDA_FORCE_PTX_JIT"),
+    ),
+    "ptx-jit-disabled": Cause(
+        "PTX JIT is off",
+        "CUDA_DISABLE_PTX_JIT=1 stops CUDA from compiling PTX: on a GPU torch has no compiled "
+        "kernels for, every kernel fails with 'no kernel image is available'.",
+        _static("unset CUDA_DISABLE_PTX_JIT"),
+    ),
+    "nvml-based-check": Cause(
+        "torch.cuda.is_available() asks NVML",
+        "With PYTORCH_NVML_BASED_CUDA_CHECK=1, is_available() counts GPUs through NVML without "
+        "initialising CUDA: it can say True and the first CUDA call still fail.",
+        _static("unset PYTORCH_NVML_BASED_CUDA_CHECK   # to see the real CUDA error"),
     ),
     "launch-blocking": Cause(
         "CUDA_LAUNCH_BLOCKING is set",

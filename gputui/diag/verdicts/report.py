@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,102 @@ def load_schema() -> dict[str, Any]:
 
 def report_json(report: dict[str, Any]) -> str:
     return json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n"
+
+
+#: First words of a fix line that make it a shell command.
+SHELL_WORDS = frozenset(
+    (
+        *("sudo", "unset", "export", "ls", "lspci", "dmesg", "nvidia-smi", "nvidia-ctk", "systemctl"),
+        *("journalctl", "echo", "cat", "srun", "scontrol", "pip", "pip3", "conda", "python", "python3"),
+        *("docker", "modprobe"),
+    )
+)
+_ASSIGNMENT = re.compile(r"^[A-Z_][A-Z0-9_]*=")
+_LEAD = re.compile(r"^([A-Z][^:`]*):\s+(.+)$")
+_COMMENT = re.compile(r"^(.*?\S)\s{2,}(\S.*)$")
+
+
+def _segments(text: str) -> list[str]:
+    """`text` split at "; " outside quotes (a quote opens only at the start of a word)."""
+    parts, current, quote = [], "", ""
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if quote:
+            quote = "" if c == quote else quote
+        elif c in "'\"" and (i == 0 or text[i - 1] in " =("):
+            quote = c
+        elif text.startswith("; ", i):
+            parts.append(current)
+            current, i = "", i + 2
+            continue
+        current += c
+        i += 1
+    parts.append(current)
+    return parts
+
+
+def _is_shell(text: str) -> bool:
+    first = text.split(" ", 1)[0]
+    return first in SHELL_WORDS or first.startswith(("/", "~/", "./", "$")) or bool(_ASSIGNMENT.match(first))
+
+
+def _shell_line(text: str) -> str | None:
+    """The fix line as a shell line (a trailing remark becomes a comment), or None if it holds
+    prose."""
+    command, comment = text, ""
+    m = _COMMENT.match(text)
+    if m and not m.group(1).endswith("|"):
+        command, comment = m.group(1), m.group(2)
+    if not all(_is_shell(part.strip()) for part in _segments(command)):
+        return None
+    if comment.startswith("(") and comment.endswith(")"):
+        comment = comment[1:-1]
+    if comment and not comment.startswith("#"):
+        comment = "# " + comment
+    return command + ("   " + comment if comment else "")
+
+
+def _prose(text: str) -> str:
+    """A fix line that is prose: its shell parts (between "; ") and Python calls as code."""
+    parts = []
+    for part in _segments(text):
+        first = part.split(" ", 1)[0]
+        if "`" not in part and (_is_shell(part) or ("(" in first and "." in first)):
+            m = _COMMENT.match(part)
+            code, remark = (m.group(1), m.group(2).lstrip("# ")) if m else (part, "")
+            parts.append(f"`{code}`" + (f" ({remark})" if remark else ""))
+        else:
+            parts.append(part)
+    return "; ".join(parts)
+
+
+def fix_markdown(fix: list[str]) -> list[str]:
+    """Fix steps as Markdown: runs of shell commands in ```sh blocks, prose as list items (a
+    lead-in like "Check: cmd" becomes an item followed by the command)."""
+    out: list[str] = []
+    shell: list[str] = []
+
+    def flush() -> None:
+        if shell:
+            out.extend(["```sh", *shell, "```"])
+            shell.clear()
+
+    for line in fix:
+        command = _shell_line(line)
+        if command is None:
+            lead = _LEAD.match(line)
+            if lead and _shell_line(lead.group(2)) is not None:
+                flush()
+                out.append(f"- {lead.group(1)}:")
+                command = _shell_line(lead.group(2))
+            else:
+                flush()
+                out.append(f"- {_prose(line)}")
+                continue
+        shell.append(str(command))
+    flush()
+    return out
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -50,9 +147,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             lines.append("")
             lines.append("Fix:")
             lines.append("")
-            lines.append("```sh")
-            lines += primary["fix"]
-            lines.append("```")
+            lines += fix_markdown(primary["fix"])
     lines.append("")
     lines.append("| status | check | result |")
     lines.append("|---|---|---|")
@@ -75,9 +170,7 @@ def report_markdown(report: dict[str, Any]) -> str:
                 lines.append(f"Note: {chk['note']}")
             if chk.get("fix"):
                 lines.append("")
-                lines.append("```sh")
-                lines += chk["fix"]
-                lines.append("```")
+                lines += fix_markdown(chk["fix"])
             if chk.get("refs"):
                 lines.append("")
                 lines.append("Seen in: " + ", ".join(chk["refs"]))
