@@ -206,6 +206,19 @@ def start_nccl(p):
 @declare("compute.nccl", "compute", "NCCL all-reduce")
 def nccl(p):
     t0 = time.monotonic()
+    if "start_nccl" in p.start_errors:
+        error = p.start_errors["start_nccl"]
+        check(
+            "compute.nccl",
+            "compute",
+            "NCCL all-reduce",
+            "FAIL",
+            "the ranks could not be started: %s" % error,
+            {"error": error},
+            cause="nccl-error",
+            t0=t0,
+        )
+        return
     if not p.workers:
         reason = (
             "one GPU: nothing to reduce across" if (p.expected_visible or 0) < 2 else "skipped (--no-nccl)"

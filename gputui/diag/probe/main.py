@@ -54,7 +54,7 @@ def run(options):
     start = time.monotonic()
     hello("probe")
     p = Probe(options)
-    p.container()
+    _start(p, Probe.container)
     runner = Runner(p)
     try:
         for step in PLAN:

@@ -224,8 +224,21 @@ def start_cuinit(p):
 
 @declare("cuda.driver", "driver", "CUDA driver API (libcuda)")
 def driver_api(p):
-    thread, result = p.cuinit
     t0 = time.monotonic()
+    if p.cuinit is None:
+        error = p.start_errors.get("start_cuinit", "not started")
+        check(
+            "cuda.driver",
+            "driver",
+            "CUDA driver API (libcuda)",
+            "FAIL",
+            "cuInit could not be started: %s" % error,
+            {"error": error},
+            cause="cuda-error",
+            t0=t0,
+        )
+        return
+    thread, result = p.cuinit
     thread.join()
     p.cuda_api = result
     if "load_error" in result:
