@@ -145,17 +145,17 @@ def peers(p):
                     entry["copy_ok"] = False
                     entry["error"] = first_line(str(exc))
             pairs.append(entry)
-    no_access = [p for p in pairs if not p["access"]]
-    bad_copy = [p for p in pairs if p.get("copy_ok") is False]
+    no_access = [pair for pair in pairs if not pair["access"]]
+    bad_copy = [pair for pair in pairs if pair.get("copy_ok") is False]
     if bad_copy:
         status, cause = "FAIL", "p2p-wrong"
         summary = "a copy between GPUs came back wrong: {}".format(
-            ", ".join("%d<->%d" % (p["from"], p["to"]) for p in bad_copy)
+            ", ".join("%d<->%d" % (pair["from"], pair["to"]) for pair in bad_copy)
         )
     elif no_access:
         status, cause = "WARN", "no-p2p"
         summary = "no direct peer access for {}: copies go through host memory".format(
-            ", ".join("%d->%d" % (p["from"], p["to"]) for p in no_access)
+            ", ".join("%d->%d" % (pair["from"], pair["to"]) for pair in no_access)
         )
     else:
         status, cause = "PASS", None

@@ -94,7 +94,7 @@ def library_path(p):
     t0 = time.monotonic()
     found = {}
     stubs = []
-    paths = [p for p in os.environ.get("LD_LIBRARY_PATH", "").split(":") if p]
+    paths = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d]
     for d in paths:
         for pattern in LIBRARY_PATTERNS:
             for f in sorted(glob.glob(os.path.join(d, pattern))):

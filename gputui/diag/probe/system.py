@@ -143,7 +143,7 @@ def device_nodes(p):
             continue
         info[path] = "rw" if os.access(path, os.R_OK | os.W_OK) else "no access"
     ev = {"nodes": info, "in_container": p.in_container, "container_evidence": p.container_evidence}
-    gpu_nodes = [p for p in info if re.match(r"/dev/nvidia\d+$", p)]
+    gpu_nodes = [path for path in info if re.match(r"/dev/nvidia\d+$", path)]
     if not info:
         if p.nvml.ok:
             cause = "container-no-gpus" if p.in_container else "no-device-nodes"

@@ -90,8 +90,12 @@ def visibility(p):
                 seen.stopped_at.strip(),
                 visible,
             )
-        elif not seen.checked:
+        elif not p.nvml.ok:
             summary = "CUDA_VISIBLE_DEVICES=%s (not checked against the GPUs: no driver)" % cvd
+        elif not seen.checked:
+            summary = (
+                "CUDA_VISIBLE_DEVICES=%s (MIG devices are not listed here: only the form was checked)" % cvd
+            )
         elif len(visible) < n:
             summary = "CUDA_VISIBLE_DEVICES=%s shows %d of the %d GPUs" % (cvd, len(visible), n)
             notes.append("the others are hidden from CUDA on purpose, it seems")
