@@ -142,6 +142,16 @@ class VisibleDevices:
     """A value CUDA treats specially or people misuse (NoDevFiles, -1, all...), explained."""
 
     @property
+    def loose(self) -> tuple[str, ...]:
+        """Index entries that are not plain numbers ("0 1", "1gpu2", "+3"), each explained: CUDA
+        reads the number an entry starts with and ignores the rest."""
+        return tuple(
+            f"{e.entry.strip()!r} is read as {e.ordinal}"
+            for e in self.entries
+            if e.ordinal is not None and not e.entry.strip().isdigit()
+        )
+
+    @property
     def unset(self) -> bool:
         return self.value is None
 

@@ -182,3 +182,13 @@ def test_markdown_keeps_prose_out_of_shell_blocks() -> None:
         assert prose in md and prose not in inside
     for command in ("unset CUDA_VISIBLE_DEVICES", "/usr/bin/python3 -m pip install torch --index-url"):
         assert command in inside
+
+
+@pytest.mark.parametrize(("value", "read_as"), [("0 1", "0"), ("1gpu2", "1"), ("+3", "3")])
+def test_entries_cuda_reads_loosely_are_explained(bare_python: str, value: str, read_as: str) -> None:
+    """CUDA reads the number an entry starts with and ignores the rest: "0 1" (a space instead
+    of a comma) is GPU 0 alone.  Valid for CUDA, rarely what was meant: said, with a WARN."""
+    vis = run_probe_checks(bare_python, {"CUDA_VISIBLE_DEVICES": value})["visibility.env"]
+    assert vis["status"] == "WARN"
+    assert vis["cause"] == "cvd-loose" and vis["cause"] in CAUSES
+    assert f"{value.strip()!r} is read as {read_as}" in f"{vis['summary']} {vis.get('note')}"

@@ -67,6 +67,7 @@ def visibility(p):
                 "invalid_entry": seen.stopped_at.strip() if seen.stopped_at is not None else None,
                 "ignored_entries": [e.strip() for e in seen.ignored],
                 "repeated": seen.repeated,
+                "read_loosely": list(seen.loose),
                 "special": seen.special,
                 "checked_against_gpus": seen.checked,
             }
@@ -101,6 +102,13 @@ def visibility(p):
             notes.append("the others are hidden from CUDA on purpose, it seems")
         else:
             summary = "CUDA_VISIBLE_DEVICES=%s" % cvd
+        if seen.loose:
+            notes.append(
+                "; ".join(seen.loose) + ": CUDA reads the number an entry starts with and ignores "
+                "the rest (separate GPUs with commas)"
+            )
+            if status == "PASS":
+                status, cause = "WARN", "cvd-loose"
         if seen.special:
             notes.append(seen.special)
             if status != "PASS" and cvd.strip().lower() == "nodevfiles":

@@ -245,6 +245,16 @@ CAUSES: dict[str, Cause] = {
             "or unset it to use every GPU",
         ],
     ),
+    "cvd-loose": Cause(
+        "CUDA_VISIBLE_DEVICES is read differently from how it looks",
+        "CUDA reads each entry like C's strtoul: the number it starts with, the rest ignored. "
+        "'0 1' (a space for a comma) is GPU 0 alone; '1gpu2' is GPU 1.",
+        lambda ctx, ev: [
+            "export CUDA_VISIBLE_DEVICES="
+            + ",".join(str(i) for i in ev.get("visible") or [0])
+            + "   # the GPUs CUDA reads now, written plainly; separate GPUs with commas"
+        ],
+    ),
     "cvd-slurm-no-gpu": Cause(
         "Slurm gave this job step no GPU",
         "Slurm sets CUDA_VISIBLE_DEVICES=NoDevFiles when the step was allocated no GPU; CUDA reads "
