@@ -154,3 +154,8 @@ def test_no_gpus() -> None:
     assert result.devices == ()
     assert result.reason is not None
     assert "beyond the 0 device(s)" in result.reason
+
+
+def test_special_and_loose_values_are_noted() -> None:
+    assert any("Slurm" in n for n in cuda_visibility(gpus(2), "NoDevFiles").notes)
+    assert any("'0 1' is read as 0" in n for n in cuda_visibility(gpus(2), "0 1").notes)

@@ -119,6 +119,8 @@ def cuda_visibility(
             if d.uuid and m.gpu_instance_id is not None and m.compute_instance_id is not None:
                 mig_by_uuid[f"MIG-{d.uuid}/{m.gpu_instance_id}/{m.compute_instance_id}"] = (d.index, m)
     seen = rules.visible_devices(visible_devices, len(ordered), list(gpu_by_uuid), list(mig_by_uuid))
+    if seen.loose:
+        notes.append("; ".join(seen.loose) + ": CUDA reads the number an entry starts with")
     if seen.special:
         notes.append(seen.special)
     chosen: list[CudaDevice] = []
