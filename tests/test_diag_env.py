@@ -184,7 +184,8 @@ def test_markdown_keeps_prose_out_of_shell_blocks() -> None:
         assert command in inside
 
 
-@pytest.mark.parametrize(("value", "read_as"), [("0 1", "0"), ("1gpu2", "1"), ("+3", "3")])
+# GPU 0 only, so that a machine with one GPU reads them the same as one without a driver
+@pytest.mark.parametrize(("value", "read_as"), [("0 1", "0"), ("0gpu1", "0"), ("+0", "0")])
 def test_entries_cuda_reads_loosely_are_explained(bare_python: str, value: str, read_as: str) -> None:
     """CUDA reads the number an entry starts with and ignores the rest: "0 1" (a space instead
     of a comma) is GPU 0 alone.  Valid for CUDA, rarely what was meant: said, with a WARN."""

@@ -122,8 +122,10 @@ def test_a_torch_lacking_part_of_its_api_costs_only_the_checks_that_need_it(
     assert d.done and d.child["returncode"] == 0
     assert "diag.child" not in checks
     for cid in INDEPENDENT:
-        assert cid in checks, cid
-        assert "failed unexpectedly" not in checks[cid].summary, cid
+        # per-GPU checks report as id.N where there are GPUs (health.0, ...)
+        found = [f for f in d.findings if f.id == cid or f.id.startswith(cid + ".")]
+        assert found, cid
+        assert all("failed unexpectedly" not in f.summary for f in found), cid
     assert checks["torch.import"].status == "PASS"
     # one FAIL names what was missing and where this torch came from
     crashed = [f for f in d.findings if f.evidence.get("missing_attribute") == missing]
