@@ -22,6 +22,7 @@ HIGHER = {
     "gputui.config": ("gputui.ui", "gputui.commands", "gputui.cli"),
     "gputui.options": ("gputui.ui", "gputui.commands", "gputui.cli"),
     "gputui.palette": ("gputui.ui", "gputui.commands", "gputui.cli"),
+    "gputui.rules": ("gputui",),  # standard library only: the diagnosis children load it by path
 }
 
 

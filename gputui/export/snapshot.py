@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import __version__
+from gputui.rules import iso_utc
 from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -219,10 +220,7 @@ def _elapsed(c: Ctx) -> float | None:
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    # as datetime's isoformat(timespec="seconds") in UTC, without importing datetime
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
+    return None if ts is None else iso_utc(ts)
 
 
 def _process_field(m: ProcessMetric, s: Smi) -> Field:
