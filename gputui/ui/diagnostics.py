@@ -300,8 +300,7 @@ def stress_lines(session: StressSession, width: int, elapsed: float) -> list[Lin
                 )
         out += stress_error_lines(report, width)
         if any(g["matmul"] for g in report["gpus"]):
-            out += stress_plot(report, width)
-            out += stress_chart_lines(report, width)
+            out += stress_plot(report, width)  # the figure; the table above has the % of peak
     elif not running:
         out += stress_error_lines(session.report(), width)  # no GPU got as far as a result
     out.append([("─" * width, S.border)])
@@ -339,32 +338,6 @@ def stress_plot(report: dict[str, Any], width: int) -> list[Line]:
         plt.title("matmul TFLOP/s")
 
     return plot_lines(build, min(width - 2, 100), 14)
-
-
-def stress_chart_lines(report: dict[str, Any], width: int) -> list[Line]:
-    """Matmul TFLOP/s per precision and GPU as horizontal bars on one scale per precision
-    (the datasheet peak where the model is known, else the fastest GPU)."""
-    out: list[Line] = [[(" matmul TFLOP/s per precision", S.title), ("  (bar: % of datasheet peak)", S.dim)]]
-    gpus = report["gpus"]
-    bar_width = max(10, min(60, width - 40))
-    for precision in PRECISIONS:
-        rows = [(g, (g["matmul"].get(precision) or {})) for g in gpus]
-        rows = [(g, m) for g, m in rows if isinstance(m.get("tflops"), int | float)]
-        if not rows:
-            continue
-        top = max(float(m["tflops"]) for _, m in rows)
-        for g, m in rows:
-            scale = m.get("peak") or top
-            out.append(
-                [
-                    (f" {precision:<5}", S.label),
-                    (f"GPU {g['index']:<2} ", S.index),
-                    *bar(ratio(float(m["tflops"]), scale), bar_width, GREEN),
-                    (f" {m['tflops']:g}", S.value),
-                    (f" ({m['percent']:.0f}%)" if m.get("percent") is not None else "", S.dim),
-                ]
-            )
-    return out
 
 
 class StressView(LineWidget):
