@@ -217,3 +217,19 @@ def test_other_tabs_load_only_when_opened():
     ).stdout
     assert "before []" in out
     assert "after ['gputui.ui.processes'] processes" in out
+
+
+def test_a_tick_arriving_while_the_app_shuts_down_is_dropped():
+    """The poller's last tick can reach the app after its widgets are gone (seen under
+    load: NoMatches for HeaderBar when the test's app closed); it is dropped, not an error."""
+    from gputui.ui.app import InfoReady, SnapshotReady
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 2)
+            snap, info, gen = app.snapshot, app.info, app.generation
+        app.on_info_ready(InfoReady(info, gen))
+        app.on_snapshot_ready(SnapshotReady(snap, gen, (3, 100)))
+
+    run(go())

@@ -311,8 +311,14 @@ class GpuTuiApp(App[int]):
 
     # ---- data ------------------------------------------------------------------------
 
+    def _current(self, generation: int) -> bool:
+        """A message from the poller still applies: from the current source, and the app
+        still running (its widgets are removed while it shuts down, before the poller's
+        last messages are drained)."""
+        return generation == self.generation and self.is_running
+
     def on_info_ready(self, message: InfoReady) -> None:
-        if message.generation != self.generation:
+        if not self._current(message.generation):
             return
         self.info = message.info
         header = self.query_one(HeaderBar)
@@ -323,7 +329,7 @@ class GpuTuiApp(App[int]):
         self.refresh_bindings()
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        if message.generation != self.generation:
+        if not self._current(message.generation):
             return
         snap = message.snapshot
         self.snapshot = snap
@@ -343,7 +349,7 @@ class GpuTuiApp(App[int]):
                 self.current_pane().show_snapshot(self.info, snap)
 
     def on_poller_failed(self, message: PollerFailed) -> None:
-        if message.generation != self.generation:
+        if not self._current(message.generation):
             return
         self.error = message.error
         self.notify(
