@@ -20,6 +20,7 @@ PICTURES = {
     "overview-2gpu-160x50.svg": "test_overview_2gpu_160x50.svg",
     "overview-1gpu-160x50.svg": "test_overview_1gpu_160x50.svg",
     "overview-2gpu-80x24.svg": "test_overview_2gpu_80x24.svg",
+    "overview-2gpu-light-120x40.svg": "test_overview_2gpu_light_theme_120x40.svg",
     "overview-2gpu-alerts-160x50.svg": "test_overview_2gpu_alerts_160x50.svg",
     "overview-1gpu-80x24.svg": "test_overview_1gpu_80x24.svg",
     "overview-8gpu-160x50.svg": "test_overview_8gpu_160x50.svg",
