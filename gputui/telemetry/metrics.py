@@ -26,8 +26,7 @@ To add, for example:
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -451,8 +450,3 @@ def sort_field(name: str) -> tuple[ProcessMetric, bool] | None:
         if name == m.key:
             return m, False
     return None
-
-
-def gpu_sample_fields() -> Sequence[str]:
-    """Every `GpuSample` field (a test checks each measured one has an entry)."""
-    return [f.name for f in dataclasses.fields(GpuSample)]
