@@ -21,6 +21,8 @@ DEFAULT_PALETTE: dict[str, str] = {
     "border": "#4e4e4e",
     "text": "#d0d0d0",
     "white": "#eeeeee",
+    "cursor": "#005f87",
+    "cursor_dim": "#3a3a3a",
 }
 PALETTE_NAMES: tuple[str, ...] = tuple(DEFAULT_PALETTE)
 
@@ -44,6 +46,8 @@ THEME_COLORS: dict[str, dict[str, str]] = {
         "border": "#a8a8a8",
         "text": "#262626",
         "white": "#000000",
+        "cursor": "#afd7ff",
+        "cursor_dim": "#dadada",
     },
     "mono": {},  # no colour at all (as NO_COLOR)
 }

@@ -17,6 +17,8 @@ from rich.style import Style
 from gputui.telemetry.metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, Unit, sort_field
 from gputui.telemetry.model import DeviceInfo, GpuProcess, MachineInfo, Snapshot
 from gputui.ui.render import (
+    CURSOR,
+    CURSOR_DIM,
     CYAN,
     DIM,
     GIB,
@@ -359,8 +361,8 @@ def cell_text(row: ProcessRow, col: Column) -> str:
 # the table's lines
 # --------------------------------------------------------------------------------------
 
-CURSOR_BG = "#005f87"
-CURSOR_BG_UNFOCUSED = "#3a3a3a"
+CURSOR_BG = CURSOR
+CURSOR_BG_UNFOCUSED = CURSOR_DIM
 
 
 class PS:

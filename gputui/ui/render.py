@@ -37,6 +37,10 @@ TRACK = DEFAULT_PALETTE["track"]
 BORDER = DEFAULT_PALETTE["border"]
 TEXT = DEFAULT_PALETTE["text"]
 WHITE = DEFAULT_PALETTE["white"]
+CURSOR = DEFAULT_PALETTE["cursor"]
+"""The background of the process table's cursor row (focused)."""
+CURSOR_DIM = DEFAULT_PALETTE["cursor_dim"]
+"""The cursor row's background while the table is not focused."""
 
 
 class S:
