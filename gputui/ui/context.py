@@ -32,10 +32,6 @@ class SourceState:
         """The source is the bundled demo recording."""
 
     @property
-    def live(self) -> bool:
-        return self.source is not None and self.source.live
-
-    @property
     def local_processes(self) -> bool:
         """The processes are this machine's (live), so they can be signalled."""
         return self.source is not None and self.source.local_processes
