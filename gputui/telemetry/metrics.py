@@ -109,7 +109,8 @@ class GpuMetric:
     key: str
     """Its name in the config file's [cards] sparklines (and in code)."""
     field: str
-    """The `GpuSample` attribute that holds it (also its history series' name)."""
+    """The `GpuSample` attribute that holds it, and its history series' name; with `read`
+    (a value inside a nested structure, such as GPM's figures), just the series' name."""
     label: str
     """Short label on cards and charts ("UTIL", "TEMP")."""
     unit: Unit
