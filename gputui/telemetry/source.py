@@ -17,8 +17,11 @@ class Seekable(Protocol):
 
     header: RecordingHeader
     ticks: Sequence[Snapshot]
-    position: int
-    """Index of the tick most recently returned by sample() (-1 before the first)."""
+
+    @property
+    def position(self) -> int:
+        """Index of the tick most recently returned by sample() (-1 before the first)."""
+        ...
 
     @property
     def interval(self) -> float:
