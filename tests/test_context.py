@@ -65,7 +65,7 @@ def test_read_only_hides_signals_for_processes_that_could_be_signalled(children:
             await run_to_tick(pilot, 60)
             await pilot.press("2")
             await pilot.pause()
-            pane = app.query_one(ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane)
             assert pane.check_action("signal", ("TERM",)) is (not readonly)
             await pilot.press("T")
             await pilot.pause()

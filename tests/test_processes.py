@@ -65,11 +65,11 @@ def mapping_of(kids) -> dict[int, int]:
 
 
 def table(app) -> ProcessTable:
-    return app.query_one(ProcessTable)
+    return app.query_one("#processes ProcessTable", ProcessTable)
 
 
 def pane(app) -> ProcessesPane:
-    return app.query_one(ProcessesPane)
+    return app.query_one("#processes", ProcessesPane)
 
 
 def text(app) -> str:
@@ -169,11 +169,11 @@ def test_sorting_by_keys_and_by_clicking_a_title():
             assert mems == sorted(mems)
             # click the SM% title: sorted by it (largest first); click again: reversed
             x = next(x0 for c, x0, _ in column_spans(t.columns, t.size.width) if c.key == "sm_util")
-            await pilot.click(ProcessTable, offset=(x + 1, 0))
+            await pilot.click("#processes ProcessTable", offset=(x + 1, 0))
             assert state.sort_key == "sm_util" and state.descending
             sm = [r.proc.sm_util for r in t.rows]
             assert sm == sorted(sm, reverse=True)
-            await pilot.click(ProcessTable, offset=(x + 1, 0))
+            await pilot.click("#processes ProcessTable", offset=(x + 1, 0))
             assert not state.descending
             await pilot.press("greater_than_sign")  # > as in htop: the next column
             assert state.sort_key == "mem_util"
@@ -629,9 +629,9 @@ def test_mouse_click_selects_and_double_click_opens_the_detail():
         async with app.run_test(size=(160, 40)) as pilot:
             await open_tab(pilot)
             t = table(app)
-            await pilot.click(ProcessTable, offset=(20, 3))  # header + 3rd row
+            await pilot.click("#processes ProcessTable", offset=(20, 3))  # header + 3rd row
             assert t.cursor == 2 and t.current.proc.pid == HOLDER
-            await pilot.click(ProcessTable, offset=(20, 2), times=2)
+            await pilot.click("#processes ProcessTable", offset=(20, 2), times=2)
             await wait_for(pilot, lambda: isinstance(app.screen, ProcessDetailScreen))
             assert app.screen.key == (1, RANK1)
             await pilot.press("escape")

@@ -13,3 +13,10 @@ class OpenGpuDetail(Message):
     """Show the detail view of one GPU (Enter on a card or a topology row)."""
 
     index: int
+
+
+@dataclass(eq=False)
+class GpuSelected(Message):
+    """A card (or compact row) was selected on the Overview (None: no GPU selected)."""
+
+    index: int | None

@@ -18,12 +18,14 @@ from textual.containers import Container, VerticalScroll
 
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.messages import GpuSelected
 from gputui.ui.render import Line, S, line_len, pad_line
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
+    from gputui.ui.processes import OverviewProcesses
 
 
 class Pane(Container):
@@ -94,42 +96,129 @@ class PanePlaceholder(Pane):
         self.spec = spec
 
 
+PROC_ROWS = 6
+"""Lines the Overview keeps for its process list under the cards (its summary, the column
+titles and four rows) before the cards may grow taller sparklines."""
+
+
 class OverviewPane(Pane):
-    """Every GPU (cards or compact rows) and the host; the no-GPU explanation instead of
-    the GPUs when there are none."""
+    """Every GPU (cards or compact rows), the processes on them, and the host; the no-GPU
+    explanation instead of the GPUs when there are none.
+
+    The cards are planned for the pane's height less PROC_ROWS, so the process list below
+    them always has its rows; it takes the rest (its height never follows its row count, so
+    nothing moves as the list grows).  When the cards need more than that, the list is one
+    line saying how many processes there are and which key lists them."""
 
     PANE_ID = "overview"
     TAB_TITLE = "Overview"
     TAB_KEY = "1"
     KEYS = GpuBoard.BINDINGS
 
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # the process list's signal and search keys, from the cards too
+        Binding("T", "processes('signal', 'TERM')", "SIGTERM", show=False),
+        Binding("K", "processes('signal', 'KILL')", "SIGKILL", show=False),
+        Binding("I", "processes('signal', 'INT')", "SIGINT", show=False),
+        Binding("slash", "processes('search')", "Search", key_display="/", show=False),
+    ]
+
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
         from gputui.ui.detail import GpuDetailScreen
 
         return [
-            *super().help_sections(),
+            (
+                f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})",
+                [
+                    *cls.KEYS,
+                    Binding(
+                        "tab",
+                        "focus_next",
+                        "Processes",
+                        tooltip="Move between the cards and the process list below them "
+                        "(T K I / enter work there as on the Processes tab; T K I / from the cards too)",
+                    ),
+                ],
+            ),
             ("GPU detail view (enter on a card)", list(GpuDetailScreen.BINDINGS)),
         ]
 
     DEFAULT_CSS = """
+    OverviewPane { layout: vertical; }
     OverviewPane #gpus { height: 1fr; scrollbar-size-vertical: 1; }
     """
 
     def compose(self) -> ComposeResult:
+        from gputui.ui.processes import OverviewProcesses
+
         with VerticalScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
             yield GpuBoard(self.hub, id="board", card=self.context.config.cards)
+        procs = OverviewProcesses(self.hub, self.context)
+        procs.display = False  # until there are GPUs
+        yield procs
         yield HostPanel(id="host")
+
+    @property
+    def processes(self) -> OverviewProcesses:
+        from gputui.ui.processes import OverviewProcesses
+
+        return self.query_one(OverviewProcesses)
 
     def on_mount(self) -> None:
         self.query_one(NoGpuPanel).display = False
         # the board takes the arrow keys (GPU selection); the container still scrolls
         # with the mouse and page keys
         self.query_one("#gpus").can_focus = False
+        self.query_one(GpuBoard).budget = self._board_budget
 
     def on_show(self) -> None:
         self.query_one(GpuBoard).focus()
+
+    def _board_budget(self) -> int:
+        """Lines the cards may plan for: the pane less the host panel and PROC_ROWS."""
+        return self._room() - PROC_ROWS
+
+    def _room(self) -> int:
+        """Lines for the cards and the process list together."""
+        host = self.query_one(HostPanel)
+        width = self.size.width
+        host_h = len(host.build(width, 0)) if width > 0 else 0
+        return max(0, self.size.height - host_h)
+
+    def _fit(self) -> None:
+        """The cards get what their plan needs, the process list the rest (or its one line)."""
+        board = self.query_one(GpuBoard)
+        procs = self.processes
+        if not board.display or board.plan is None:
+            return
+        room = self._room()
+        fits = board.plan.lines <= room - PROC_ROWS
+        gpus = self.query_one("#gpus")
+        height = board.plan.lines if fits else max(0, room - 1)
+        if gpus.styles.height is None or gpus.styles.height.value != height:
+            gpus.styles.height = height
+        procs.set_room(fits)
+
+    def action_processes(self, action: str, *args: str) -> None:
+        procs = self.processes
+        if not procs.display:
+            return
+        if action == "signal":
+            procs.action_signal(args[0])
+        elif procs.room:
+            procs.action_search()
+        else:
+            self.notify(f"No room for the process list here: press {procs.SHOWN_BY} to list them.", timeout=3)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "processes" and parameters and parameters[0] == "signal":
+            return self.processes.check_signal()
+        return True
+
+    def on_gpu_selected(self, message: GpuSelected) -> None:
+        self.processes.narrow_to(message.index)
 
     def show_info(self, info: MachineInfo) -> None:
         no_gpus = not info.devices
@@ -138,17 +227,26 @@ class OverviewPane(Pane):
         nogpu.demo_available = self.context.sources.demo_available
         nogpu.display = no_gpus
         self.query_one(GpuBoard).display = not no_gpus
+        procs = self.processes
+        procs.display = not no_gpus
         if no_gpus:
+            self.query_one("#gpus").styles.height = "1fr"
             nogpu.relayout()
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         board = self.query_one(GpuBoard)
         if board.display:
             board.show(info, snapshot)
+            self.processes.show_snapshot(info, snapshot)
+            self._fit()
         self.query_one(HostPanel).show(info.system.hostname if info else "", snapshot)
 
     def on_resize(self) -> None:
-        self.call_after_refresh(self.query_one(GpuBoard).relayout)
+        def again() -> None:
+            self.query_one(GpuBoard).relayout()
+            self._fit()
+
+        self.call_after_refresh(again)
 
 
 class TabBar(LineWidget):

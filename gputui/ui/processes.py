@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, ClassVar
 
-from textual import work
+from textual import events, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Input
@@ -44,7 +44,7 @@ from gputui.ui.process_screens import (
     SignalWatch,
     signal_number,
 )
-from gputui.ui.render import Line
+from gputui.ui.render import Line, S
 from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
 
 if TYPE_CHECKING:
@@ -168,10 +168,13 @@ class ProcessesPane(Pane):
     def on_mount(self) -> None:
         from gputui.telemetry.host import in_host_pid_namespace
 
-        self.state = view_state_for(self.context.default_sort)
+        self.state = view_state_for(self.initial_sort())
 
         ns = in_host_pid_namespace()
         self.own_namespace = None if ns is None else not ns
+
+    def initial_sort(self) -> str | None:
+        return self.context.default_sort
 
     def on_show(self) -> None:
         search = self.query_one(SearchInput)
@@ -580,3 +583,67 @@ def _current_user() -> str | None:
         return getpass.getuser()
     except (KeyError, OSError):
         return None
+
+
+OVERVIEW_SORT = "-gpu_memory"
+"""The Overview's process list: largest GPU memory first."""
+
+
+class OverviewProcesses(ProcessesPane):
+    """The Overview's process list, below the cards: the Processes tab's table, keys,
+    confirmed signal dialog and detail (this class only narrows what is shown), largest
+    GPU memory first, narrowed to the selected card's GPU.  With no room for a table it is
+    one line: how many processes there are and which key shows them."""
+
+    PANE_ID = "overview-processes"
+    TAB_KEY = ""
+    SHOWN_BY = ProcessesPane.TAB_KEY
+    """The key of the tab that lists every process."""
+
+    DEFAULT_CSS = """
+    OverviewProcesses { height: 1fr; layout: vertical; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        b
+        for b in ProcessesPane.BINDINGS
+        # g is Diagnose on the Overview, and selecting a card chooses the GPU
+        if not (isinstance(b, Binding) and b.action.startswith("gpu_filter"))
+    ]
+
+    def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
+        super().__init__(hub, context)
+        self.room = True
+        """False: no room for the table, only the one line that says how to see it."""
+
+    def initial_sort(self) -> str | None:
+        return OVERVIEW_SORT
+
+    def on_show(self, event: events.Show) -> None:
+        """The Overview's focus stays on the cards (tab moves it here)."""
+        event.prevent_default()  # not the Processes tab's on_show, which focuses the table
+
+    def set_room(self, room: bool) -> None:
+        if room == self.room:
+            return
+        self.room = room
+        self.table.display = room
+        self.query_one("#proc-summary", TextLines).update_lines()
+
+    def narrow_to(self, gpu: int | None) -> None:
+        """Only this GPU's processes (the selected card), or every GPU's."""
+        if gpu != self.state.gpu:
+            self.state.gpu = gpu
+            self._refresh(reordered=True)
+
+    def action_clear(self) -> None:
+        gpu = self.state.gpu  # the card's selection, not a filter esc clears
+        super().action_clear()
+        self.narrow_to(gpu)
+
+    def _header_lines(self, width: int) -> list[Line]:
+        if self.room:
+            return super()._header_lines(width)
+        n = len(self.all_rows)
+        count = f" {n} GPU process{'es' if n != 1 else ''}"
+        return [[(count, S.title), (f" · press {self.SHOWN_BY} to list them", S.label)]]

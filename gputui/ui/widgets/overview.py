@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import textwrap
 from collections import defaultdict
+from collections.abc import Callable
 from typing import ClassVar
 
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region
 from textual.widget import Widget
@@ -13,7 +15,7 @@ from textual.widget import Widget
 from gputui.config import CardConfig
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
-from gputui.ui.messages import OpenGpuDetail
+from gputui.ui.messages import GpuSelected, OpenGpuDetail
 from gputui.ui.overview_lines import (
     BoardLayout,
     banner_line,
@@ -57,6 +59,9 @@ class GpuBoard(LineWidget):
         self.plan: BoardLayout | None = None
         self.reserved_height = 0
         """Lines of the container taken by siblings (the host panel)."""
+        self.budget: Callable[[], int] | None = None
+        """The lines the board may plan for, when its pane decides (the Overview keeps
+        rows for the process list); else its container's height less `reserved_height`."""
         self.selected: int | None = None
         """The highlighted GPU (none until an arrow key is pressed)."""
 
@@ -73,15 +78,45 @@ class GpuBoard(LineWidget):
             target = self.selected + step
             if 0 <= target < n:
                 self.selected = target
+        self._select(self.selected)
+
+    def _select(self, index: int | None) -> None:
+        self.selected = index
         self.update_lines()
         self._scroll_to_selected()
+        self.post_message(GpuSelected(index))
+
+    def gpu_at(self, x: int, y: int) -> int | None:
+        """The GPU drawn at (x, y) of the board, if any."""
+        plan = self.plan
+        n = len(self.info.devices) if self.info else 0
+        if plan is None or not n or y < 0 or x < 0:
+            return None
+        if plan.compact:
+            per = 2 if plan.lines >= 2 * n else 1
+            index = y // per
+        else:
+            height = card_height(plan.spark_rows, len(self.card.sparklines))
+            col = min(plan.cols - 1, x // max(1, self.size.width // plan.cols))
+            index = (y // height) * plan.cols + col
+        return index if 0 <= index < n else None
+
+    def on_click(self, event: events.Click) -> None:
+        """A click selects the card under it; a double click opens its detail view."""
+        index = self.gpu_at(event.x, event.y)
+        if index is None:
+            return
+        if index != self.selected:
+            self._select(index)
+        if event.chain >= 2:
+            self.post_message(OpenGpuDetail(index))
 
     def action_open(self) -> None:
         if not self.info or not self.info.devices:
             return
         if self.selected is None:
-            self.selected = 0
-            self.update_lines()
+            self._select(0)
+        assert self.selected is not None
         self.post_message(OpenGpuDetail(self.selected))
 
     def _scroll_to_selected(self) -> None:
@@ -99,6 +134,8 @@ class GpuBoard(LineWidget):
         parent.scroll_to_region(region, animate=False, immediate=True)
 
     def available_height(self) -> int:
+        if self.budget is not None:
+            return max(0, self.budget())
         parent = self.parent
         height = parent.size.height if isinstance(parent, Widget) else self.size.height
         return max(0, height - self.reserved_height)
