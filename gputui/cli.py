@@ -6,14 +6,21 @@ Imports are deferred so headless subcommands never pay for Textual, and the TUI 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from gputui import __version__
 from gputui.commands.common import load_config, positive
+
+if TYPE_CHECKING:
+    from gputui.config import Config
+    from gputui.state import SavedState
 
 DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz")
 
@@ -67,6 +74,14 @@ def _top_level_parser() -> argparse.ArgumentParser:
         help="never signal processes: the kill keys are hidden and disabled",
     )
     parser.add_argument(
+        "--no-remember",
+        dest="remember",
+        action="store_false",
+        default=None,
+        help="neither restore nor save the interval, layout, sort and filters "
+        "($XDG_STATE_HOME/gputui/state.json)",
+    )
+    parser.add_argument(
         "--config",
         metavar="FILE",
         default=None,
@@ -106,11 +121,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_tui(args)
 
 
+def remembered(args: argparse.Namespace, settings: Config) -> tuple[SavedState, str | None, Path | None]:
+    """(what the last run left, a one-line warning about its file, where to save at exit):
+    nothing read and nowhere to save with --no-remember or `remember = false`."""
+    from gputui import state
+
+    remember = settings.ui.remember if args.remember is None else args.remember
+    if not remember:
+        return state.SavedState(), None, None
+    saved, warning = state.load()
+    return saved, warning, state.default_path()
+
+
 def run_tui(args: argparse.Namespace) -> int:
     from gputui.config import load
 
     loaded = load(args.config)
     settings = loaded.config
+    saved, state_warning, state_path = remembered(args, settings)
+    if saved.sparklines is not None:
+        settings = dataclasses.replace(
+            settings, cards=dataclasses.replace(settings.cards, sparklines=saved.sparklines)
+        )
     replay_path = DEMO_RECORDING if args.demo else args.replay
     if replay_path is not None:
         from gputui.telemetry.recording import RecordingError, ReplaySource
@@ -133,7 +165,7 @@ def run_tui(args: argparse.Namespace) -> int:
 
         source = NvmlSource()  # type: ignore[assignment]
         source.prefetch()  # type: ignore[attr-defined]  # NVML opens while Textual loads
-        interval = args.interval or settings.ui.interval
+        interval = args.interval or saved.interval or settings.ui.interval
     if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY"):
         print(
             "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
@@ -150,8 +182,13 @@ def run_tui(args: argparse.Namespace) -> int:
         default_sort=settings.ui.default_sort,
         config=settings,
         config_errors=loaded.errors,
+        saved=saved,
+        state_path=state_path,
+        state_warning=state_warning,
     )
     app.run()
     for error in loaded.errors:  # shown in the TUI too; repeated where it stays readable
         print(f"gputui: config: {error}", file=sys.stderr)
+    if state_warning:
+        print(f"gputui: {state_warning}", file=sys.stderr)
     return app.return_code or 0

@@ -72,6 +72,11 @@ class UiConfig:
         "-gpu_memory",
         check=_check_sort,
     )
+    remember: bool = option(
+        "remember the refresh interval, layout, sort, filters and sparklines between runs "
+        "($XDG_STATE_HOME/gputui/state.json); --no-remember overrides",
+        True,
+    )
     colors: dict[str, str] = option(
         'override single colours of the theme: name = "#rrggbb" (xterm-256 colours show '
         "exactly over SSH).  Names: " + ", ".join(PALETTE_NAMES),

@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig, _check_sort
+from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig
+from gputui.telemetry.metrics import sort_field
 
 LAYOUTS = ("auto", "cards", "compact")
 """The Overview's layouts, in the order `c` steps through them."""
@@ -49,7 +50,7 @@ class SavedState:
     """Seconds between refreshes (live data only; a replay keeps its recorded interval)."""
     layout: str = "auto"
     sort: str | None = None
-    """The Processes tab's order: a process field, "-" first for descending."""
+    """The Processes tab's order: a column key, "-" first for descending."""
     filters: Filters = field(default_factory=Filters)
     sparklines: tuple[str, ...] | None = None
     """The cards' sparklines; None: the config file's."""
@@ -81,7 +82,7 @@ def from_json(data: Any) -> SavedState:
     _want(isinstance(data, dict), "not a JSON object")
     _want(data.get("version") == VERSION, f"version is not {VERSION}")
     unknown = set(data) - {"version", "interval", "layout", "sort", "filters", "sparklines"}
-    _want(not unknown, f"unknown key {sorted(unknown)[0]!r}"[:80])
+    _want(not unknown, "unknown key " + (repr(sorted(unknown)[0])[:40] if unknown else ""))
     interval = data.get("interval")
     if interval is not None:
         lo, hi = _limits(UiConfig, "interval")
@@ -94,7 +95,10 @@ def from_json(data: Any) -> SavedState:
     _want(layout in LAYOUTS, f"layout must be one of {', '.join(LAYOUTS)}")
     sort = data.get("sort")
     if sort is not None:
-        _want(isinstance(sort, str) and _check_sort(sort) is None, "sort is not a process field")
+        _want(
+            isinstance(sort, str) and sort_field(sort.removeprefix("-")) is not None,
+            "sort is not a process column",
+        )
     raw = data.get("filters", {})
     _want(isinstance(raw, dict), "filters is not an object")
     _want(not set(raw) - {"mine", "compute_only", "gpu", "search"}, "filters has an unknown key")

@@ -9,6 +9,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
 from textual.app import App, ComposeResult
@@ -18,6 +19,7 @@ from textual.message import Message
 from textual.widgets import ContentSwitcher, Footer
 
 from gputui.config import Config
+from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
@@ -32,7 +34,6 @@ from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
-LAYOUTS = ("auto", "cards", "compact")
 TERMINAL_CHECK_S = 1.0
 
 
@@ -137,6 +138,9 @@ class GpuTuiApp(App[int]):
         default_sort: str | None = None,
         config: Config | None = None,
         config_errors: Sequence[str] = (),
+        saved: SavedState | None = None,
+        state_path: Path | None = None,
+        state_warning: str | None = None,
     ) -> None:
         super().__init__()
         _textual_patch.install()
@@ -147,7 +151,10 @@ class GpuTuiApp(App[int]):
         self.context = PaneContext(
             readonly=readonly,
             config=self.config,
-            default_sort=default_sort or self.config.ui.default_sort,
+            default_sort=(saved.sort if saved and saved.sort else None)
+            or default_sort
+            or self.config.ui.default_sort,
+            filters=saved.filters if saved else Filters(),
             sources=SourceState(source, demo=demo),
         )
         """What the panes and screens read of the app: `readonly` (every kill action of the
@@ -163,7 +170,12 @@ class GpuTuiApp(App[int]):
         self.generation = 0
         self.info: MachineInfo | None = None
         self.snapshot: Snapshot | None = None
-        self.layout_mode = "auto"
+        self.saved = saved or SavedState()
+        """What the last run left (gputui.state), restored here and updated at exit."""
+        self.state_path = state_path
+        """Where the settings are saved at exit; None: not remembered (--no-remember)."""
+        self.state_warning = state_warning
+        self.layout_mode = self.saved.layout
         self.error: BaseException | None = None
         self._watch_terminal = watch_terminal
         self._terminal_watch: TerminalWatch | None = None
@@ -274,6 +286,15 @@ class GpuTuiApp(App[int]):
         header.label = self.source.label
         self._start_poller()
         header.interval = self.interval
+        self.query_one(GpuBoard).mode = self.layout_mode
+        if self.state_warning:
+            self.notify(
+                self.state_warning,
+                title="Saved settings ignored",
+                severity="warning",
+                timeout=10,
+                markup=False,
+            )
         if self._watch_terminal and not self.is_headless:
             self._start_terminal_watch()
             self.set_timer(1.0, self._preload_panes)
@@ -489,12 +510,38 @@ class GpuTuiApp(App[int]):
         with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
             loop.add_signal_handler(signal.SIGTERM, self._on_hangup)
 
+    def current_state(self) -> SavedState:
+        """The settings to remember, as they are now."""
+        saved = self.saved
+        interval = self.interval if self.source.live else saved.interval
+        sort, filters = saved.sort, saved.filters
+        from gputui.ui.processes import ProcessesPane
+
+        pane = self.query_one("#processes", Pane)
+        if isinstance(pane, ProcessesPane):  # opened this run: its sort and filters
+            state = pane.state
+            sort = ("-" if state.descending else "") + state.sort_key
+            filters = Filters(state.mine, state.compute_only, state.gpu, state.search)
+        return SavedState(interval, self.layout_mode, sort, filters, saved.sparklines)
+
+    def save_state(self) -> None:
+        """Remember the settings (unless --no-remember); a problem is one line on stderr."""
+        if self.state_path is None:
+            return
+        from gputui import state
+
+        problem = state.save(self.current_state(), self.state_path)
+        if problem is not None:
+            print(f"gputui: {problem}", file=sys.stderr)
+
     def _on_hangup(self) -> None:
+        self.save_state()
         if self.poller is not None:
             self.poller.stop(timeout=0)
         self.exit(0)
 
     async def action_quit(self) -> None:
+        self.save_state()
         if self.poller is not None:
             self.poller.stop(timeout=0.5)
         if self._terminal_watch is not None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputui.config import Config
+from gputui.state import Filters
 
 if TYPE_CHECKING:
     from gputui.telemetry.source import Source
@@ -53,6 +54,8 @@ class PaneContext:
     """Settings from the config file (or the defaults)."""
     default_sort: str | None = None
     """Initial process-table order: a GpuProcess field, "-" prefix for descending."""
+    filters: Filters = field(default_factory=Filters)
+    """The Processes tab's initial filters (as the last run left them)."""
     sources: SourceState = field(default_factory=SourceState)
 
 

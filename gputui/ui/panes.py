@@ -108,7 +108,8 @@ class OverviewPane(Pane):
     The cards are planned for the pane's height less PROC_ROWS, so the process list below
     them always has its rows; it takes the rest (its height never follows its row count, so
     nothing moves as the list grows).  When the cards need more than that, the list is one
-    line saying how many processes there are and which key lists them."""
+    line saying how many processes there are and which key lists them; when the cards need
+    exactly every line, not even that."""
 
     PANE_ID = "overview"
     TAB_TITLE = "Overview"
@@ -194,9 +195,14 @@ class OverviewPane(Pane):
         if not board.display or board.plan is None:
             return
         room = self._room()
-        fits = board.plan.lines <= room - PROC_ROWS
+        need = board.plan.lines
+        fits = need <= room - PROC_ROWS
+        # every GPU on screen comes first: when the cards need exactly the room, the
+        # process line goes (the tab bar still says 2 lists them); when they need more,
+        # they scroll anyway and the line stays
+        procs.display = need != room
+        height = need if need < room else room - (need > room)
         gpus = self.query_one("#gpus")
-        height = board.plan.lines if fits else max(0, room - 1)
         if gpus.styles.height is None or gpus.styles.height.value != height:
             gpus.styles.height = height
         procs.set_room(fits)

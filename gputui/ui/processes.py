@@ -169,6 +169,7 @@ class ProcessesPane(Pane):
         from gputui.telemetry.host import in_host_pid_namespace
 
         self.state = view_state_for(self.initial_sort())
+        self.initial_filters()
 
         ns = in_host_pid_namespace()
         self.own_namespace = None if ns is None else not ns
@@ -176,7 +177,16 @@ class ProcessesPane(Pane):
     def initial_sort(self) -> str | None:
         return self.context.default_sort
 
-    def on_show(self) -> None:
+    def initial_filters(self) -> None:
+        """The filters the last run left (gputui.state)."""
+        saved = self.context.filters
+        self.state.mine = saved.mine
+        self.state.compute_only = saved.compute_only
+        self.state.gpu = saved.gpu
+        self.state.search = saved.search
+        self.query_one(SearchInput).value = saved.search
+
+    def on_show(self, event: events.Show) -> None:
         search = self.query_one(SearchInput)
         (search if search.display else self.query_one(ProcessTable)).focus()
 
@@ -618,6 +628,9 @@ class OverviewProcesses(ProcessesPane):
 
     def initial_sort(self) -> str | None:
         return OVERVIEW_SORT
+
+    def initial_filters(self) -> None:
+        """The Overview's list starts unfiltered (a card's selection narrows it)."""
 
     def on_show(self, event: events.Show) -> None:
         """The Overview's focus stays on the cards (tab moves it here)."""
