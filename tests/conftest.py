@@ -93,3 +93,9 @@ def x2_recording() -> tuple[RecordingHeader, list[Snapshot]]:
 @pytest.fixture(scope="session")
 def x1_recording() -> tuple[RecordingHeader, list[Snapshot]]:
     return read_recording(X1_RECORDING)
+
+
+@pytest.fixture(autouse=True)
+def _own_state_dir(tmp_path_factory, monkeypatch):
+    """Saved settings (gputui/state.py) go to a fresh directory per test, never the user's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path_factory.mktemp("state")))
