@@ -37,7 +37,7 @@ for name, start, end, gpu in phases:
         w = g.gpm
         if w is None or w.window is None:
             continue
-        if start <= t.timestamp - w.window - 1.0 and t.timestamp <= end + 0.5:
+        if start <= t.timestamp - w.window - 2.2 and t.timestamp <= end:
             rows.append((g, w))
     util = med([g.gpu_util for g, _ in rows])
     figs = [med([getattr(w, f) for _, w in rows]) for f in FIELDS]
