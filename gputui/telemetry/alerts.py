@@ -365,8 +365,6 @@ class AlertEngine:
 
     def _idle(self, events: list[AlertEvent], seen: set[str], g: GpuSample, ts: float) -> None:
         rule = self.config.idle_memory
-        held = g.mem_used is not None and g.mem_used >= rule.min_memory_mib * MIB
-        idle = g.gpu_util is not None and g.gpu_util <= rule.max_util
         key = f"idle_memory:gpu{g.index}"
 
         def make(since: float) -> Alert:
@@ -379,7 +377,8 @@ class AlertEngine:
                 since, ts,
             )  # fmt: skip
 
-        self._duration(events, seen, key, held and idle, ts, rule.minutes * 60, make)
+        condition = idle_holding_memory(g, rule.max_util, rule.min_memory_mib * MIB)
+        self._duration(events, seen, key, condition, ts, rule.minutes * 60, make)
 
     def _process_age(
         self, events: list[AlertEvent], seen: set[str], procs: Iterable[GpuProcess], ts: float
@@ -407,6 +406,13 @@ class AlertEngine:
             self._duration(events, seen, key, holding, ts, rule.hours * 3600, make, since=start)
         for ident in [i for i in self._first_seen if i not in present]:
             del self._first_seen[ident]
+
+
+def idle_holding_memory(g: GpuSample, max_util: int, min_memory: int) -> bool:
+    """The GPU does nothing (utilization at or below `max_util` %) while at least
+    `min_memory` bytes are held on it: the idle_memory alert's and hint's condition."""
+    held = g.mem_used is not None and g.mem_used >= min_memory
+    return held and g.gpu_util is not None and g.gpu_util <= max_util
 
 
 def _with_value(alert: Alert, value: float, text: str, threshold: float) -> Alert:
