@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
+from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -186,6 +187,22 @@ DCGM_METRICS: tuple[GpuMetric, ...] = (
     ),
 )
 
+
+def _gpm(field: str, scale: float) -> Callable[[GpuSample], float | None]:
+    def get(g: GpuSample) -> float | None:
+        w = g.gpm
+        v = None if w is None or w.unavailable is not None else getattr(w, field)
+        return None if v is None else v * scale
+
+    return get
+
+
+#: GPM activity under dcgm-exporter's DCP names and units: the _ACTIVE ones as ratios 0-1,
+#: PCIe and NVLink in bytes per second.  No series where GPM is unavailable (never a 0).
+GPM_METRICS: tuple[GpuMetric, ...] = tuple(
+    GpuMetric(m.dcgm, "gauge", m.help, _gpm(m.field, 0.01 if m.unit == "%" else 1.0)) for m in GPM_FIGURES
+)
+
 #: gputui's own per-GPU metrics where dcgm-exporter has no such quantity.
 OWN_GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric(
@@ -239,7 +256,7 @@ def build_families(
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
     out: list[Metric] = []
-    for m in DCGM_METRICS + OWN_GPU_METRICS:
+    for m in DCGM_METRICS + GPM_METRICS + OWN_GPU_METRICS:
         fam = _family(m.name, m.help, m.type)
         for d, g in gpus:
             v = None if g.lost else m.get(g)

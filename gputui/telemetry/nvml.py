@@ -436,6 +436,8 @@ class NvmlSource:
         self._prefetch: threading.Thread | None = None
         self.slow_cost: float | None = None
         """Seconds the last full slow-cadence pass took (all GPUs)."""
+        self.slow_passes = 0
+        """Slow-cadence passes done (GPM needs two for its first window)."""
         self.gpm: GpmSampler | None = None
         """GPM activity (SM, tensor cores, DRAM), sampled on the slow cadence."""
 
@@ -926,6 +928,7 @@ class NvmlSource:
                 with self._slow_lock:
                     self._slow[i] = values
             self.slow_cost = time.perf_counter() - t0
+            self.slow_passes += 1
             self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
 
     def _slow_sample(self, i: int, h: Any) -> _SlowValues:
