@@ -103,3 +103,31 @@ def test_memory_held_while_idle_for_minutes() -> None:
         shown += kinds
     assert shown, "the recording has an idle stretch with memory held"
     assert "GiB" in shown[0].short and "empty_cache" in " ".join(shown[0].remedies)
+
+
+def test_efficiency_alert_fires_when_a_hint_holds_and_clears_when_it_ends() -> None:
+    """[alerts.efficiency] on the H100 recording: the float32 phase's hint held for 6 s fires
+    once; the bf16 phase before it raises nothing; each alert clears when its load ends."""
+    from gputui.telemetry.alerts import AlertConfig, AlertEngine, EfficiencyRule, short_text
+
+    engine = AlertEngine(AlertConfig(efficiency=EfficiencyRule(True, 0.1)), HintConfig(enabled=False))
+    fired, resolved = [], []
+    machine = read_recording_header().machine
+    for t in h100_ticks():
+        for e in engine.update(machine, t):
+            (fired if e.state == "firing" else resolved).append((t, e.alert))
+    kinds = [a.key.rsplit(":", 1)[-1] for _, a in fired]
+    # tiny kernels twice: with and without synchronize, 4 idle seconds between them
+    assert kinds == ["fp32_no_tensor", "dram_bound", "tiny_kernels", "tiny_kernels"], kinds
+    fp32_tick, fp32 = fired[0]
+    assert phase_ticks(FP32)[0].timestamp - 10 <= fp32_tick.timestamp <= phase_ticks(FP32)[-1].timestamp
+    assert fp32.kind == "efficiency" and "TF32" in fp32.message and "FP32 pipe" in fp32.message
+    assert short_text(fp32) == "no tensor cores"
+    assert [a.key for _, a in resolved] == [a.key for _, a in fired]
+    assert not [a for t, a in fired if t in phase_ticks(BF16)]
+
+
+def read_recording_header():  # type: ignore[no-untyped-def]
+    from conftest import H100_GPM
+
+    return read_recording(H100_GPM)[0]

@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
-    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts))
+    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints))
 
     def on_error(exc: BaseException) -> None:
         print(f"{PROG}: telemetry error: {exc}", file=sys.stderr)

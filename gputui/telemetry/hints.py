@@ -17,8 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputui.options import option
-from gputui.telemetry.alerts import MIB, idle_holding_memory
 from gputui.telemetry.model import GpmSample, GpuSample, Snapshot
+
+MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,16 @@ class Hint:
 
 
 KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound", "idle_memory")
+GPM_KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound")
+"""The hints read from GPM (the `efficiency` alert fires on these)."""
+
+
+def idle_holding_memory(g: GpuSample, max_util: int, min_memory: int) -> bool:
+    """The GPU does nothing (utilization at or below `max_util` %) while at least
+    `min_memory` bytes are held on it: the idle_memory alert's and hint's condition."""
+    held = g.mem_used is not None and g.mem_used >= min_memory
+    return held and g.gpu_util is not None and g.gpu_util <= max_util
+
 
 REMEDIES: dict[str, tuple[str, ...]] = {
     "fp32_no_tensor": (

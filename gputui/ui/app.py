@@ -158,7 +158,7 @@ class GpuTuiApp(App[int]):
         self.source = source
         self.interval = interval
         self.demo = demo
-        self.hub = Hub(alerts=AlertEngine(self.config.alerts))
+        self.hub = Hub(alerts=AlertEngine(self.config.alerts, self.config.hints))
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
