@@ -43,9 +43,9 @@ else
   sleep 30
   $py -m gputui snapshot --json --processes > "$out/$mode-snapshot.json" 2> "$out/$mode-snapshot.err"
   gpmf=index,utilization.gpu,gpm.sm_active,gpm.sm_occupancy,gpm.tensor_active,gpm.dram_active,gpm.fp32_active,gpm.fp16_active,gpm.pcie_tx,gpm.pcie_rx,gpm.nvlink_tx,gpm.nvlink_rx,gpm.unavailable
-  t0=$(date +%s.%N)
+  snap0=$(date +%s.%N)
   $py -m gputui snapshot --json --fields $gpmf > "$out/$mode-snapshot-gpm.json" 2> "$out/$mode-snapshot-gpm.err"
-  echo "gputui snapshot --json --fields (GPM): $t0 -> $(date +%s.%N)" >> "$out/$mode-snapshot-gpm.err"
+  echo "gputui snapshot --json --fields (GPM): $snap0 -> $(date +%s.%N)" >> "$out/$mode-snapshot-gpm.err"
   $py -c "import urllib.request as u; print(u.urlopen('http://127.0.0.1:9400/metrics').read().decode())" > "$out/$mode-metrics.txt" 2>&1
   nvidia-smi > "$out/$mode-nvidia-smi.txt" 2>&1
   $py bench/gpm_cost.py --passes 10 --json "$out/gpm-cost.json" > /dev/null 2> "$out/gpm-cost.err"
