@@ -35,7 +35,10 @@ PALETTE_NAMES = (
 )  # fmt: skip
 """Colours a theme or `[ui.colors]` can change (see gputui/ui/theme.py)."""
 
-CARD_SPARKLINES = ("util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx")
+CARD_SPARKLINES = (
+    "util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx",
+    "sm_active", "tensor_active", "dram_active",
+)  # fmt: skip
 CARD_INFO = ("pstate", "pcie", "rx", "tx", "enc", "dec", "fan", "ecc")
 SORT_KEYS = (
     "gpu_index", "pid", "user", "type", "gpu_memory", "sm_util", "mem_util", "enc_util",

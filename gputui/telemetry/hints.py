@@ -69,7 +69,7 @@ class Hint:
     """fp32_no_tensor, tiny_kernels, dram_bound, idle_memory."""
     gpu: int
     short: str
-    """A few words for a card: "float32 without tensor cores: try TF32 / bf16"."""
+    """A few words for a card: "no tensor cores: try TF32 or bf16"."""
     evidence: str
     """The numbers behind it: "utilization 100% · SM 96.9% · tensor 0.0% · FP32 pipe 77.2%"."""
     remedies: tuple[str, ...]
@@ -139,7 +139,7 @@ def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) 
                 Hint(
                     "fp32_no_tensor",
                     g.index,
-                    "float32 without tensor cores: try TF32 or bf16 autocast",
+                    "no tensor cores: try TF32 or bf16",
                     f"utilization {util}% · SM {_pct(sm)} · tensor cores {_pct(tensor)} · "
                     f"FP32 pipe {_pct(fp32)}",
                     REMEDIES["fp32_no_tensor"],
@@ -150,7 +150,7 @@ def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) 
                 Hint(
                     "tiny_kernels",
                     g.index,
-                    "SMs nearly idle while kernels run: tiny kernels or a GPU waiting on the CPU",
+                    "SMs idle: tiny kernels or CPU-bound",
                     f"kernels ran {util}% of the time but the SMs were {_pct(sm)} active",
                     REMEDIES["tiny_kernels"],
                 )
@@ -160,7 +160,7 @@ def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) 
                 Hint(
                     "dram_bound",
                     g.index,
-                    f"memory-bandwidth bound (DRAM {dram:.0f}%)",
+                    "memory-bandwidth bound",
                     f"DRAM bandwidth {_pct(dram)} of the maximum · SM {_pct(sm)} · "
                     f"tensor cores {_pct(tensor)}",
                     REMEDIES["dram_bound"],
@@ -190,6 +190,11 @@ class HintEngine:
         self._last_ts: float | None = None
         self.current: dict[int, tuple[Hint, ...]] = {}
         """GPU -> its hints at the last update (replaced, never mutated)."""
+
+    def reset(self) -> None:
+        self._idle_since.clear()
+        self._last_ts = None
+        self.current = {}
 
     def update(self, snap: Snapshot) -> dict[int, tuple[Hint, ...]]:
         ts = snap.timestamp

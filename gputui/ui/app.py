@@ -18,6 +18,7 @@ from textual.widgets import ContentSwitcher, Footer
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertEngine
+from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
@@ -158,7 +159,9 @@ class GpuTuiApp(App[int]):
         self.source = source
         self.interval = interval
         self.demo = demo
-        self.hub = Hub(alerts=AlertEngine(self.config.alerts, self.config.hints))
+        self.hub = Hub(
+            alerts=AlertEngine(self.config.alerts, self.config.hints), hints=HintEngine(self.config.hints)
+        )
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
