@@ -121,3 +121,27 @@ def test_cores_strip_says_when_it_groups_cpus(x2_recording) -> None:  # type: ig
     narrow = "\n".join(text(line) for line in host_lines(many, "vm", 80))
     assert "128 CPUs" in narrow
     assert "per glyph" in narrow, narrow
+
+
+def test_detail_activity_box_has_every_figure_the_hint_and_its_numbers() -> None:
+    from gputui.ui.detail_lines import HINT_LINES, activity_lines
+
+    _, snap = gpm_tick()
+    g = snap.gpus[0]
+    w = g.gpm
+    assert w is not None and w.fp32_active is not None
+    hints = gpu_hints(g, HintConfig())
+    lines = [text(line) for line in activity_lines(g, hints, 160)]
+    body = "\n".join(lines)
+    assert "Activity (GPM)" in lines[0] and f"over {w.window:.1f} s" in lines[0]
+    assert "tensor (any)" in body and f"FP32 pipe       {w.fp32_active:.1f}%" in body
+    labels = ("SM occupancy", "tensor HMMA", "tensor IMMA", "tensor DFMA", "FP64 pipe", "NVLink RX")
+    assert all(label in body for label in labels)
+    assert "» no tensor cores: try TF32 or bf16" in body and hints[0].evidence in body
+    assert "torch.backends.cuda.matmul.allow_tf32 = True" in body
+    # the same height without a hint, and without GPM (N/A with why)
+    assert len(activity_lines(g, (), 160)) == len(lines)
+    none = [text(line) for line in activity_lines(dataclasses.replace(g, gpm=None), (), 160, live=False)]
+    assert len(none) == len(lines)
+    assert any("N/A: not in this recording" in line for line in none)
+    assert 1 + len(hints[0].remedies) <= HINT_LINES
