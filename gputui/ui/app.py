@@ -14,7 +14,7 @@ from typing import ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertEngine
@@ -26,6 +26,7 @@ from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
+from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -180,7 +181,7 @@ class GpuTuiApp(App[int]):
         with ContentSwitcher(initial=self.PANES[0].PANE_ID, id="panes"):
             for pane in self.PANES:
                 yield pane(self.hub) if isinstance(pane, type) else PanePlaceholder(self.hub, pane)
-        yield Footer()
+        yield WholeKeyFooter()
 
     @property
     def demo_available(self) -> bool:

@@ -16,7 +16,6 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
@@ -37,6 +36,7 @@ from gputui.ui.detail_lines import (
     title_line,
 )
 from gputui.ui.render import Line, S
+from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.overview import Banner, HeaderBar
 
@@ -180,7 +180,7 @@ class GpuDetailScreen(Screen[None]):
             charts = DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
             charts.info = app.info
             yield charts
-        yield Footer()
+        yield WholeKeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#detail-body").can_focus = False
