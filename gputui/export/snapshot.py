@@ -69,7 +69,7 @@ class Field:
     bus id, so a one-shot reader asks NVML for those alone."""
     window: bool = False
     """Measured over a window between two slow-cadence passes (GPM): a single live snapshot
-    waits for the second pass."""
+    waits for the second pass.  (GPM reads the architecture to say why it is unavailable.)"""
 
     @property
     def header(self) -> str:
@@ -175,11 +175,12 @@ GPM_FIELDS: tuple[Field, ...] = (
             smi=False,
             slow=True,
             window=True,
+            dev=("architecture",),
         )
         for m in GPM_FIGURES
     ),
     Field("gpm.unavailable", "string", "", "why GPM gives no figures for this GPU (null: measured)",
-          _gpm_unavailable, smi=False, slow=True, window=True),
+          _gpm_unavailable, smi=False, slow=True, window=True, dev=("architecture",)),
 )  # fmt: skip
 """GPM activity (Hopper and newer) over the last slow-cadence window: gputui's own fields."""
 
