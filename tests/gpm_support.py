@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import functools
+import gzip
 import json
+from pathlib import Path
 
 from conftest import H100_GPM
 
@@ -44,3 +46,18 @@ TINY = "64x64 matmul, no synchronize"
 IDLE = "idle"
 IDLE_HOLDING = "idle holding 8 GiB"
 ALL = (IDLE, BF16, FP32, COPIES, TINY_SYNC, TINY, IDLE_HOLDING)
+
+
+def dmon_rows(path: Path) -> list[dict[str, float]]:
+    """`nvidia-smi dmon --gpm-metrics` as logged (gzip): one dict a row, by column name,
+    without dmon's own first window ("-")."""
+    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
+    names = lines[0].lstrip("#").split()
+    rows = []
+    for line in lines:
+        if line.startswith("#"):
+            continue
+        cells = dict(zip(names, line.split(), strict=True))
+        if cells["smutil"] != "-":
+            rows.append({k: float(v) for k, v in cells.items()})
+    return rows

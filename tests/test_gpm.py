@@ -5,7 +5,6 @@ for N/A, through a scripted stand-in for pynvml (ScriptedNvmlLib, not a GPU)."""
 from __future__ import annotations
 
 import ctypes
-import gzip
 import math
 import statistics
 from collections.abc import Callable
@@ -15,7 +14,19 @@ from typing import Any
 import pynvml
 import pytest
 from conftest import H100_GPM, X2_RECORDING
-from gpm_support import ALL, BF16, COPIES, FP32, IDLE, IDLE_HOLDING, TINY, TINY_SYNC, h100_ticks, phase_ticks
+from gpm_support import (
+    ALL,
+    BF16,
+    COPIES,
+    FP32,
+    IDLE,
+    IDLE_HOLDING,
+    TINY,
+    TINY_SYNC,
+    dmon_rows,
+    h100_ticks,
+    phase_ticks,
+)
 from test_nvml import Fail, ScriptedNvmlLib
 
 from gputui.telemetry import gpm as gpm_module
@@ -86,18 +97,7 @@ def test_idle_reads_zero_activity(name: str) -> None:
 
 def _dmon_rows() -> list[dict[str, float]]:
     """nvidia-smi dmon --gpm-metrics, logged over the same run (one row a second)."""
-    path = H100_GPM.parent / "nvidia-smi-dmon-gpm.txt.gz"
-    with gzip.open(path, "rt") as f:
-        lines = f.read().splitlines()
-    names = lines[0].lstrip("#").split()
-    rows = []
-    for line in lines:
-        if line.startswith("#"):
-            continue
-        cells = dict(zip(names, line.split(), strict=True))
-        if cells["smutil"] == "-":
-            continue  # dmon's own first window
-        rows.append({k: float(v) for k, v in cells.items()})
+    rows = dmon_rows(H100_GPM.parent / "nvidia-smi-dmon-gpm.txt.gz")
     return rows[: len(h100_ticks())]  # after the recording, the cost benchmark's load ran
 
 

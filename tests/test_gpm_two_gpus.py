@@ -8,10 +8,10 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
-from pathlib import Path
 
 import pytest
 from conftest import FIXTURES
+from gpm_support import dmon_rows
 from prometheus_client.parser import text_string_to_metric_families
 
 from gputui.telemetry.hints import HintEngine
@@ -94,19 +94,6 @@ def test_live_snapshot_exporter_and_recording_agree(gpu: int) -> None:
         assert ours is not None
         assert abs(ours - 100 * scraped[DCGM[field]][gpu]) <= 3.0, field
         assert abs(ours - med(ticks, gpu, field)) <= 3.0, field
-
-
-def dmon_rows(path: Path) -> list[dict[str, float]]:
-    lines = gzip.decompress(path.read_bytes()).decode().splitlines()
-    names = lines[0].lstrip("#").split()
-    rows = []
-    for line in lines:
-        if line.startswith("#"):
-            continue
-        cells = dict(zip(names, line.split(), strict=True))
-        if cells["smutil"] != "-":
-            rows.append({k: float(v) for k, v in cells.items()})
-    return rows
 
 
 @pytest.mark.parametrize("gpu", [0, 1])

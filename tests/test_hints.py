@@ -131,3 +131,18 @@ def read_recording_header():  # type: ignore[no-untyped-def]
     from conftest import H100_GPM
 
     return read_recording(H100_GPM)[0]
+
+
+def test_the_hub_evaluates_hints_on_every_published_tick() -> None:
+    from gputui.telemetry.hub import Hub
+
+    hub = Hub(capacity=4, hints=HintEngine())
+    assert hub.hints_by_gpu() == {}
+    hub.publish(phase_ticks(FP32)[3])
+    assert [h.kind for h in hub.hints_by_gpu()[0]] == ["fp32_no_tensor"]
+    hub.publish(phase_ticks(BF16)[3])
+    assert hub.hints_by_gpu() == {}
+    hub.publish(phase_ticks(COPIES)[3])
+    hub.reset()
+    assert hub.hints_by_gpu() == {}
+    assert Hub().hints_by_gpu() == {}  # headless consumers without hints

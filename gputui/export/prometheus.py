@@ -190,8 +190,8 @@ DCGM_METRICS: tuple[GpuMetric, ...] = (
 
 def _gpm(field: str, scale: float) -> Callable[[GpuSample], float | None]:
     def get(g: GpuSample) -> float | None:
-        w = g.gpm
-        v = None if w is None or w.unavailable is not None else getattr(w, field)
+        w = g.activity
+        v = None if w is None else getattr(w, field)
         return None if v is None else v * scale
 
     return get

@@ -151,8 +151,8 @@ def _kb(attr: str) -> Callable[[Ctx], Any]:
 
 def _gpm(field: str) -> Callable[[Ctx], Any]:
     def get(c: Ctx) -> Any:
-        w = None if c.gpu is None or c.gpu.lost else c.gpu.gpm
-        return None if w is None or w.unavailable is not None else getattr(w, field)
+        w = c.gpu.activity if c.gpu is not None else None
+        return None if w is None else getattr(w, field)
 
     return get
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gputui.options import option
-from gputui.telemetry.model import GpmSample, GpuSample, Snapshot
+from gputui.telemetry.model import GpuSample, Snapshot
 
 MIB = 2**20
 
@@ -124,9 +124,9 @@ def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) 
     if not cfg.enabled or g.lost:
         return ()
     out: list[Hint] = []
-    w: GpmSample | None = g.gpm
+    w = g.activity
     util = g.gpu_util
-    if w is not None and w.unavailable is None and util is not None:
+    if w is not None and util is not None:
         tensor, fp32, sm, dram = w.tensor_active, w.fp32_active, w.sm_active, w.dram_active
         if (
             util >= cfg.busy_util

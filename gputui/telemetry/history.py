@@ -107,7 +107,7 @@ class History:
                 rings = self._gpus[g.index] = {m: Ring(self.capacity) for m in GPU_METRICS + GPM_METRICS}
             for m in GPU_METRICS:
                 rings[m].append(getattr(g, m))
-            w = g.gpm if g.gpm is not None and g.gpm.unavailable is None else None
+            w = g.activity
             for m in GPM_METRICS:
                 rings[m].append(None if w is None else getattr(w, m))
         h = snap.host

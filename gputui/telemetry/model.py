@@ -398,6 +398,14 @@ class GpuSample:
         """Decoded clock-event reason names."""
         return decode_clock_events(self.clock_event_reasons)
 
+    @property
+    def activity(self) -> GpmSample | None:
+        """GPM's figures for the whole GPU when they were measured; None when not (before
+        the first window, an older recording), when GPM is unavailable (`gpm.unavailable`
+        says why; under MIG, per GPU instance only) or the GPU is lost."""
+        w = self.gpm
+        return None if self.lost or w is None or w.unavailable is not None else w
+
 
 @dataclass(frozen=True, slots=True)
 class GpuProcess:

@@ -361,7 +361,7 @@ def gpu_card(
     activity, prio = activity_items(g.gpm, hints)
     rows.append(join_items(activity, inner, " · ", prio))
     chart_w = max(1, inner - 6 - 12)
-    gpm = g.gpm if g.gpm is not None and g.gpm.unavailable is None else None
+    gpm = g.activity
     charts_by_name: dict[str, tuple[str, str, float | None, Style, str]] = {
         "util": ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
         "mem": ("MEM", "mem_used", float(mem_total or 0) or None, S.spark_mem, fmt_gib(g.mem_used)),
