@@ -25,6 +25,7 @@ from prometheus_client.registry import CollectorRegistry
 from gputui.export.address import is_loopback, parse_listen
 from gputui.export.prometheus import DCGM_LABELS, GpuCollector, build_families, metrics_app, serve
 from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
+from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.recording import ReplaySource, read_recording
@@ -37,7 +38,7 @@ class Exporter:
 
     def __init__(self, path, interval: float, alerts: AlertConfig | None = None) -> None:
         self.source = ReplaySource(path)
-        self.hub = Hub(capacity=4, alerts=AlertEngine(alerts) if alerts else None)
+        self.hub = Hub(capacity=4, alerts=AlertEngine(alerts) if alerts else None, hints=HintEngine())
         self.tick_times: list[float] = []
         self.published = threading.Event()
 
@@ -423,6 +424,8 @@ def test_gpm_under_dcgm_exporters_names_and_units():
     for name in others:
         assert "DCGM_FI_PROF_" + name in one
     assert set(got["DCGM_FI_PROF_SM_ACTIVE"][0].labels) == set(DCGM_LABELS)
+    (hint,) = got["gputui_gpu_efficiency_hint"]
+    assert (hint.labels["hint"], hint.labels["gpu"], hint.value) == ("fp32_no_tensor", "0", 1.0)
 
 
 def test_gpm_absent_where_not_measured_not_zero():

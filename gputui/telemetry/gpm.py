@@ -248,7 +248,7 @@ class GpmSampler:
         if done and len(reasons) == 1 and None not in reasons:
             return GpmSample(unavailable=next(iter(reasons)))
         return GpmSample(
-            unavailable="MIG is on: GPM is measured per GPU instance (below)",
+            unavailable="MIG is on: GPM is measured per GPU instance (the detail view)",
             mig=done,
         )
 
