@@ -145,3 +145,28 @@ def test_detail_activity_box_has_every_figure_the_hint_and_its_numbers() -> None
     assert len(none) == len(lines)
     assert any("N/A: not in this recording" in line for line in none)
     assert 1 + len(hints[0].remedies) <= HINT_LINES
+
+
+def test_gpm_figures_can_be_card_sparklines() -> None:
+    from gputui.config import CardConfig, parse
+    from gputui.telemetry.history import History
+
+    parsed, errors = parse('[cards]\nsparklines = ["util", "sm_active", "tensor_active", "dram_active"]\n')
+    assert errors == []
+    header, ticks = read_recording(H100_GPM)
+    history = History(300)
+    tick = phase_ticks(FP32)[3]
+    for t in ticks[: tick.seq]:
+        history.append(t)
+    assert history.series(0, "tensor_active", 5) == [0.0] * 5  # measured zeros, not gaps
+    assert history.series(0, "sm_active", 1)[0] > 90
+    card: CardConfig = parsed.cards
+
+    def series(gpu: int, metric: str, n: int) -> list[float]:
+        return history.series(gpu, metric, n)
+
+    g = tick.gpus[0]
+    lines = [text(line) for line in gpu_card(header.machine.devices[0], g, [], series, 120, 2, card=card)]
+    rows = {line.split()[1]: line for line in lines if line.startswith("│ ") and len(line.split()) > 2}
+    assert "SMACT" in rows and "TENSR" in rows and "DRAM" in rows
+    assert rows["TENSR"].rstrip(" │").endswith("0%")
