@@ -22,6 +22,7 @@ from typing import Any
 from gputui.options import option
 from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alerts import AlertConfig
+from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
 
 if sys.version_info >= (3, 11):
@@ -137,6 +138,11 @@ class Config:
         "alert thresholds: the TUI colours the GPU and counts active alerts in the header; "
         "`gputui watch --alert-cmd` runs a command",
         factory=AlertConfig,
+    )
+    hints: HintConfig = option(
+        "efficiency hints from GPM activity (Hopper and newer): tensor cores idle under float32 "
+        "work, tiny kernels, memory-bound, memory held while idle",
+        factory=HintConfig,
     )
     watch: WatchConfig = option("`gputui watch`: headless alerts", factory=WatchConfig)
     export: ExportConfig = option("`gputui export`: Prometheus /metrics", factory=ExportConfig)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from gputui.telemetry.history import GPU_METRICS, HOST_METRICS, History, Ring
+from gputui.telemetry.history import GPU_METRICS, HISTORY, HOST_METRICS, History, Ring
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import RecordingHeader
@@ -110,9 +110,9 @@ def test_history_keeps_each_gpus_recorded_values(
     assert history.ticks == len(ticks)
     assert history.gpu_indices() == [0, 1]
     for gpu in (0, 1):
-        for metric in GPU_METRICS:
-            recorded = [getattr(snap.gpus[gpu], metric) for snap in ticks]
-            assert same(history.series(gpu, metric), recorded), (gpu, metric)
+        for m in HISTORY:  # each as the registry reads it (GPM's figures off `activity`)
+            recorded = [m.value(snap.gpus[gpu]) for snap in ticks]
+            assert same(history.series(gpu, m.field), recorded), (gpu, m.field)
     # pcie_rx is None before the first slow pass: NaN, not 0
     assert math.isnan(history.series(0, "pcie_rx")[0])
     assert history.series(1, "gpu_util", 3) == [float(s.gpus[1].gpu_util) for s in ticks[-3:]]  # type: ignore[arg-type]

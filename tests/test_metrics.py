@@ -41,6 +41,7 @@ NOT_QUANTITIES = {
     "nvlink_link_rx",
     "nvlink_link_tx",
     "retired_pages_pending",
+    "gpm",  # GPM's figures: gputui/telemetry/gpm.py's table; SM, tensor, DRAM also entries here
 }
 MEMORY_TEMP_H200 = 33
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
 from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
@@ -28,8 +28,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
-from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Export, GpuMetric, ProcessMetric
-from gputui.telemetry.model import DeviceInfo, MachineInfo, Snapshot
+from gputui.telemetry.gpm import METRICS as GPM_FIGURES
+from gputui.telemetry.hints import Hint
+from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Export, ProcessMetric
+from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
@@ -42,12 +44,29 @@ PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "process_name", "user", "typ
 
 #: Per-GPU families: the registry's quantities that have a /metrics name, dcgm-exporter's
 #: first where it has them (gputui/telemetry/metrics.py).
-GPU_EXPORTS: tuple[tuple[GpuMetric, Export], ...] = tuple(
-    (m, m.prometheus) for m in GPU_METRICS if m.prometheus is not None
+GPU_EXPORTS: tuple[tuple[Callable[[GpuSample], Any], Export], ...] = tuple(
+    (m.value, m.prometheus) for m in GPU_METRICS if m.prometheus is not None
 )
 #: Per-process families.
 PROCESS_EXPORTS: tuple[tuple[ProcessMetric, Export], ...] = tuple(
     (m, m.prometheus) for m in PROCESS_METRICS if m.prometheus is not None
+)
+
+
+def _gpm(field: str, scale: float) -> Callable[[GpuSample], float | None]:
+    def get(g: GpuSample) -> float | None:
+        w = g.activity
+        v = None if w is None else getattr(w, field)
+        return None if v is None else v * scale
+
+    return get
+
+
+#: GPM activity (gputui/telemetry/gpm.py's table) under dcgm-exporter's DCP names and units:
+#: the _ACTIVE ones as ratios 0-1, PCIe and NVLink in bytes per second.  No series where GPM
+#: is unavailable (never a 0).
+GPM_EXPORTS: tuple[tuple[Callable[[GpuSample], Any], Export], ...] = tuple(
+    (_gpm(m.field, 0.01 if m.unit == "%" else 1.0), Export(m.dcgm, "gauge", m.help)) for m in GPM_FIGURES
 )
 
 
@@ -68,17 +87,22 @@ def _family(name: str, doc: str, typ: str) -> Metric:
 
 
 def build_families(
-    info: MachineInfo, snap: Snapshot, *, processes: bool = True, alerts: Sequence[Any] = ()
+    info: MachineInfo,
+    snap: Snapshot,
+    *,
+    processes: bool = True,
+    alerts: Sequence[Any] = (),
+    hints: Mapping[int, Sequence[Hint]] | None = None,
 ) -> list[Metric]:
     """Every metric family for one snapshot (scrape-independent)."""
     devices = {d.index: d for d in info.devices}
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
     out: list[Metric] = []
-    for m, e in GPU_EXPORTS:
+    for read, e in GPU_EXPORTS + GPM_EXPORTS:
         fam = _family(e.name, e.help, e.type)
         for d, g in gpus:
-            v = None if g.lost else m.value(g)
+            v = None if g.lost else read(g)
             if v is not None:
                 fam.add_sample(e.name, labels[d.index], e.convert(v))
         if fam.samples:
@@ -143,6 +167,17 @@ def build_families(
             1.0,
         )
     out.append(active)
+    hinted = _family(
+        "gputui_gpu_efficiency_hint",
+        "1 for each efficiency hint from GPM now (see gputui's [hints]): fp32_no_tensor, "
+        "tiny_kernels, dram_bound, idle_memory.",
+        "gauge",
+    )
+    for gpu, gpu_hints in sorted((hints or {}).items()):
+        if gpu in labels:
+            for h in gpu_hints:
+                hinted.add_sample(hinted.name, {**labels[gpu], "hint": h.kind}, 1.0)
+    out.append(hinted)
     ts = _family(
         "gputui_snapshot_timestamp_seconds", "When the latest sample was taken (Unix time).", "gauge"
     )
@@ -190,6 +225,7 @@ class GpuCollector(Collector):
         with hub.lock:
             snap, info = hub.latest, hub.info
         alerts = list(hub.active_alerts().values())
+        hints = hub.hints_by_gpu()
         up = Metric("gputui_up", "1 when gputui has a sample of the GPUs to serve.", "gauge")
         up.add_sample("gputui_up", {}, 0.0 if snap is None or info is None else 1.0)
         yield up
@@ -209,7 +245,7 @@ class GpuCollector(Collector):
         cached_for, families = self._cache
         if cached_for is not snap:
             # two scrapes may build the same snapshot at once: harmless, both are equal
-            families = build_families(info, snap, processes=self.processes, alerts=alerts)
+            families = build_families(info, snap, processes=self.processes, alerts=alerts, hints=hints)
             self._cache = (snap, families)
         yield from families
 

@@ -21,6 +21,7 @@ from typing import Any
 
 from gputui import __version__
 from gputui.rules import iso_utc
+from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -67,6 +68,9 @@ class Field:
     dev: tuple[str, ...] = ()
     """The static facts (DeviceInfo attributes) `get` reads besides index, name, UUID and
     bus id, so a one-shot reader asks NVML for those alone."""
+    window: bool = False
+    """Measured over a window between two slow-cadence passes (GPM): a single live snapshot
+    waits for the second pass.  (GPM reads the architecture to say why it is unavailable.)"""
 
     @property
     def header(self) -> str:
@@ -129,6 +133,41 @@ def _reason_names(c: Ctx) -> str | None:
     return None if v is None else ";".join(decode_clock_events(v))
 
 
+def _gpm(field: str) -> Callable[[Ctx], Any]:
+    def get(c: Ctx) -> Any:
+        w = c.gpu.activity if c.gpu is not None else None
+        return None if w is None else getattr(w, field)
+
+    return get
+
+
+def _gpm_unavailable(c: Ctx) -> str | None:
+    w = None if c.gpu is None or c.gpu.lost else c.gpu.gpm
+    return None if w is None else w.unavailable
+
+
+GPM_FIELDS: tuple[Field, ...] = (
+    *(
+        Field(
+            f"gpm.{m.field}",
+            "number" if m.unit == "%" else "integer",
+            m.unit,
+            f"GPM: {m.help[0].lower()}{m.help[1:].rstrip('.')} ({m.dcgm}; percent here)"
+            if m.unit == "%"
+            else f"GPM: {m.help[0].lower()}{m.help[1:].rstrip('.')} ({m.dcgm})",
+            _gpm(m.field),
+            smi=False,
+            slow=True,
+            window=True,
+            dev=("architecture",),
+        )
+        for m in GPM_FIGURES
+    ),
+    Field("gpm.unavailable", "string", "", "why GPM gives no figures for this GPU (null: measured)",
+          _gpm_unavailable, smi=False, slow=True, window=True, dev=("architecture",)),
+)  # fmt: skip
+"""GPM activity (Hopper and newer) over the last slow-cadence window: gputui's own fields."""
+
 _HEAD: tuple[Field, ...] = (
     Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
           lambda c: _smi_time(c.snap.timestamp)),
@@ -184,6 +223,7 @@ _COMPOSED: tuple[Field, ...] = (
           lambda c: len(_procs_of(c)), smi=False),
     Field("processes.memory_used", "integer", "MiB", "GPU memory held by its listed processes",
           lambda c: _mib(sum(p.gpu_memory or 0 for p in _procs_of(c))), smi=False),
+    *GPM_FIELDS,
 )  # fmt: skip
 
 

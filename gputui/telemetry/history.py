@@ -7,18 +7,21 @@ import math
 from array import array
 from collections.abc import Iterator
 
-from gputui.telemetry.metrics import HISTORY_FIELDS, PROCESS_HISTORY_FIELDS
+from gputui.telemetry.metrics import GPU_METRICS as ALL_GPU_METRICS
+from gputui.telemetry.metrics import PROCESS_HISTORY_FIELDS, GpuMetric
 from gputui.telemetry.model import Snapshot
 
 NAN = math.nan
 
-GPU_METRICS = HISTORY_FIELDS
-"""GpuSample fields kept in history (the registry's `history=True` entries)."""
+HISTORY: tuple[GpuMetric, ...] = tuple(m for m in ALL_GPU_METRICS if m.history)
+"""The registry's quantities kept in history (NaN where a value is missing)."""
+GPU_METRICS = tuple(m.field for m in HISTORY)
+"""Their series' names (GpuSample fields; GPM's figures under their GpmSample names)."""
 #: Host series: name -> how to read it off a HostSample.
 HOST_METRICS = ("cpu_percent", "mem_used")
 
 DEFAULT_CAPACITY = 3600
-"""One hour at 1 Hz: 16 GPUs x 10 metrics x 3600 x 8 bytes = 4.6 MB at most."""
+"""One hour at 1 Hz: 16 GPUs x 13 metrics x 3600 x 8 bytes = 6 MB at most."""
 
 PROCESS_METRICS = PROCESS_HISTORY_FIELDS
 """GpuProcess fields kept per process (the registry's `history=True` columns)."""
@@ -93,8 +96,8 @@ class History:
             rings = self._gpus.get(g.index)
             if rings is None:
                 rings = self._gpus[g.index] = {m: Ring(self.capacity) for m in GPU_METRICS}
-            for m in GPU_METRICS:
-                rings[m].append(getattr(g, m))
+            for m in HISTORY:
+                rings[m.field].append(m.value(g))
         h = snap.host
         self.host["cpu_percent"].append(h.cpu_percent if h else None)
         self.host["mem_used"].append(h.mem_used if h else None)

@@ -142,6 +142,16 @@ def _xid_errors(g: GpuSample) -> int | None:
     return None if g.xid_count is None else (g.xid_last or 0)
 
 
+def _gpm(name: str) -> Callable[[GpuSample], Any]:
+    """A GPM figure of the sample (its `activity`), None where GPM measured nothing."""
+
+    def read(g: GpuSample) -> Any:
+        w = g.activity
+        return None if w is None else getattr(w, name)
+
+    return read
+
+
 def _pstate_name(v: int) -> str:
     return f"P{v}"
 
@@ -240,6 +250,13 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        snapshot=_S("pcie.throughput.tx", "integer", "KB/s", per(1024), own=True, slow=True),
        prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
                      "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024))),
+    # GPM (gputui/telemetry/gpm.py): read from GpuSample.activity, None where not measured
+    _M("sm_active", "sm_active", "SMACT", "%", "percent of SM cycles with a warp resident (GPM)",
+       history=True, chart=True, tint="util", full_scale=_full_percent, read=_gpm("sm_active")),
+    _M("tensor_active", "tensor_active", "TENSR", "%", "percent of cycles a tensor pipe was active (GPM)",
+       history=True, chart=True, tint="util", full_scale=_full_percent, read=_gpm("tensor_active")),
+    _M("dram_active", "dram_active", "DRAM", "%", "device memory bandwidth used, percent (GPM)",
+       history=True, chart=True, tint="mem", full_scale=_full_percent, read=_gpm("dram_active")),
     _M("enc", "encoder_util", "ENC", "%", "video encoder utilization", card="enc",
        snapshot=_S("utilization.encoder", "integer", "%"),
        prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).")),

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.model import (
     DeviceInfo,
+    GpmSample,
     GpuProcess,
     GpuSample,
     MachineInfo,
@@ -27,6 +29,7 @@ from gputui.telemetry.model import (
 )
 from gputui.telemetry.nvml_query import (
     _ALL_LINKS,
+    _ARCHITECTURE_CODES,
     _ARCHITECTURES,
     _BRANDS,
     _COMPUTE_MODES,
@@ -98,6 +101,7 @@ class SlowFields(TypedDict, total=False):
     mig_devices: tuple[MigDevice, ...]
     xid_count: int | None
     xid_last: int | None
+    gpm: GpmSample | None
 
 
 @dataclass
@@ -175,6 +179,10 @@ class NvmlSource:
         self._prefetch: threading.Thread | None = None
         self.slow_cost: float | None = None
         """Seconds the last full slow-cadence pass took (all GPUs)."""
+        self.slow_passes = 0
+        """Slow-cadence passes done (GPM needs two for its first window)."""
+        self.gpm: GpmSampler | None = None
+        """GPM activity (SM, tensor cores, DRAM), sampled on the slow cadence."""
 
     # ---- static ----------------------------------------------------------------------
 
@@ -224,6 +232,7 @@ class NvmlSource:
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
         if self._slow_enabled:
+            self.gpm = GpmSampler(self._nvml)
             self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
             self._slow_thread.start()
             self._event_thread = threading.Thread(
@@ -617,6 +626,7 @@ class NvmlSource:
                 with self._slow_lock:
                     self._slow[i] = values
             self.slow_cost = time.perf_counter() - t0
+            self.slow_passes += 1
             self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
 
     def _slow_sample(self, i: int, h: Any) -> _SlowValues:
@@ -667,8 +677,22 @@ class NvmlSource:
             "retired_pages_sbe": len(sbe) if sbe is not None else None,
             "retired_pages_dbe": len(dbe) if dbe is not None else None,
             "retired_pages_pending": bool(retire_pending) if retire_pending is not None else None,
-            "mig_devices": self._mig_devices(i, h),
+            "mig_devices": (mig := self._mig_devices(i, h)),
         }
+        if self.gpm is not None:
+            dev = self._devices[i] if i < len(self._devices) else None
+            arch = dev.architecture if dev else None
+            fields["gpm"] = self.gpm.sample(
+                i,
+                h,
+                architecture=arch,
+                arch_code=_ARCHITECTURE_CODES.get(arch or ""),
+                mig_instances=(
+                    tuple(sorted({m.gpu_instance_id for m in mig if m.gpu_instance_id is not None}))
+                    if i in self._mig_enabled
+                    else None
+                ),
+            )
         return _SlowValues(fields=fields, proc_util=util, last_seen_us=now_us)
 
     def _nvlink_throughput(
@@ -761,5 +785,7 @@ class NvmlSource:
             self._slow_thread.join(timeout=2)
         if self._event_thread is not None:
             self._event_thread.join(timeout=2)  # it wakes every EVENT_WAIT_MS
+        if self.gpm is not None and (self._slow_thread is None or not self._slow_thread.is_alive()):
+            self.gpm.close()
         if self._nvml is not None:
             self._nvml.shutdown()

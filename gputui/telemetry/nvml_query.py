@@ -50,6 +50,7 @@ _ARCHITECTURES = {
     10: "Blackwell",
     13: "Rubin",
 }
+_ARCHITECTURE_CODES = {name: code for code, name in _ARCHITECTURES.items()}
 _BRANDS = {
     1: "Quadro",
     2: "Tesla",
@@ -263,6 +264,30 @@ class Nvml:
             self._notes.append(f"{fn}: {what}")
         _log().info("NVML %s: %s", fn, what)
 
+    def attempt(self, fn: str, *args: Any, device: int = -1) -> tuple[Any, int | None, str]:
+        """Call `pynvml.<fn>(*args)`: (result, None, ""), or (None, NVML's error code, its
+        text) — for callers that must tell errors apart (GPM: no permission vs not
+        supported).  A function missing from the bindings or the driver gives
+        FUNCTION_NOT_FOUND and is noted once.  Raises GpuLost when the GPU (`device`) has
+        fallen off the bus."""
+        if fn in self._missing:
+            return None, _FUNCTION_NOT_FOUND, "missing"
+        func = getattr(self.lib, fn, None)
+        if func is None:
+            self._missing.add(fn)
+            self.note(fn, "not in these nvidia-ml-py bindings")
+            return None, _FUNCTION_NOT_FOUND, "missing"
+        try:
+            return func(*args), None, ""
+        except self.lib.NVMLError as exc:
+            code = exc.value
+            if code in (_GPU_IS_LOST, _GPU_NOT_FOUND) and device >= 0:
+                raise GpuLost(device) from exc
+            if code == _FUNCTION_NOT_FOUND:
+                self._missing.add(fn)
+                self.note(fn, "absent from this driver")
+            return None, code, str(exc)
+
     def query(self, fn: str, *args: Any, device: int = -1, scope: object = None) -> Any:
         """Call `pynvml.<fn>(*args)`; None when unsupported or failed.
 
@@ -270,33 +295,15 @@ class Nvml:
         what "not supported" is remembered for when the handle is not the GPU's own (a MIG
         device of that GPU, say).
         """
-        if fn in self._missing:
-            return None
         key = (fn, device, scope, *(a for a in args[1:] if isinstance(a, int)))
         if key in self._unsupported:
             return None
-        func = getattr(self.lib, fn, None)
-        if func is None:
-            self._missing.add(fn)
-            self.note(fn, "not in these nvidia-ml-py bindings")
-            return None
-        try:
-            return func(*args)
-        except self.lib.NVMLError as exc:
-            code = exc.value
-            if code in (_GPU_IS_LOST, _GPU_NOT_FOUND) and device >= 0:
-                raise GpuLost(device) from exc
-            if code in (_NOT_SUPPORTED, _NO_PERMISSION):
-                self._unsupported.add(key)
-                return None
-            if code == _FUNCTION_NOT_FOUND:
-                self._missing.add(fn)
-                self.note(fn, "absent from this driver")
-                return None
-            if code in (_NOT_FOUND, _NO_DATA):
-                return None  # e.g. no process-utilization samples yet: normal
-            self.note(fn, str(exc))
-            return None
+        value, code, text = self.attempt(fn, *args, device=device)
+        if code in (_NOT_SUPPORTED, _NO_PERMISSION):
+            self._unsupported.add(key)
+        elif code not in (None, _FUNCTION_NOT_FOUND, _NOT_FOUND, _NO_DATA):
+            self.note(fn, text)  # (not found / no data: e.g. no process samples yet, normal)
+        return value
 
 
 def _handle_key(handle: Any) -> object:

@@ -16,11 +16,12 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.filter import LineFilter, Monochrome, NoColor
 from textual.message import Message
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
+from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
@@ -30,6 +31,7 @@ from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
+from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -165,7 +167,9 @@ class GpuTuiApp(App[int]):
         self._theme_filters: tuple[str, list[LineFilter]] = ("", [])
         self._no_color = NoColor()
         self.interval = interval
-        self.hub = Hub(alerts=AlertEngine(self.config.alerts))
+        self.hub = Hub(
+            alerts=AlertEngine(self.config.alerts, self.config.hints), hints=HintEngine(self.config.hints)
+        )
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
@@ -203,7 +207,7 @@ class GpuTuiApp(App[int]):
                     yield pane(self.hub, self.context)
                 else:
                     yield PanePlaceholder(self.hub, pane, self.context)
-        yield Footer()
+        yield WholeKeyFooter()
 
     @property
     def source(self) -> Source:
