@@ -191,7 +191,8 @@ def test_a_broken_tick_later_in_a_replay_is_reported_with_its_line(tmp_path):
 
 def test_other_tabs_load_only_when_opened():
     """The first frame needs only the overview: the other tabs' modules are imported when
-    first shown (a fresh interpreter, since other tests import them)."""
+    first shown, the Overview's process list (the Processes tab's code) once the first
+    frame is up (a fresh interpreter, since other tests import them)."""
     import subprocess
     import sys
     import textwrap
@@ -200,12 +201,23 @@ def test_other_tabs_load_only_when_opened():
         import asyncio, sys
         sys.path.insert(0, {str(H200_X2.parents[2])!r})
         from conftest import H200_X2, replay_app, run_to_tick
+        from gputui.ui.panes import OverviewPane
         LAZY = ("gputui.ui.processes", "gputui.ui.topology", "gputui.ui.diagnostics")
+        first = []
+        show = OverviewPane.show_snapshot
+
+        def spy(self, info, snapshot):
+            if not first:  # the first frame's data
+                first.append([m for m in LAZY if m in sys.modules])
+            show(self, info, snapshot)
+
+        OverviewPane.show_snapshot = spy
 
         async def go():
             app = replay_app(H200_X2)
             async with app.run_test(size=(120, 40)) as pilot:
                 await run_to_tick(pilot, 3)
+                print("first frame", first[0])
                 print("before", [m for m in LAZY if m in sys.modules])
                 await pilot.press("2")
                 await pilot.pause()
@@ -215,7 +227,8 @@ def test_other_tabs_load_only_when_opened():
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    assert "before []" in out
+    assert "first frame []" in out
+    assert "before ['gputui.ui.processes']" in out  # the Overview's process list
     assert "after ['gputui.ui.processes'] processes" in out
 
 

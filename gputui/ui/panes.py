@@ -150,22 +150,36 @@ class OverviewPane(Pane):
     OverviewPane #gpus { height: 1fr; scrollbar-size-vertical: 1; }
     """
 
-    def compose(self) -> ComposeResult:
-        from gputui.ui.processes import OverviewProcesses
+    def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
+        super().__init__(hub, context)
+        self.processes: OverviewProcesses | None = None
+        """The process list, mounted once the first frame with GPUs is up (its modules
+        are not on the first frame's path)."""
+        self._info: MachineInfo | None = None
+        self._snapshot: Snapshot | None = None
+        self._mounting = False
 
+    def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
             yield GpuBoard(self.hub, id="board", card=self.context.config.cards)
-        procs = OverviewProcesses(self.hub, self.context)
-        procs.display = False  # until there are GPUs
-        yield procs
         yield HostPanel(id="host")
 
-    @property
-    def processes(self) -> OverviewProcesses:
+    async def _mount_processes(self) -> None:
+        if self._mounting or not self.is_mounted or not self.app.is_running:
+            return  # (once; the app may be shutting down)
+        self._mounting = True
         from gputui.ui.processes import OverviewProcesses
 
-        return self.query_one(OverviewProcesses)
+        procs = OverviewProcesses(self.hub, self.context)
+        await self.mount(procs, before=self.query_one(HostPanel))
+        self.processes = procs  # ticks reach it from now on
+        if self._info is not None:
+            procs.show_info(self._info)
+        procs.narrow_to(self.query_one(GpuBoard).selected)
+        if self._snapshot is not None:
+            procs.show_snapshot(self._info, self._snapshot)
+        self._fit()
 
     def on_mount(self) -> None:
         self.query_one(NoGpuPanel).display = False
@@ -192,7 +206,7 @@ class OverviewPane(Pane):
         """The cards get what their plan needs, the process list the rest (or its one line)."""
         board = self.query_one(GpuBoard)
         procs = self.processes
-        if not board.display or board.plan is None:
+        if not board.display or board.plan is None or procs is None:
             return
         room = self._room()
         need = board.plan.lines
@@ -209,7 +223,7 @@ class OverviewPane(Pane):
 
     def action_processes(self, action: str, *args: str) -> None:
         procs = self.processes
-        if not procs.display:
+        if procs is None or not procs.display:
             return
         if action == "signal":
             procs.action_signal(args[0])
@@ -220,11 +234,12 @@ class OverviewPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "processes" and parameters and parameters[0] == "signal":
-            return self.processes.check_signal()
+            return None if self.processes is None else self.processes.check_signal()
         return True
 
     def on_gpu_selected(self, message: GpuSelected) -> None:
-        self.processes.narrow_to(message.index)
+        if self.processes is not None:
+            self.processes.narrow_to(message.index)
 
     def show_info(self, info: MachineInfo) -> None:
         no_gpus = not info.devices
@@ -233,18 +248,23 @@ class OverviewPane(Pane):
         nogpu.demo_available = self.context.sources.demo_available
         nogpu.display = no_gpus
         self.query_one(GpuBoard).display = not no_gpus
-        procs = self.processes
-        procs.display = not no_gpus
+        self._info = info
+        if self.processes is not None:
+            self.processes.display = not no_gpus
         if no_gpus:
             self.query_one("#gpus").styles.height = "1fr"
             nogpu.relayout()
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         board = self.query_one(GpuBoard)
+        self._info, self._snapshot = info, snapshot
         if board.display:
             board.show(info, snapshot)
-            self.processes.show_snapshot(info, snapshot)
-            self._fit()
+            if self.processes is None:
+                self.call_after_refresh(self._mount_processes)  # after this first frame
+            else:
+                self.processes.show_snapshot(info, snapshot)
+                self._fit()
         self.query_one(HostPanel).show(info.system.hostname if info else "", snapshot)
 
     def on_resize(self) -> None:
