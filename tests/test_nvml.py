@@ -683,3 +683,37 @@ def test_a_failing_event_wait_stops_the_watch_quietly(
         threading.excepthook = old_hook
     assert hooked == []
     assert lib.calls[("nvmlEventSetFree", "the-set")] == 1
+
+
+def test_the_prefetch_takes_the_first_sample_and_hands_it_out_once(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`prefetch()` opens and samples while the UI loads: the first `sample()` is that one
+    (sampled before it was asked for), the next is new; one older than the limit is not used."""
+    import gputui.telemetry.nvml as nvml_mod
+
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.prefetch()
+        source.open()
+        asked = time.time()
+        first = source.sample()
+        assert first.seq == 1 and first.timestamp <= asked
+        assert [g.gpu_util for g in first.gpus] == [g.gpu_util for g in ticks[55].gpus]
+        second = source.sample()
+        assert second.seq == 2 and second.timestamp >= asked
+    finally:
+        source.close()
+
+    monkeypatch.setattr(nvml_mod, "PREFETCHED_MAX_AGE_S", 0.0)
+    stale = NvmlSource(
+        slow=False, nvml=Nvml(lib=RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99).lib)
+    )
+    try:
+        stale.prefetch()
+        stale.open()
+        assert stale.sample().seq == 2  # the prefetched one was too old: sampled anew
+    finally:
+        stale.close()

@@ -74,6 +74,8 @@ __all__ = [  # with what callers know from here: nvml_query's names
 XID_EVENT = 0x8
 """nvmlEventTypeXidCriticalError: the driver reported an Xid (a critical error) for the GPU."""
 EVENT_WAIT_MS = 100
+PREFETCHED_MAX_AGE_S = 1.0
+"""The prefetched first sample is shown only while younger than this (else sampled anew)."""
 """How long one wait for an event lasts: closing the source (quitting) waits at most this for
 the event thread, which must leave NVML's wait before nvmlShutdown."""
 
@@ -177,6 +179,8 @@ class NvmlSource:
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
+        self._first: Snapshot | None = None
+        """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
         """Seconds the last full slow-cadence pass took (all GPUs)."""
         self.slow_passes = 0
@@ -191,8 +195,20 @@ class NvmlSource:
         `open()` waits for it.  nvmlInit and the static queries are C calls that release
         the GIL, so they overlap with importing Textual."""
         if self._prefetch is None and self.info is None:
-            self._prefetch = threading.Thread(target=self._open, name="gputui-nvml-open", daemon=True)
+            self._prefetch = threading.Thread(
+                target=self._open_and_sample, name="gputui-nvml-open", daemon=True
+            )
             self._prefetch.start()
+
+    def _open_and_sample(self) -> None:
+        """The prefetch thread: open, then take the first sample too (its NVML and /proc
+        reads also overlap with the imports), which the first `sample()` hands out while
+        it is younger than PREFETCHED_MAX_AGE_S."""
+        self._open()
+        try:
+            self._first = self.sample()
+        except Exception:  # the poller's own first sample says what is wrong
+            self._first = None
 
     def open(self) -> MachineInfo:
         if self._prefetch is not None:
@@ -400,6 +416,9 @@ class NvmlSource:
     # ---- every tick ------------------------------------------------------------------
 
     def sample(self) -> Snapshot:
+        first, self._first = self._first, None
+        if first is not None and time.time() - first.timestamp < PREFETCHED_MAX_AGE_S:
+            return first
         t0 = time.perf_counter()
         now = time.time()
         gpus: list[GpuSample] = []
