@@ -72,6 +72,11 @@ async def run_to_tick(pilot, tick: int) -> None:
         app.poller.step(1)
     await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == tick)
     await pilot.pause()
+    overview = app.query_one("#overview")
+    if app.info is not None and app.info.devices and overview.display:
+        # the Overview's process list is mounted right after the first frame
+        await wait_for(pilot, lambda: overview.processes is not None)
+        await pilot.pause()
 
 
 def screen_lines(app) -> list[str]:

@@ -224,3 +224,25 @@ def test_the_kill_keys_work_from_the_cards_too(children):
             assert alive(kid.pid)  # cancelled: nothing sent
 
     run(go())
+
+
+def test_clicking_a_tab_label_switches_tab():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await at_tick(pilot)
+            tabs = app.query_one("TabBar")
+            for x0, _x1, pane_id in list(tabs.spans):
+                await pilot.click("TabBar", offset=(x0 + 1, 0))
+                await wait_for(pilot, lambda pane_id=pane_id: pane_id == app.current_pane().PANE_ID)
+            assert [s[2] for s in tabs.spans] == ["overview", "processes", "topology", "diagnostics"]
+            await pilot.click("TabBar", offset=(tabs.spans[0][0] + 2, 0))
+            await wait_for(pilot, lambda: app.current_pane().PANE_ID == "overview")
+        async with replay_app(H200_X2).run_test(size=(40, 24)) as pilot:  # narrow labels
+            await run_to_tick(pilot, 2)
+            tabs = pilot.app.query_one("TabBar")
+            x0, _x1, pane_id = tabs.spans[1]
+            await pilot.click("TabBar", offset=(x0 + 1, 0))
+            await wait_for(pilot, lambda: pilot.app.current_pane().PANE_ID == "processes")
+
+    run(go())

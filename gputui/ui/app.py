@@ -482,6 +482,9 @@ class GpuTuiApp(App[int]):
         header.interval = self.interval
         self.refresh_bindings()
 
+    async def on_tab_bar_clicked(self, message: TabBar.Clicked) -> None:
+        await self.action_show_tab(message.pane_id)
+
     def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
         from gputui.ui.detail import open_gpu_detail
 

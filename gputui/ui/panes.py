@@ -12,9 +12,11 @@ import importlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
+from textual import events
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Container, VerticalScroll
+from textual.message import Message
 
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
@@ -287,19 +289,42 @@ class TabBar(LineWidget):
         self.tabs = tabs
         """(pane id, title, key) in order."""
         self.current = tabs[0][0] if tabs else ""
+        self.spans: list[tuple[int, int, str]] = []
+        """Each label's cells [x0, x1) and its pane (for clicks)."""
+
+    @dataclass(eq=False)
+    class Clicked(Message):
+        """A click on a tab's label."""
+
+        pane_id: str
 
     def build(self, width: int, height: int) -> list[Line]:
+        self.spans = []
         if len(self.tabs) < 2:
             return []
+        wide = self._line(width, narrow=False)
+        line = wide if line_len(wide) <= width else self._line(width, narrow=True)
+        return [pad_line(line, width)]
+
+    def _line(self, width: int, *, narrow: bool) -> Line:
+        """The labels (narrow: keys and initials only), noting where each one is."""
         line: Line = [(" ", None)]
+        self.spans = []
         for pane_id, title, key in self.tabs:
             active = pane_id == self.current
-            line.append((f" {key} ", S.tab_key_active if active else S.tab_key))
-            line.append((f"{title} ", S.tab_active if active else S.tab))
-            line.append((" ", None))
-        if line_len(line) > width:  # narrow: keys and initials only
-            line = [(" ", None)]
-            for pane_id, title, key in self.tabs:
-                active = pane_id == self.current
+            x0 = line_len(line)
+            if narrow:
                 line.append((f" {key} {title[:4]} ", S.tab_active if active else S.tab))
-        return [pad_line(line, width)]
+            else:
+                line.append((f" {key} ", S.tab_key_active if active else S.tab_key))
+                line.append((f"{title} ", S.tab_active if active else S.tab))
+            self.spans.append((x0, line_len(line), pane_id))
+            if not narrow:
+                line.append((" ", None))
+        return line
+
+    def on_click(self, event: events.Click) -> None:
+        for x0, x1, pane_id in self.spans:
+            if x0 <= event.x < x1:
+                self.post_message(self.Clicked(pane_id))
+                return
