@@ -160,6 +160,8 @@ class OverviewPane(Pane):
         self._info: MachineInfo | None = None
         self._snapshot: Snapshot | None = None
         self._mounting = False
+        self._host_height: tuple[tuple[int, bool], int] = ((-1, False), 0)
+        """((width, sampled), the host panel's lines then)."""
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="gpus"):
@@ -200,9 +202,10 @@ class OverviewPane(Pane):
     def _room(self) -> int:
         """Lines for the cards and the process list together."""
         host = self.query_one(HostPanel)
-        width = self.size.width
-        host_h = len(host.build(width, 0)) if width > 0 else 0
-        return max(0, self.size.height - host_h)
+        key = (self.size.width, host.snapshot is not None)
+        if self._host_height[0] != key:  # (not rebuilt every tick: its lines follow the width)
+            self._host_height = (key, len(host.build(key[0], 0)) if key[0] > 0 else 0)
+        return max(0, self.size.height - self._host_height[1])
 
     def _fit(self) -> None:
         """The cards get what their plan needs, the process list the rest (or its one line)."""
