@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.export.snapshot import dumps
     from gputui.telemetry.alerts import AlertEngine, AlertEvent, event_json
     from gputui.telemetry.hub import Hub
+    from gputui.telemetry.recording import RecordingError
 
     settings: Config = getattr(args, "settings", None) or Config()
     wc = settings.watch
@@ -136,7 +137,12 @@ def run(args: argparse.Namespace) -> int:
             # A recording plays once, in this thread, at --interval (default: as recorded).
             interval = args.interval or source.interval
             for _ in range(len(source.ticks)):
-                hub.publish(source.sample())
+                try:
+                    snap = source.sample()
+                except RecordingError as exc:  # a bad line further into the recording
+                    print(f"{PROG}: {exc}", file=sys.stderr)
+                    return 2
+                hub.publish(snap)
                 if stop.wait(interval) or (deadline is not None and time.monotonic() >= deadline):
                     break
         else:

@@ -12,6 +12,7 @@ have (PCIe throughput, energy, per-process details) are gputui's own and marked 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import time
@@ -28,6 +29,7 @@ from gputui.telemetry.model import (
     Snapshot,
     decode_clock_events,
 )
+from gputui.untrusted import csv_cell, json_text
 
 FORMAT_NAME = "gputui-snapshot"
 FORMAT_VERSION = 1
@@ -352,12 +354,14 @@ def _process_contexts(info: MachineInfo, snap: Snapshot) -> list[Ctx]:
 
 
 def _csv_value(f: Field, v: Any, units: bool) -> str:
-    if v is None:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return NA
     if isinstance(v, bool):
         text = "true" if v else "false"
     elif isinstance(v, float) and f.decimals is not None:
         text = f"{v:.{f.decimals}f}"
+    elif isinstance(v, str):
+        text = csv_cell(v)  # untrusted: escaped, and no formula for a spreadsheet
     else:
         text = str(v)
     return f"{text} {f.unit}" if units and f.unit else text
@@ -448,10 +452,27 @@ def document(
     return doc
 
 
+def _finite(obj: Any) -> Any:
+    """`obj` with NaN and infinities as null (JSON has no such numbers; "not a measurement"
+    is what null already means in these documents)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def dumps(doc: dict[str, Any], pretty: bool) -> str:
+    """A document as JSON: non-finite numbers as null, and every character of untrusted text
+    that a terminal would not show as itself (C1 controls, bidi, zero-width) as an escape."""
+    doc = _finite(doc)
     if pretty:
-        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    else:
+        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json_text(text)
 
 
 def _prop(f: Field) -> dict[str, Any]:

@@ -31,10 +31,10 @@ from gputui.ui.render import (
     Line,
     S,
     fit,
-    one_cell,
     pad,
     pad_line,
 )
+from gputui.untrusted import literal  # the one rule: escapes
 
 if TYPE_CHECKING:
     from gputui.telemetry.host import ProcessDetail
@@ -50,26 +50,6 @@ NOT_VISIBLE = "not visible from this PID namespace"
 # --------------------------------------------------------------------------------------
 # untrusted text
 # --------------------------------------------------------------------------------------
-
-
-def literal(text: str) -> str:
-    """Untrusted text (a command line, an environment value) as cells that show exactly
-    what it holds: control and invisible characters become Python-style escapes
-    (ESC -> \\x1b, BEL -> \\x07), so an escape sequence is displayed, never obeyed; wide and
-    combining characters become \\u escapes so one character is one cell.  Markup such as
-    `[bold]` is plain text here (lines are runs of text, never parsed)."""
-    if text.isascii() and text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if one_cell(ch):
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(
-                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-            )
-    return "".join(out)
 
 
 def _quote(arg: str) -> str:

@@ -45,7 +45,7 @@ from gputui.ui.process_lines import (
     unlisted_memory,
     view_state_for,
 )
-from gputui.ui.render import Line, S, fit
+from gputui.ui.render import Line, S, clean, fit
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
 
@@ -615,7 +615,7 @@ class ProcessesPane(Pane):
                 continue
             ready.append(t)
         for problem in problems:
-            self.notify(problem, severity="warning", timeout=8)
+            self.notify(clean(problem), severity="warning", timeout=8, markup=False)
         if not ready:
             self._refresh()
             return
@@ -680,7 +680,7 @@ class ProcessesPane(Pane):
         self._record(results, at)
         for r in results:
             if not r.sent:
-                self.notify(r.message, severity="warning", timeout=8)
+                self.notify(clean(r.message), severity="warning", timeout=8, markup=False)
         self.marks.clear()
         self._refresh()
 
@@ -702,7 +702,9 @@ class ProcessesPane(Pane):
             return
         ident = row.ident
         if ident is None:
-            self.notify(f"PID {row.proc.pid} is {row.command}: it cannot be marked.", severity="warning")
+            self.notify(
+                f"PID {row.proc.pid} is {row.command}: it cannot be marked.", severity="warning", markup=False
+            )
             return
         if ident in self.marks:
             self.marks.discard(ident)
