@@ -191,3 +191,43 @@ def test_line_widgets_never_send_a_control_character():
     text = "".join(seg.text for seg in strip)
     assert not any(ch in text for ch in RAW), ascii(text)
     assert len(text) == 10
+
+
+def test_a_telemetry_error_quoting_markup_is_shown_as_text(tmp_path):
+    """A recording value holding `[link=...]` ends in the telemetry-error notice: it is text,
+    not markup (Textual raised MarkupError and the monitor died)."""
+    import asyncio
+
+    from conftest import wait_for
+
+    from gputui.telemetry.recording import ReplaySource
+    from gputui.ui.app import GpuTuiApp
+
+    lines = _lines(H200_X2)[:4]
+    tick = json.loads(lines[2])
+    tick["gpus"][0]["temperature"] = "[link=https://evil.example]x[/link] [bold"
+    lines[2] = json.dumps(tick)
+    path = tmp_path / "markup.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+
+    async def go():
+        app = GpuTuiApp(source=ReplaySource(path), interval=3600.0, watch_terminal=False)
+        async with app.run_test(size=(120, 40), notifications=True) as pilot:  # toasts drawn
+            await wait_for(pilot, lambda: app.snapshot is not None)
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.error is not None)
+            await pilot.pause(0.2)
+            assert app.is_running
+            toasts = list(app.screen.query("Toast"))
+            assert toasts
+            drawn = "".join(str(t.render()) for t in toasts)
+            assert "[link=https://evil.example]" in drawn, drawn
+
+    asyncio.run(go())
+
+
+def _lines(path):
+    import gzip
+
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        return f.read().splitlines()
