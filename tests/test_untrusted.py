@@ -66,6 +66,13 @@ def test_each_form_keeps_nothing_raw():
     for form in (literal, escaped, label, csv_cell):
         out = form(HOSTILE)
         assert not any(ch in out for ch in RAW), (form.__name__, ascii(out))
+    # printable (str.isprintable) yet not one cell: no fast path may let these through
+    for sneaky in ("\u034f" * 60 + "cmd", "\u3164x", "a\u0301b", "\U000e0041"):
+        assert sneaky.isprintable() or sneaky == "\U000e0041"
+        for form in (literal, label):
+            assert all(one_cell(ch) for ch in form(sneaky)), (form.__name__, ascii(form(sneaky)))
+        assert all(visible(ch) for ch in escaped(sneaky)), ascii(escaped(sneaky))
+    assert literal("漢") == "\\u6f22" and label("漢") == "?"  # wide: not one cell
     assert "[link=https://evil.example]" in literal(HOSTILE)  # markup is text
     assert literal("a\x1bb") == "a\\x1bb"
     assert escaped("漢\x9b") == "漢\\x9b"  # wide stays outside cell layouts
@@ -231,3 +238,17 @@ def _lines(path):
 
     with gzip.open(path, "rt", encoding="utf-8") as f:
         return f.read().splitlines()
+
+
+def test_watch_alerts_quoting_a_process_name_carry_no_raw_control(tmp_path):
+    """The process-age alert quotes the process name and user: on stdout as JSON with every
+    non-visible character escaped (decoding gives the exact name back)."""
+    path = _hostile_recording(tmp_path)
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[alerts.process_age]\nenabled = true\nhours = 0.0\nmin_memory_mib = 0\n")
+    r = gputui("watch", "--replay", str(path), "--interval", "0.1", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip(), r.stderr
+    assert not any(ch in r.stdout for ch in RAW), ascii(r.stdout[:400])
+    events = [json.loads(line) for line in r.stdout.splitlines()]
+    assert any(e["kind"] == "process_age" and HOSTILE in e["message"] for e in events)
