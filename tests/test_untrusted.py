@@ -252,3 +252,31 @@ def test_watch_alerts_quoting_a_process_name_carry_no_raw_control(tmp_path):
     assert not any(ch in r.stdout for ch in RAW), ascii(r.stdout[:400])
     events = [json.loads(line) for line in r.stdout.splitlines()]
     assert any(e["kind"] == "process_age" and HOSTILE in e["message"] for e in events)
+
+
+def test_exporter_labels_carry_no_raw_control(tmp_path):
+    """/metrics names every process: a `curl` of it in a terminal must not obey its name."""
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+    from prometheus_client.registry import Collector, CollectorRegistry
+
+    from gputui.export.prometheus import build_families
+
+    path = _hostile_recording(tmp_path, hostname="node\x1b]0;x\x07", driver_version="\x9b2J")
+    header, ticks = read_recording(path)
+
+    class Fixed(Collector):
+        def collect(self):
+            return iter(build_families(header.machine, ticks[-1]))
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed())
+    text = generate_latest(registry).decode()
+    assert not any(ch in text for ch in RAW), ascii(text[:300])
+    names = {
+        s.labels["process_name"]
+        for fam in text_string_to_metric_families(text)
+        for s in fam.samples
+        if "process_name" in s.labels
+    }
+    assert names == {escaped("=" + HOSTILE)}

@@ -34,6 +34,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+from gputui.untrusted import escaped
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
@@ -222,12 +223,12 @@ OWN_GPU_METRICS: tuple[GpuMetric, ...] = (
 def _labels(info: MachineInfo, d: DeviceInfo) -> dict[str, str]:
     return {
         "gpu": str(d.index),
-        "UUID": d.uuid or "",
-        "pci_bus_id": d.bus_id or "",
+        "UUID": escaped(d.uuid or ""),
+        "pci_bus_id": escaped(d.bus_id or ""),
         "device": f"nvidia{d.minor_number if d.minor_number is not None else d.index}",
-        "modelName": d.name,
-        "Hostname": info.system.hostname,
-        "DCGM_FI_DRIVER_VERSION": info.system.driver_version or "",
+        "modelName": escaped(d.name),
+        "Hostname": escaped(info.system.hostname),
+        "DCGM_FI_DRIVER_VERSION": escaped(info.system.driver_version or ""),
     }
 
 
@@ -274,7 +275,7 @@ def build_families(
         out += _process_families(info, snap, devices)
     host = snap.host
     if host is not None:
-        hostname = {"Hostname": info.system.hostname}
+        hostname = {"Hostname": escaped(info.system.hostname)}
         for name, doc, value in (
             ("gputui_host_cpu_utilization_ratio", "CPU busy, all cores, 0-1.", _ratio(host.cpu_percent)),
             ("gputui_host_memory_total_bytes", "Host memory.", host.mem_total),
@@ -307,8 +308,8 @@ def build_families(
             {
                 "alert": a.kind,
                 "gpu": str(a.gpu),
-                "UUID": (dev.uuid or "") if dev else "",
-                "Hostname": info.system.hostname,
+                "UUID": escaped(dev.uuid or "") if dev else "",
+                "Hostname": escaped(info.system.hostname),
                 "pid": "" if a.pid is None else str(a.pid),
             },
             1.0,
@@ -338,11 +339,11 @@ def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, Devi
         d = devices.get(p.gpu_index)
         labels = {
             "gpu": str(p.gpu_index),
-            "UUID": (d.uuid or "") if d else "",
-            "Hostname": info.system.hostname,
+            "UUID": escaped(d.uuid or "") if d else "",
+            "Hostname": escaped(info.system.hostname),
             "pid": str(p.pid),
-            "process_name": p.name or "",
-            "user": p.user or "",
+            "process_name": escaped(p.name or ""),  # any local user's process name: untrusted
+            "user": escaped(p.user or ""),
             "type": p.type,
         }
         for fam, value in (
