@@ -347,7 +347,7 @@ def _loads(path: str | os.PathLike[str], lineno: int, line: str, not_json: str |
 
 def _parse_header(path: str | os.PathLike[str], line: str, lineno: int = 1) -> RecordingHeader:
     begins = label(line.strip()[:40])
-    obj = _loads(path, lineno, line, f"not a gputui recording: not JSON (it begins {begins!r})")
+    obj = _loads(path, lineno, line, f"not JSON: not a gputui recording (it begins {begins!r})")
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         raise RecordingError(path, lineno, f'not a gputui recording (no "format": "{FORMAT_NAME}")')
     version = obj.get("version")
