@@ -182,6 +182,8 @@ def test_a_file_that_is_not_a_recording_says_so(tmp_path):
         ("export", "--interval"),
         ("snapshot", "--watch"),
         ("--interval",),
+        ("watch", "--rate-limit"),
+        ("stress", "--monitor-interval"),
     ],
 )
 def test_non_finite_numbers_on_the_command_line_are_refused(args, value):

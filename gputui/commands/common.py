@@ -27,6 +27,17 @@ def positive(value: str) -> float:
     return f
 
 
+def non_negative(value: str) -> float:
+    """An argparse type: a finite number, zero or more."""
+    try:
+        f = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(f) or f < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more: {value!r}")
+    return f
+
+
 def add_config_option(parser: argparse.ArgumentParser) -> None:
     """--config after the subcommand too (`gputui watch --config FILE`)."""
     parser.add_argument(

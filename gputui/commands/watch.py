@@ -12,6 +12,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
+    non_negative,
     nvml_unavailable,
     open_replay,
     positive,
@@ -42,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--shell", action="store_true", default=None, help="run CMD with /bin/sh -c")
     p.add_argument(
         "--rate-limit",
-        type=float,
+        type=non_negative,
         default=None,
         metavar="MIN",
         help="at most one command per alert in MIN minutes (default 15)",
