@@ -4,6 +4,7 @@ with its source), and on real processes of this machine."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -29,7 +30,10 @@ from gputui.telemetry.model import Job
 
 # cgroup v1, task/cgroup: the path posted in rstudio/rstudio#13690 ("e.g.
 # `/slurm/uid_2687/job_13759490/step_batch/task_0`"), as the memory controller's line.
-SLURM_V1 = "10:memory:/slurm/uid_2687/job_13759490/step_batch/task_0\n9:cpuset:/slurm/uid_2687/job_13759490/step_batch\n"
+SLURM_V1 = (
+    "10:memory:/slurm/uid_2687/job_13759490/step_batch/task_0\n"
+    "9:cpuset:/slurm/uid_2687/job_13759490/step_batch\n"
+)
 # cgroup v2 with --enable-multiple-slurmd: NVIDIA/enroot#169, a task's cgroup on the host:
 # /sys/fs/cgroup/system.slice/slurm-worker-1_slurmstepd.scope/job_4749/step_0/user/task_0
 SLURM_V2 = "0::/system.slice/slurm-worker-1_slurmstepd.scope/job_4749/step_0/user/task_0\n"
@@ -136,8 +140,20 @@ K8S_GUARANTEED_V1 = (
         (K8S_CGROUPFS_V1, "c101fead-5fa2-4525-97af-5894973b336e", "burstable", None, "2b7a2f7fb725"),
         (K8S_BESTEFFORT_V1, "c072e428-830d-11e9-9979-02dce0d67d6a", "besteffort", None, "a6ebc1887d3f"),
         (K8S_SYSTEMD_CRIO_V1, "a5c1f8d5-1919-434d-add7-4afaafdaef89", "burstable", "cri-o", "5eed91756358"),
-        (K8S_SYSTEMD_DOCKER_V1, "7d4424e6-bb13-42f4-a47a-45a4828bf54d", "burstable", "docker", "d0b3604b67ac"),
-        (K8S_CONTAINERD_COLON_V1, "0125ec2f-b64a-4868-8f5b-94b56cbab864", "besteffort", "containerd", "ee4b20e90ac7"),
+        (
+            K8S_SYSTEMD_DOCKER_V1,
+            "7d4424e6-bb13-42f4-a47a-45a4828bf54d",
+            "burstable",
+            "docker",
+            "d0b3604b67ac",
+        ),
+        (
+            K8S_CONTAINERD_COLON_V1,
+            "0125ec2f-b64a-4868-8f5b-94b56cbab864",
+            "besteffort",
+            "containerd",
+            "ee4b20e90ac7",
+        ),
         (K8S_SYSTEMD_V2, "1e597579-417e-482f-bf65-5fe170c3aebd", "besteffort", "containerd", "a09bc17f5aa2"),
         (K8S_CGROUPFS_V2, "88bcf96e-7b92-4ce5-a3c0-2a6d098a1c33", "besteffort", None, "ee4b20e90ac7"),
         (K8S_GUARANTEED_V1, "85401dd3-38cd-47b6-a90a-e16c0e1c06e6", "guaranteed", None, "dbc9f149296c"),
@@ -166,7 +182,9 @@ def test_pod_name_from_the_downward_api_only_inside_kubernetes():
 
 def test_pod_names_from_containerd_and_crio_metadata(tmp_path, monkeypatch):
     # containerd's OCI bundle carries the CRI annotations (names as containerd's CRI plugin writes them)
-    bundle = tmp_path / "tasks" / "k8s.io" / ("a09bc17f5aa29b0dbdec9ede5f46cf1396d2405917ab02e6f1eb1019f388396e")
+    bundle = (
+        tmp_path / "tasks" / "k8s.io" / ("a09bc17f5aa29b0dbdec9ede5f46cf1396d2405917ab02e6f1eb1019f388396e")
+    )
     bundle.mkdir(parents=True)
     (bundle / "config.json").write_text(
         json.dumps(
@@ -219,7 +237,8 @@ DOCKER_CGROUPFS_V1 = (
 )
 # Docker, systemd driver, v1: moby/moby#9365
 DOCKER_SYSTEMD_V1 = (
-    "8:blkio:/system.slice/docker-0bd31f558c426d46f30778cefbc727282e4f257537b42b361ea5d03a44f4febe.scope\n7:net_cls:/\n"
+    "8:blkio:/system.slice/docker-0bd31f558c426d46f30778cefbc727282e4f257537b42b361ea5d03a44f4febe.scope\n"
+    "7:net_cls:/\n"
 )
 # Docker, cgroup v2 (systemd driver), the host's view: earthly/earthly#1533
 # /sys/fs/cgroup/system.slice/docker-2a55517bd2c9f85d2e1911cb4cd0840a4aa299513af411fb437c0661dd88d11b.scope
@@ -230,14 +249,18 @@ DOCKER_HYBRID = (
     "0::/system.slice/containerd.service\n"
 )
 # podman (root, systemd): podman-container-tools/podman#507, systemd-cgls under machine.slice
-PODMAN_V2 = "0::/machine.slice/libpod-0411a2a82311fbc65b137ca550d5f7e6b6863bc734759be2f515b0b67062d49a.scope\n"
+PODMAN_V2 = (
+    "0::/machine.slice/libpod-0411a2a82311fbc65b137ca550d5f7e6b6863bc734759be2f515b0b67062d49a.scope\n"
+)
 PODMAN_CONMON = (
     "0::/machine.slice/libpod-conmon-0411a2a82311fbc65b137ca550d5f7e6b6863bc734759be2f515b0b67062d49a.scope\n"
 )
 # CRI-O outside a pod slice (minikube in Docker): kubernetes/minikube#11280's crio-<id>.scope
 CRIO_V2 = "0::/system.slice/crio-89e8f450417b56acf3089925dfd8f050dd50e950e18cfe83ea923269df601102.scope\n"
 # containerd via nerdctl, systemd driver: nerdctl-<id>.scope (nerdctl's cgroup naming)
-NERDCTL_V2 = "0::/system.slice/nerdctl-ee4b20e90ac7f42a10bd004d05646b13d8ab5e2c5e7cbc01abf8006bac016459.scope\n"
+NERDCTL_V2 = (
+    "0::/system.slice/nerdctl-ee4b20e90ac7f42a10bd004d05646b13d8ab5e2c5e7cbc01abf8006bac016459.scope\n"
+)
 
 
 @pytest.mark.parametrize(
@@ -260,13 +283,15 @@ def test_containers(text, kind, cid, label):
 
 def test_a_container_monitor_is_not_the_container():
     # conmon runs in its own scope beside the container: it is podman's, not the workload
-    assert job_from_cgroup(PODMAN_CONMON) == Job("unit", PODMAN_CONMON.split("/")[-1].strip())
+    assert job_from_cgroup(PODMAN_CONMON) == Job("unit", PODMAN_CONMON.rsplit("/", maxsplit=1)[-1].strip())
 
 
 def test_container_names_from_docker_and_podman_metadata(tmp_path, monkeypatch):
     cid = "2a55517bd2c9f85d2e1911cb4cd0840a4aa299513af411fb437c0661dd88d11b"
     (tmp_path / "docker" / cid).mkdir(parents=True)
-    (tmp_path / "docker" / cid / "config.v2.json").write_text(json.dumps({"ID": cid, "Name": "/earthly-buildkitd"}))
+    (tmp_path / "docker" / cid / "config.v2.json").write_text(
+        json.dumps({"ID": cid, "Name": "/earthly-buildkitd"})
+    )
     monkeypatch.setattr(jobs, "DOCKER_ROOT", tmp_path / "docker")
     job = with_names(job_from_cgroup(DOCKER_V2))
     assert job is not None and job_label(job) == "docker earthly-buildkitd"
@@ -312,19 +337,15 @@ def test_a_real_process_reads_as_its_cgroup_file_says():
 
 
 def _writable_v1_cgroup() -> Path | None:
-    """A cgroup directory this test may create (root on a cgroup v1 or v2 machine)."""
+    """A cgroup directory of this process that the test may create children in (root)."""
     with open("/proc/self/cgroup") as f:
         lines = jobs.parse_cgroup_file(f.read())
     for controllers, path in lines:
-        for base in (Path("/sys/fs/cgroup") / c for c in controllers.split(",") if c and "=" not in c):
-            if controllers == "":
-                base = Path("/sys/fs/cgroup")
+        names = [c for c in controllers.split(",") if c and "=" not in c]
+        bases = [Path("/sys/fs/cgroup") / c for c in names] if controllers else [Path("/sys/fs/cgroup")]
+        for base in bases:
             d = base / path.lstrip("/")
-            if d.is_dir() and os.access(d, os.W_OK):
-                return d
-        if controllers == "" and Path("/sys/fs/cgroup/cgroup.procs").exists():
-            d = Path("/sys/fs/cgroup") / path.lstrip("/")
-            if d.is_dir() and os.access(d, os.W_OK):
+            if (d / "cgroup.procs").exists() and os.access(d, os.W_OK):
                 return d
     return None
 
@@ -355,7 +376,5 @@ def test_a_real_process_moved_into_a_slurm_like_cgroup_is_attributed(children):
         child.kill()
         child.wait()
         for d in (leaf, leaf.parent, leaf.parent.parent, top):
-            try:
+            with contextlib.suppress(OSError):
                 d.rmdir()
-            except OSError:
-                pass

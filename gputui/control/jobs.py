@@ -141,7 +141,9 @@ class JobOutcome:
         if self.running:
             parts.append(f"{len(self.running)} still running ({', '.join(map(str, self.running))})")
         if self.refused:
-            parts.append(f"{len(self.refused)} not signalled ({', '.join(str(r.identity.pid) for r in self.refused)})")
+            parts.append(
+                f"{len(self.refused)} not signalled ({', '.join(str(r.identity.pid) for r in self.refused)})"
+            )
         return f"job after {signal_name}: " + ("; ".join(parts) or "nothing to signal")
 
 

@@ -99,13 +99,13 @@ LAUNCHER_MODULES: dict[str, str] = {
 
 
 def launcher_kind(argv: Sequence[str] | None, name: str | None = None) -> str | None:
-    """"torchrun", "mpirun", "srun", "deepspeed" or "accelerate" when the command line is a
+    """ "torchrun", "mpirun", "srun", "deepspeed" or "accelerate" when the command line is a
     launcher of distributed ranks (run directly, as a console script, or with `python -m`);
     None otherwise.  `accelerate` counts only as `accelerate launch`."""
     if argv:
         target = python_target(argv)
         if target is not None:
-            interp, dash_m, at = target
+            _interp, dash_m, at = target
             if dash_m:
                 return LAUNCHER_MODULES.get(argv[at])
             exe, args = os.path.basename(argv[at]), argv[at + 1 :]

@@ -100,13 +100,16 @@ def job_from_path(path: str) -> Job | None:
                 step = step_m.group(1) if step_m else None
             if job is not None:
                 return Job("slurm", job, step=step)
-    # Kubernetes: kubepods[/qos]/pod<uid>/<cid> (cgroupfs) or kubepods[-qos]-pod<uid>.slice/<runtime>-<cid>.scope
+    # Kubernetes: kubepods[/qos]/pod<uid>/<cid> (cgroupfs),
+    # or kubepods[-qos]-pod<uid>.slice/<runtime>-<cid>.scope (systemd)
     start = next((i for i, s in enumerate(segs) if "kubepods" in s), None)
     if start is not None:
         for i in range(start, len(segs)):
             seg = segs[i]
             head = seg.split(":")[0]
-            m = _POD_SYSTEMD.search(head) or (_POD_CGROUPFS.fullmatch(head) if head.startswith("pod") else None)
+            m = _POD_SYSTEMD.search(head) or (
+                _POD_CGROUPFS.fullmatch(head) if head.startswith("pod") else None
+            )
             if not m:
                 continue
             uid = m.group(1).replace("_", "-")
@@ -200,7 +203,13 @@ def job_from_environ(env: Mapping[str, str], job: Job | None) -> Job | None:
     if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
         array = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
     if job is None and slurm_id and slurm_id.isdigit():
-        return Job("slurm", slurm_id, step=step if step and step.isdigit() else None, array=array, source="environment")
+        return Job(
+            "slurm",
+            slurm_id,
+            step=step if step and step.isdigit() else None,
+            array=array,
+            source="environment",
+        )
     if job is not None and job.kind == "slurm" and array and job.id == slurm_id:
         return replace(job, array=array)
     if job is not None and job.kind == "pod" and env.get("KUBERNETES_SERVICE_HOST"):
@@ -228,7 +237,8 @@ def _load_json(path: Path) -> object | None:
             data = f.read(MAX_METADATA_BYTES + 1)
         if len(data) > MAX_METADATA_BYTES:
             return None
-        return json.loads(data)
+        doc: object = json.loads(data)
+        return doc
     except (OSError, ValueError):
         return None
 
@@ -411,10 +421,22 @@ def job_facts(job: Job | None) -> list[tuple[str, str]]:
             out.append(("slurm step", job.step))
     elif job.kind == "pod":
         out.append(("pod UID", job.id))
-        out.append(("pod", f"{job.namespace or '?'}/{job.name or '?'}" if job.name or job.namespace else "name not readable"))
+        out.append(
+            (
+                "pod",
+                f"{job.namespace or '?'}/{job.name or '?'}"
+                if job.name or job.namespace
+                else "name not readable",
+            )
+        )
         if job.container or job.container_id:
             cid = (job.container_id or "")[:12]
-            out.append(("container", " ".join(x for x in (job.container, cid and f"({job.runtime or '?'} {cid})") if x)))
+            out.append(
+                (
+                    "container",
+                    " ".join(x for x in (job.container, cid and f"({job.runtime or '?'} {cid})") if x),
+                )
+            )
         if job.qos:
             out.append(("QoS class", job.qos))
     elif job.kind in _RUNTIME_LABEL:

@@ -131,7 +131,9 @@ class JobTracker:
         st = read_stat(key[0], self.proc)
         return st is not None and st.start_ticks == key[1]
 
-    def annotate(self, processes: Sequence[GpuProcess]) -> tuple[list[GpuProcess], tuple[LauncherProcess, ...]]:
+    def annotate(
+        self, processes: Sequence[GpuProcess]
+    ) -> tuple[list[GpuProcess], tuple[LauncherProcess, ...]]:
         out: list[GpuProcess] = []
         used: dict[tuple[int, int], int | None] = {}
         alive: dict[tuple[int, int], bool] = {}
