@@ -269,7 +269,8 @@ def test_replays_disable_signals_and_readonly_hides_them():
         async with app.run_test(size=(160, 40)) as pilot:
             await open_tab(pilot)
             p = pane(app)
-            assert p.check_action("signal", ("TERM",)) is None  # shown, disabled: not this machine's
+            # live keys that say why nothing is sent (tests/test_process_bugs.py): not this machine's
+            assert p.check_action("signal", ("TERM",)) is True and p.check_signal() is None
             await pilot.press("T", "K", "I", "m")
             assert not isinstance(app.screen, SignalDialog) and not p.marks
             assert "T SIGTERM" in screen_lines(app)[-1]
