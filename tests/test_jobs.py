@@ -378,3 +378,59 @@ def test_a_real_process_moved_into_a_slurm_like_cgroup_is_attributed(children):
         for d in (leaf, leaf.parent, leaf.parent.parent, top):
             with contextlib.suppress(OSError):
                 d.rmdir()
+
+
+# ---- where the job goes: snapshot --processes fields and the exporter's labels ---------------
+
+
+def _with_jobs():
+    from conftest import H200_X2
+
+    from gputui.telemetry.recording import read_recording
+
+    header, snaps = read_recording(H200_X2)
+    snap = snaps[60]
+    pod = with_names(job_from_cgroup(K8S_SYSTEMD_V2))
+    pod = Job(
+        "pod", pod.id, name="llm-0", namespace="research", container="trainer", container_id=pod.container_id
+    )
+    slurm = job_from_environ(
+        {"SLURM_ARRAY_JOB_ID": "48200", "SLURM_ARRAY_TASK_ID": "3", "SLURM_JOB_ID": "4749"},
+        job_from_cgroup(SLURM_V2),
+    )
+    import dataclasses
+
+    procs = list(snap.processes)
+    procs[0] = dataclasses.replace(procs[0], job=pod)
+    procs[1] = dataclasses.replace(procs[1], job=slurm)
+    return header.machine, dataclasses.replace(snap, processes=tuple(procs)), procs
+
+
+def test_snapshot_processes_fields_carry_the_job():
+    from gputui.export.snapshot import document
+
+    info, snap, procs = _with_jobs()
+    doc = document(info, snap, processes=True)
+    rows = {(p["gpu_index"], p["pid"]): p for p in doc["processes"]}
+    a = rows[(procs[0].gpu_index, procs[0].pid)]
+    assert (a["job"], a["job.kind"], a["pod"], a["namespace"], a["container"]) == (
+        "pod research/llm-0",
+        "pod",
+        "llm-0",
+        "research",
+        "trainer",
+    )
+    b = rows[(procs[1].gpu_index, procs[1].pid)]
+    assert (b["job"], b["slurm_job"], b["slurm_step"], b["pod"]) == ("slurm 48200_3.0", "48200_3", "0", None)
+
+
+def test_exporter_labels_use_dcgm_exporter_names():
+    from gputui.export.prometheus import build_families
+
+    info, snap, procs = _with_jobs()
+    fams = {f.name: f for f in build_families(info, snap)}
+    samples = fams["gputui_process_gpu_memory_bytes"].samples
+    by_pid = {s.labels["pid"]: s.labels for s in samples}
+    a, b = by_pid[str(procs[0].pid)], by_pid[str(procs[1].pid)]
+    assert (a["pod"], a["namespace"], a["container"], a["slurm_job"]) == ("llm-0", "research", "trainer", "")
+    assert (b["pod"], b["namespace"], b["container"], b["slurm_job"]) == ("", "", "", "48200_3")

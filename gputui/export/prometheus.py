@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
+from gputui.telemetry.jobs import exporter_labels
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -37,7 +38,10 @@ if TYPE_CHECKING:
 
 MIB = 2**20
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
-PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "process_name", "user", "type")
+PROCESS_LABELS = (
+    "gpu", "UUID", "Hostname", "pid", "process_name", "user", "type",
+    "pod", "namespace", "container", "slurm_job",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -340,6 +344,7 @@ def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, Devi
             "process_name": p.name or "",
             "user": p.user or "",
             "type": p.type,
+            **exporter_labels(p.job),
         }
         for fam, value in (
             (mem, p.gpu_memory),

@@ -390,6 +390,25 @@ class JobCache:
 # --------------------------------------------------------------------------------------
 
 _RUNTIME_LABEL = {"docker": "docker", "containerd": "ctr", "cri-o": "crio", "podman": "podman"}
+CONTAINER_KINDS = frozenset(_RUNTIME_LABEL)
+"""Job kinds that are containers outside a pod."""
+
+
+def exporter_labels(job: Job | None) -> dict[str, str]:
+    """dcgm-exporter's label names for a process's pod (`pod`, `namespace`, `container`),
+    plus `slurm_job`; "" where unknown (a label is always present, so series keep one shape)."""
+    pod = job is not None and job.kind == "pod"
+    container = ""
+    if job is not None:
+        container = (
+            (job.container or "") if pod else (job.name or job.id[:12]) if job.kind in CONTAINER_KINDS else ""
+        )
+    return {
+        "pod": (job.name or "") if pod and job is not None else "",
+        "namespace": (job.namespace or "") if pod and job is not None else "",
+        "container": container,
+        "slurm_job": (job.array or job.id) if job is not None and job.kind == "slurm" else "",
+    }
 
 
 def job_label(job: Job | None) -> str:
