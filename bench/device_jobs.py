@@ -213,7 +213,7 @@ def main() -> int:
         checks["all_on_gpu"] = want <= smi_pids()
         job_pids = {launcher.pid}
         for line in subprocess.run(
-            ["ps", "-eo", "pid=,sid="], capture_output=True, text=True
+            ["ps", "-eo", "pid=,sid="], capture_output=True, text=True, check=False
         ).stdout.splitlines():
             pid, sid = (int(x) for x in line.split())
             if sid == launcher.pid:
