@@ -923,8 +923,9 @@ def detail_lines(d: DetailData, width: int) -> list[Line]:
     user = (facts.user if facts is not None else None) or (proc.user if proc else None)
     kv("user", literal(user) if user else "N/A")
     if proc is not None and proc.visible:
-        for label, value in job_facts(proc.job):
-            kv(label, literal(value))
+        if proc.job is not None or d.live:  # a replay without one says nothing: older recordings lack it
+            for label, value in job_facts(proc.job):
+                kv(label, literal(value))
         if row is not None and row.launcher is not None:
             lp = row.launcher
             kv("launcher", f"{lp.kind} · process group {lp.pgid} · session {lp.sid}")
