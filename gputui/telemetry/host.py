@@ -168,10 +168,19 @@ class ProcessInspector:
         for pid in set(self._foreign) - set(facts):
             del self._foreign[pid]
         out = []
+        jobs = self.jobs
+        jobs.begin()
         for p in procs:
             f = facts.get(p.pid)
-            out.append(replace(p, visible=False) if f is None else replace(p, **f))  # type: ignore[arg-type]
-        out, self.launchers = self.jobs.annotate(out)
+            if f is None:
+                out.append(replace(p, visible=False))
+                continue
+            created = f.get("create_time")
+            if isinstance(created, float):
+                job, launcher = jobs.attribute(p.pid, created)
+                f = {**f, "job": job, "launcher": launcher}
+            out.append(replace(p, **f))  # type: ignore[arg-type]
+        self.launchers = jobs.end()
         return out
 
     def _is_foreign(self, pid: int) -> bool:

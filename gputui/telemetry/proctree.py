@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from gputui.telemetry.cmdline import launcher_kind
 from gputui.telemetry.jobs import JobCache
-from gputui.telemetry.model import GpuProcess, LauncherProcess
+from gputui.telemetry.model import GpuProcess, Job, LauncherProcess
 
 MAX_DEPTH = 64
 """Ancestors walked at most (a guard against a corrupt /proc)."""
@@ -36,8 +36,9 @@ class ProcStat:
     cmdline: tuple[str, ...] | None
 
 
-def read_stat(pid: int, proc: str = "/proc") -> ProcStat | None:
-    """None when the process does not exist (or /proc cannot be read)."""
+def read_stat(pid: int, proc: str = "/proc", *, cmdline: bool = True) -> ProcStat | None:
+    """None when the process does not exist (or /proc cannot be read); the command line
+    only with `cmdline`."""
     try:
         with open(f"{proc}/{pid}/stat", "rb") as f:
             raw = f.read()
@@ -52,6 +53,8 @@ def read_stat(pid: int, proc: str = "/proc") -> ProcStat | None:
         ppid, pgid, sid, start = int(fields[1]), int(fields[2]), int(fields[3]), int(fields[19])
     except (IndexError, ValueError):
         return None
+    if not cmdline:
+        return ProcStat(pid, ppid, pgid, sid, start, name, None)
     try:
         with open(f"{proc}/{pid}/cmdline", "rb") as f:
             data = f.read(1 << 16)
@@ -95,14 +98,17 @@ class JobTracker:
         self._chains: dict[tuple[int, float], tuple[tuple[int, int], ...]] = {}
         """(PID, start time) of a GPU process -> its launchers, nearest first, as (PID, start ticks)."""
         self._launchers: dict[tuple[int, int], LauncherProcess] = {}
+        self.begin()
 
     def _walk(self, pid: int) -> tuple[tuple[int, int], ...]:
         chain: list[tuple[int, int]] = []
-        st = read_stat(pid, self.proc)
+        st = read_stat(pid, self.proc, cmdline=False)
         depth = 0
         while st is not None and st.ppid > 1 and depth < MAX_DEPTH:
             depth += 1
-            parent = read_stat(st.ppid, self.proc)
+            parent = self._stats.get(st.ppid)
+            if parent is None:  # ranks share their ancestors: each is read once a tick
+                parent = self._stats[st.ppid] = read_stat(st.ppid, self.proc)
             if parent is None:
                 break
             kind = launcher_kind(parent.cmdline, parent.name)
@@ -128,33 +134,39 @@ class JobTracker:
         return tuple(chain)
 
     def _alive(self, key: tuple[int, int]) -> bool:
-        st = read_stat(key[0], self.proc)
+        st = read_stat(key[0], self.proc, cmdline=False)
         return st is not None and st.start_ticks == key[1]
 
-    def annotate(
-        self, processes: Sequence[GpuProcess]
-    ) -> tuple[list[GpuProcess], tuple[LauncherProcess, ...]]:
-        out: list[GpuProcess] = []
-        used: dict[tuple[int, int], int | None] = {}
-        alive: dict[tuple[int, int], bool] = {}
-        present: set[tuple[int, float]] = set()
-        for p in processes:
-            if not p.visible or p.create_time is None:
-                out.append(p)
-                continue
-            ident = (p.pid, p.create_time)
-            present.add(ident)
-            chain = self._chains.get(ident)
-            if chain is not None and not all(alive.setdefault(k, self._alive(k)) for k in chain):
+    def begin(self) -> None:
+        """Start a tick: `attribute` each process, then `end`."""
+        self._used: dict[tuple[int, int], int | None] = {}
+        self._alive_now: dict[tuple[int, int], bool] = {}
+        self._present: set[tuple[int, float]] = set()
+        self._stats: dict[int, ProcStat | None] = {}
+
+    def attribute(self, pid: int, create_time: float) -> tuple[Job | None, int | None]:
+        """(job, PID of the nearest launcher) of one visible process."""
+        ident = (pid, create_time)
+        self._present.add(ident)
+        chain = self._chains.get(ident)
+        if chain is not None:
+            alive = self._alive_now
+            for k in chain:
+                if k not in alive:
+                    alive[k] = self._alive(k)
+            if not all(alive[k] for k in chain):
                 chain = None  # a launcher has gone: the process was re-parented
-            if chain is None:
-                chain = self._chains[ident] = self._walk(p.pid)
-                for k in chain:
-                    alive[k] = True
-            for i, k in enumerate(chain):
-                used[k] = chain[i + 1][0] if i + 1 < len(chain) else None
-            job = self.jobs.get(p.pid, p.create_time)
-            out.append(replace(p, job=job, launcher=chain[0][0] if chain else None))
+        if chain is None:
+            chain = self._chains[ident] = self._walk(pid)
+            for k in chain:
+                self._alive_now[k] = True
+        for i, k in enumerate(chain):
+            self._used[k] = chain[i + 1][0] if i + 1 < len(chain) else None
+        return self.jobs.get(pid, create_time), chain[0][0] if chain else None
+
+    def end(self) -> tuple[LauncherProcess, ...]:
+        """The launchers of this tick's processes; forget processes no longer seen."""
+        present, used = self._present, self._used
         for ident in [k for k in self._chains if k not in present]:
             del self._chains[ident]
         for key in [k for k in self._launchers if k not in used]:
@@ -165,7 +177,21 @@ class JobTracker:
             if lp is not None:
                 launchers.append(lp if lp.launcher == parent else replace(lp, launcher=parent))
         self.jobs.prune([*present, *((lp.pid, lp.create_time) for lp in self._launchers.values())])
-        return out, tuple(sorted(launchers, key=lambda lp: lp.pid))
+        return tuple(sorted(launchers, key=lambda lp: lp.pid))
+
+    def annotate(
+        self, processes: Sequence[GpuProcess]
+    ) -> tuple[list[GpuProcess], tuple[LauncherProcess, ...]]:
+        """`job` and `launcher` set on each visible process, and the launchers."""
+        self.begin()
+        out = []
+        for p in processes:
+            if p.visible and p.create_time is not None:
+                job, launcher = self.attribute(p.pid, p.create_time)
+                out.append(replace(p, job=job, launcher=launcher))
+            else:
+                out.append(p)
+        return out, self.end()
 
 
 # --------------------------------------------------------------------------------------
