@@ -83,6 +83,11 @@ def test_time_to_exit_after_sigkill_counts_from_the_sigkill(children):
                 return any(w.exited_after is not None for w in watches.values())
 
             await wait_for(pilot, exited, timeout=30)
+            # both watchers (the SIGTERM's and the SIGKILL's) report the exit: let both finish
+            await wait_for(
+                pilot, lambda: not any(w.is_running for w in app.workers if w.group == "signals"), timeout=30
+            )
+            await pilot.pause()
             after = next(w.exited_after for w in watches.values() if w.exited_after is not None)
             assert after is not None and after <= time.monotonic() - before_kill, (after, ident)
 
