@@ -148,3 +148,60 @@ def test_a_whole_job_is_one_tree_and_one_confirmed_signal_stops_all_of_it(tmp_pa
             assert "5 exited" in summary and "still running" not in summary, summary
 
     run(go())
+
+
+# ---- on the real H100 recording: sideways scrolling, the job filter, grouping ------------
+
+
+def test_commands_scroll_sideways_and_back():
+    from conftest import H100_JOB, replay_app, run_to_tick
+
+    async def go():
+        app = replay_app(H100_JOB)
+        async with app.run_test(size=(100, 24)) as pilot:
+            await run_to_tick(pilot, 8)
+            await pilot.press("2")
+            await pilot.pause()
+
+            def line_of(pid: int) -> str:
+                return next(ln for ln in screen_lines(app) if f" {pid} " in ln)
+
+            assert "train.py --lr 3e-4 --rank 0" in line_of(456)
+            await pilot.press("right")
+            await pilot.pause()
+            scrolled = line_of(456)
+            assert "train.py" not in scrolled and "…--lr 3e-4 --rank 0" in scrolled, scrolled
+            await pilot.press(*["right"] * 20)
+            await pilot.pause()
+            end = screen_lines(app)
+            assert "--device 0 (python3)" in line_of(459)  # it stops where the longest line ends
+            await pilot.press("right")
+            await pilot.pause()
+            assert screen_lines(app) == end
+            await pilot.press(*["left"] * 30)
+            await pilot.pause()
+            assert "train.py --lr 3e-4 --rank 0" in line_of(456)
+
+    run(go())
+
+
+def test_job_filter_and_group_by_job():
+    from conftest import H100_JOB, replay_app, run_to_tick
+
+    async def go():
+        app = replay_app(H100_JOB)
+        async with app.run_test(size=(160, 24)) as pilot:
+            await run_to_tick(pilot, 8)
+            await pilot.press("2", "J")
+            await pilot.pause()
+            assert [r.key[1] for r in table(app).rows] == [460]
+            assert "job slurm 48213.0" in "\n".join(screen_lines(app))
+            await pilot.press("J")  # the only job: then all again
+            await pilot.pause()
+            assert len(table(app).rows) == 5
+            await pilot.press("j")
+            await pilot.pause()
+            assert table(app).rows[0].key[1] == 460  # the rows with a job come first
+            assert "grouped by job" in "\n".join(screen_lines(app))
+
+    run(go())

@@ -38,6 +38,7 @@ from gputui.ui.process_lines import (
     RowNote,
     ViewState,
     arrange,
+    column_spans,
     detail_lines,
     fmt_mem,
     literal,
@@ -912,9 +913,14 @@ class ProcessesPane(Pane):
         self._refresh(reordered=True)
 
     def action_hscroll(self, step: int) -> None:
-        longest = max((len(r.command) for r in self.table.rows), default=0)
-        self.state.hscroll = max(0, min(self.state.hscroll + step, max(0, longest - 8)))
-        self.table.update_lines()
+        """Scroll the commands sideways, no further than the end of the longest in view."""
+        table = self.table
+        shown = table.rows[table.top : table.top + table.body_height]
+        longest = max((len(r.prefix) + len(r.command) for r in shown), default=0)
+        spans = column_spans(table.columns, table.size.width)
+        width = next((x1 - x0 for c, x0, x1 in spans if c.key == "command"), 0)
+        self.state.hscroll = max(0, min(self.state.hscroll + step, max(0, longest - width + 1)))
+        table.update_lines()
 
     def on_process_table_sort_requested(self, message: ProcessTable.SortRequested) -> None:
         if message.key == self.state.sort_key:
