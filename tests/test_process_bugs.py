@@ -147,3 +147,20 @@ def test_in_a_replay_the_kill_and_mark_keys_say_why_they_do_nothing():
                 assert new and "recording" in new[-1], (key, new)
 
     run(go())
+
+
+def test_in_a_replay_the_detail_view_says_why_it_cannot_signal():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await open_tab(pilot)
+            await pilot.press("enter")
+            await pilot.pause()
+            before = len(notifications(app))
+            await pilot.press("K")
+            await pilot.pause()
+            assert not isinstance(app.screen, SignalDialog)
+            new = notifications(app)[before:]
+            assert new and "recording" in new[-1], new
+
+    run(go())

@@ -299,8 +299,8 @@ class ProcessDetailScreen(ModalScreen[None]):
             self.query_one(DetailView).update_lines()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "signal":
-            return self.pane.check_signal()
+        if action == "signal":  # live in a replay too: pressing says why nothing is sent
+            return False if self.pane.readonly else True
         return True
 
     def action_close(self) -> None:
