@@ -300,7 +300,7 @@ class ProcessDetailScreen(ModalScreen[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "signal":  # live in a replay too: pressing says why nothing is sent
-            return False if self.pane.readonly else True
+            return not self.pane.readonly
         return True
 
     def action_close(self) -> None:
