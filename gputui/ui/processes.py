@@ -41,7 +41,6 @@ from gputui.ui.process_lines import (
     column_spans,
     detail_lines,
     fmt_mem,
-    literal,
     notice_lines,
     summary_line,
     unlisted_memory,
@@ -50,6 +49,7 @@ from gputui.ui.process_lines import (
 from gputui.ui.render import Line, S, clean, fit
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
+from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from gputui.control.jobs import JobMember, JobMembers
