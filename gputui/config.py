@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import sys
@@ -284,6 +285,8 @@ def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None
         ):
             what = "an integer" if tp is int else "a number"
             return f"expected {what}, got {_type_name(raw)} {raw!r}", None
+        if not math.isfinite(raw):  # TOML has nan and inf: nan never crosses a threshold
+            return f"must be a finite number, got {raw!r}", None
         if lo is not None and raw < lo:
             return f"must be at least {lo:g}, got {raw!r}", None
         if hi is not None and raw > hi:

@@ -12,7 +12,7 @@ import sys
 import threading
 from typing import Any
 
-from gputui.commands.common import positive
+from gputui.commands.common import non_negative, positive
 
 NAME = "stress"
 
@@ -56,7 +56,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--monitor-interval",
-        type=float,
+        type=non_negative,
         default=1.0,
         metavar="S",
         help="gputui's own sampling of the GPUs during the run, seconds (0: off; default 1)",

@@ -28,6 +28,7 @@ from gputui.ui import _textual_patch, theme
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
+from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
@@ -264,7 +265,8 @@ class GpuTuiApp(App[int]):
         """The banner's parts, "|"-separated, each prefixed with its priority (0 = kept last)."""
         if self.source.live:
             return ""
-        what = "bundled demo" if self.demo else self.source.label
+        # the file name is untrusted, and "|" would split the banner's parts
+        what = "bundled demo" if self.demo else clean(self.source.label).replace("|", "¦")
         parts = ["0RECORDED SESSION", f"3{what}"]
         replay = self.source.seekable
         if replay is not None and replay.header.derived:
@@ -356,11 +358,12 @@ class GpuTuiApp(App[int]):
         if not self._current(message.generation):
             return
         self.error = message.error
-        self.notify(
-            f"{type(message.error).__name__}: {message.error}",
+        self.notify(  # the message quotes recording fields and file names: never markup
+            clean(f"{type(message.error).__name__}: {message.error}"),
             title="Telemetry error",
             severity="error",
             timeout=10,
+            markup=False,
         )
 
     # ---- actions ---------------------------------------------------------------------
@@ -436,7 +439,7 @@ class GpuTuiApp(App[int]):
         try:
             source = ReplaySource(DEMO_RECORDING)
         except RecordingError as exc:
-            self.notify(str(exc), title="Cannot open the demo", severity="error")
+            self.notify(clean(str(exc)), title="Cannot open the demo", severity="error", markup=False)
             return
         self.switch_source(source, demo=True)
 
