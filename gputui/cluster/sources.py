@@ -322,8 +322,8 @@ class PrometheusSource:
             f = _float(v[1])
             if f is None:
                 continue
-            key = (labels.get("instance", ""), labels.get(lm.host, ""))
-            groups.setdefault(key, []).append((labels.get("__name__", ""), labels, f))
+            where = (labels.get("instance", ""), labels.get(lm.host, ""))
+            groups.setdefault(where, []).append((labels.get("__name__", ""), labels, f))
         down = sorted(i for i, ok in up_by_instance.items() if not ok)
         stale: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
         if down:
