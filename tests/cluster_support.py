@@ -277,3 +277,76 @@ def env_with_path() -> dict[str, str]:
     env = dict(os.environ)
     env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
     return env
+
+
+# --------------------------------------------------------------------------------------
+# a fixed cluster state from a recording (screens: snapshots and key presses)
+# --------------------------------------------------------------------------------------
+
+
+class RecordedCluster:
+    """A ClusterSource over one real recording shown as `hosts` hosts (host k at tick
+    k * 7 + `tick`): `fetch()` parses the expositions `gputui export` would serve, and
+    `history()` gives the recorded ticks before it.  Host names in `down` are reported down
+    (their GPUs as last seen).  No clock: states carry fetched_at 0, for stable pictures."""
+
+    def __init__(self, recording: Path, hosts: int, tick: int = 0, down: Sequence[int] = ()) -> None:
+        from gputui.cluster.http import HttpClient
+
+        self.header, self.ticks = read_recording(recording)
+        self.hosts = hosts
+        self.tick = tick
+        self.down = set(down)
+        self.description = f"recorded: {recording.name} as {hosts} hosts"
+        self.client = HttpClient()
+        self.fetches = 0
+
+    def tick_of(self, k: int) -> int:
+        return (k * 7 + self.tick) % len(self.ticks)
+
+    def fetch(self):  # type: ignore[no-untyped-def]
+        from gputui.cluster import expfmt
+        from gputui.cluster.model import ClusterState, HostState, LabelMap, build_gpus
+
+        self.fetches += 1
+        out = []
+        for k in range(self.hosts):
+            key = f"{host_name(k)}:9400"
+            text = exposition(self.header.machine, self.ticks[self.tick_of(k)], host_name(k)).decode()
+            samples = expfmt.parse(text).samples
+            gpus = build_gpus(key, ((s.name, s.labels, s.value) for s in samples), LabelMap())
+            up = k not in self.down
+            out.append(
+                HostState(
+                    key=key,
+                    name=host_name(k),
+                    instance=key,
+                    up=up,
+                    error=None if up else f"http://{key}/metrics: Connection refused",
+                    gpus=tuple(gpus),
+                    driver=self.header.machine.system.driver_version or "",
+                    stale=not up,
+                )
+            )
+        return ClusterState(hosts=tuple(out), source=self.description, queries=self.hosts)
+
+    def history(self, host, seconds, points):  # type: ignore[no-untyped-def]
+        from gputui.cluster.sources import HISTORY_FIELDS, History
+
+        k = int(host.name.rsplit("-", 1)[1]) - 1
+        end = self.tick_of(k)
+        ticks = self.ticks[max(0, end - points + 1) : end + 1]
+        times = [t.timestamp for t in ticks]
+        series = {}
+        for g in host.gpus:
+            for name in HISTORY_FIELDS:
+                vals = []
+                for t in ticks:
+                    s = next((x for x in t.gpus if x.index == g.device.index), None)
+                    v = None if s is None else getattr(s, name)
+                    vals.append(float("nan") if v is None else float(v))
+                series[(g.key, name)] = vals
+        return History(times, series)
+
+    def close(self) -> None:
+        pass

@@ -297,7 +297,7 @@ class HostScreen(Screen[None]):
         self.host_key = host_key
         self.selected_key = gpu_key
         self.history = History()
-        self.loading = False
+        self.history_pending = False
         self.board = HostBoard(self)
 
     def compose(self) -> ComposeResult:
@@ -330,12 +330,12 @@ class HostScreen(Screen[None]):
         source = self.cluster.source
         if host is None or source is None or not host.gpus:
             return
-        self.loading = True
+        self.history_pending = True
         history = source.history(host, self.cluster.history_s, 240)
         self.post_message(HistoryReady(host.key, history))
 
     def on_history_ready(self, message: HistoryReady) -> None:
-        self.loading = False
+        self.history_pending = False
         if message.host == self.host_key:
             self.history = message.history
             self.board.update_lines()
@@ -398,7 +398,7 @@ class HostScreen(Screen[None]):
         _, full = self._series_fn(chosen)
         if self.history.times:
             out += chart_lines(chosen.device, full, self.history.times, width, live=True)
-        elif self.loading:
+        elif self.history_pending:
             out.append([(" loading history…", S.dim)])
         return out
 
