@@ -229,8 +229,10 @@ def _after_state(press: tuple[str, ...] = (), history: bool = False):
         for key in press:
             await pilot.press(key)
         if history:
-            await wait_for(pilot, lambda: bool(getattr(pilot.app.screen, "history", None)
-                                               and pilot.app.screen.history.times))
+            await wait_for(
+                pilot,
+                lambda: bool(getattr(pilot.app.screen, "history", None) and pilot.app.screen.history.times),
+            )
         await pilot.pause()
 
     return run_before
@@ -282,7 +284,6 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
     rows); a key press sent through the DevTools protocol opens the help screen."""
     pytest.importorskip("textual_serve")
     import asyncio
-    import json
     import urllib.request
 
     port = free_port()
@@ -300,12 +301,14 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:  # noqa: S310
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
                     page = r.read().decode()
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError("gputui serve did not start: " + (server.stderr.read() if server.stderr else ""))
+                    raise AssertionError(
+                        "gputui serve did not start: " + (server.stderr.read() if server.stderr else "")
+                    ) from None
                 time.sleep(0.3)
         assert "textual" in page.lower()
         browser = subprocess.Popen(
@@ -313,11 +316,16 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
              "--remote-allow-origins=*", "--window-size=1400,900", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
-        text = asyncio.run(_drive(debug_port, f"http://127.0.0.1:{port}/"))
-        assert "NVIDIA H200" in text["before"], text["before"][:2000]
-        assert "RECORDED SESSION" in text["before"]
-        assert "every key" in text["after"].lower() or "quit" in text["after"].lower(), text["after"][:2000]
-        assert text["after"] != text["before"]
+        seen = asyncio.run(_drive(debug_port, f"http://127.0.0.1:{port}/", tmp_path))
+        # the page's DOM: the terminal element exists and got the app's first bytes
+        assert seen["dom"] == {"terminal": True, "first_byte": True}, seen["dom"]
+        # what the browser received over the page's websocket and drew: the replay's GPUs
+        assert "NVIDIA H200" in seen["before"] and "RECORDED SESSION" in seen["before"]
+        # a key press in the page reached gputui: `?` opened the help, listing every key
+        assert "Quit gputui" in seen["after"], seen["after"][-2000:]
+        # and the browser's screenshots show it: the picture changed, and is not blank
+        before, after = (tmp_path / "before.png").read_bytes(), (tmp_path / "after.png").read_bytes()
+        assert before != after and len(before) > 20_000
     finally:
         for p in (browser, server):
             if p is not None and p.poll() is None:
@@ -330,9 +338,11 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
         shutil.rmtree(profile, ignore_errors=True)
 
 
-async def _drive(debug_port: int, url: str) -> dict[str, str]:
-    """Open `url` in the browser through the DevTools protocol, wait for gputui's screen in the
-    DOM, press `?`, and return the page's text before and after."""
+async def _drive(debug_port: int, url: str, out: Path) -> dict[str, object]:
+    """Open `url` in the browser through the DevTools protocol, wait for gputui's screen, press
+    `?`; return the DOM facts and the terminal output the page received before and after the
+    key, and save screenshots (before.png, after.png) in `out`."""
+    import base64
     import json
     import urllib.request
 
@@ -341,59 +351,73 @@ async def _drive(debug_port: int, url: str) -> dict[str, str]:
     deadline = time.monotonic() + 30
     while True:
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json/list", timeout=2) as r:  # noqa: S310
+            with urllib.request.urlopen(f"http://127.0.0.1:{debug_port}/json/list", timeout=2) as r:
                 targets = json.load(r)
             ws_url = next(t["webSocketDebuggerUrl"] for t in targets if t.get("type") == "page")
             break
         except (OSError, StopIteration):
             if time.monotonic() > deadline:
                 raise
-            await asyncio_sleep(0.3)
+            await asyncio.sleep(0.3)
+    received: list[str] = []
     async with aiohttp.ClientSession() as session, session.ws_connect(ws_url, max_msg_size=0) as ws:
-        ids = iter(range(1, 10_000))
+        ids = iter(range(1, 100_000))
 
         async def call(method: str, **params: object) -> dict:
             n = next(ids)
             await ws.send_json({"id": n, "method": method, "params": params})
             while True:
-                msg = await ws.receive_json(timeout=30)
+                msg = await ws.receive_json(timeout=60)
+                if msg.get("method") == "Network.webSocketFrameReceived":
+                    frame = msg["params"]["response"]
+                    data = frame.get("payloadData", "")
+                    if frame.get("opcode") == 2:
+                        data = base64.b64decode(data).decode("utf-8", "replace")
+                    received.append(data)
                 if msg.get("id") == n:
                     return msg.get("result", {})
 
-        async def page_text() -> str:
-            got = await call("Runtime.evaluate", expression="document.body ? document.body.innerText : ''",
-                             returnByValue=True)
-            return str(got.get("result", {}).get("value", ""))
+        async def evaluate(expression: str) -> object:
+            got = await call("Runtime.evaluate", expression=expression, returnByValue=True)
+            return got.get("result", {}).get("value")
 
+        async def wait_text(needle: str, start: int, seconds: float) -> str:
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                text = "".join(received[start:])
+                if needle in text:
+                    return text
+                await call("Runtime.evaluate", expression="1")  # pumps the event stream
+                await asyncio.sleep(0.3)
+            return "".join(received[start:])
+
+        async def screenshot(name: str) -> None:
+            shot = await call("Page.captureScreenshot", format="png")
+            (out / name).write_bytes(base64.b64decode(shot["data"]))
+
+        await call("Network.enable")
         await call("Page.enable")
         await call("Page.navigate", url=url)
-        before = ""
-        end = time.monotonic() + 90
-        while time.monotonic() < end:
-            before = await page_text()
-            if "NVIDIA H200" in before:
-                break
-            # textual-serve starts the app when the page asks; click its start button if shown
-            await call("Runtime.evaluate", expression=(
-                "for (const b of document.querySelectorAll('button, a')) {"
-                " if (/start|launch|open/i.test(b.textContent)) { b.click(); } }"))
-            await asyncio_sleep(1.0)
-        await call("Runtime.evaluate", expression="document.querySelector('textarea, canvas, .xterm') && "
-                                                   "(document.querySelector('textarea') || document.body).focus()")
+        before = await wait_text("RECORDED SESSION", 0, 90)
+        await asyncio.sleep(1.0)
+        dom = {
+            "terminal": await evaluate("!!document.querySelector('#terminal .xterm')"),
+            "first_byte": await evaluate("document.body.classList.contains('-first-byte')"),
+        }
+        await screenshot("before.png")
+        mark = len(received)
+        await evaluate("document.querySelector('.xterm-helper-textarea').focus()")
         for kind in ("keyDown", "keyUp"):
-            await call("Input.dispatchKeyEvent", type=kind, key="?", text="?" if kind == "keyDown" else "",
-                       code="Slash", windowsVirtualKeyCode=191, modifiers=8)
-        after = before
-        end = time.monotonic() + 30
-        while time.monotonic() < end:
-            after = await page_text()
-            if after != before and ("every key" in after.lower() or "help" in after.lower()):
-                break
-            await asyncio_sleep(0.5)
-        return {"before": before, "after": after}
-
-
-async def asyncio_sleep(s: float) -> None:
-    import asyncio
-
-    await asyncio.sleep(s)
+            await call(
+                "Input.dispatchKeyEvent",
+                type=kind,
+                key="?",
+                code="Slash",
+                text="?" if kind == "keyDown" else "",
+                windowsVirtualKeyCode=191,
+                modifiers=8,
+            )
+        after = await wait_text("Quit gputui", mark, 30)
+        await asyncio.sleep(1.0)
+        await screenshot("after.png")
+        return {"dom": dom, "before": before, "after": after}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from typing import Any
@@ -37,6 +38,12 @@ def add_parser(subparsers: Any) -> None:
         "--public-url", metavar="URL", default=None, help="the URL browsers reach it at, behind a proxy"
     )
     p.add_argument("app_args", nargs=argparse.REMAINDER, metavar="-- GPUTUI-ARGS", help="gputui's arguments")
+
+
+def in_browser() -> bool:
+    """True inside a textual-serve session: the app talks to a web page through pipes, and
+    the page (not a terminal) ends it."""
+    return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")
 
 
 def app_command(app_args: list[str]) -> str:
