@@ -542,3 +542,59 @@ def test_fleet_exposition_is_real_recording_data():
     text = exposition(header.machine, ticks[5], "gpu-node-03").decode()
     assert 'Hostname="gpu-node-03"' in text
     assert Path(X8_240).exists()
+
+
+# --------------------------------------------------------------------------------------
+# the [cluster] config section and the command line
+# --------------------------------------------------------------------------------------
+
+
+def test_cluster_config_is_validated_with_line_numbers_and_secrets_never_echoed():
+    from gputui.config import parse
+
+    text = (
+        "[cluster]\n"
+        "refresh = 0.2\n"
+        f"basic_auth_password = 98765{SECRET[:0]}\n"
+        'prometheus = "http://alice:hunter2@prom:9090"\n'
+        "[cluster.labels]\n"
+        "hots = 'x'\n"
+    )
+    _, errors = parse(text, "c.toml")
+    joined = "\n".join(errors)
+    assert "c.toml:2: cluster.refresh: must be at least 1" in joined
+    assert "c.toml:3: cluster.basic_auth_password" in joined and "98765" not in joined
+    assert "c.toml:4: cluster.prometheus" in joined and "hunter2" not in joined
+    assert "c.toml:6: cluster.labels.hots: unknown key" in joined and "'host'" in joined
+    good, errors = parse('[cluster]\nrefresh = 10\n[cluster.labels]\nhost = "instance_name"\n')
+    assert errors == []
+    assert good.cluster.refresh == 10.0 and good.cluster.labels.host == "instance_name"
+
+
+def test_command_line_picks_the_source_and_reads_secrets_from_files(tmp_path):
+    import argparse
+
+    from gputui.commands.cluster import make_source
+    from gputui.config import ClusterConfig
+
+    def args(**kw: object) -> argparse.Namespace:
+        base = {"targets": [], "prometheus": None, "targets_file": None, "selector": None}
+        return argparse.Namespace(**{**base, **kw})
+
+    nodes = tmp_path / "nodes.txt"
+    nodes.write_text("# GPU nodes\nn1:9400\n\nhttps://n2:9400/metrics  # TLS\n")
+    src = make_source(args(targets_file=str(nodes)), ClusterConfig())
+    assert isinstance(src, DirectSource)
+    assert src.targets == ["http://n1:9400/metrics", "https://n2:9400/metrics"]
+    with pytest.raises(ValueError, match="not both"):
+        make_source(args(targets=["n1:9400"], prometheus="http://p:9090"), ClusterConfig())
+    with pytest.raises(ValueError, match="nothing to show"):
+        make_source(args(), ClusterConfig())
+    secret = tmp_path / "token"
+    secret.write_text(f"Bearer {SECRET}\n")
+    src = make_source(args(), ClusterConfig(prometheus="http://p:9090", auth_header_file=str(secret)))
+    assert isinstance(src, PrometheusSource)
+    assert src.client.credentials.header == f"Bearer {SECRET}"
+    assert SECRET not in repr(src.client)
+    with pytest.raises(ValueError, match="either an auth header or basic auth"):
+        make_source(args(), ClusterConfig(prometheus="http://p:9090", auth_header="x", basic_auth_user="u"))

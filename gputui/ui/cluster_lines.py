@@ -14,6 +14,7 @@ from rich.style import Style
 
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, Summary, gpu_flags
 from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK
 from gputui.ui.overview_lines import events_line, metric, short_name, temp_color
 from gputui.ui.render import (
     GREEN,
@@ -100,7 +101,7 @@ FLAG_TEXT = (
     ("down", "DOWN", S.lost),
     ("xid", "XID", S.bad),
     ("ecc", "ECC", S.bad),
-    ("throttled", "THROTTLED", S.warn),
+    ("throttled", "SLOWDOWN", S.bad),
     ("held_idle", "HELD IDLE", S.warn),
 )
 
@@ -124,6 +125,8 @@ def row_line(r: Row, width: int, host_w: int, selected: bool = False, gpm: bool 
     for f, text, style in FLAG_TEXT:
         if f in r.flags:
             shown = f"XID {s.xid_last}" if f == "xid" and s.xid_last else text
+            if f == "throttled" and not (s.clock_event_reasons or 0) & CLOCK_EVENT_SLOWDOWN_MASK:
+                shown, style = "power cap", S.label  # at its power limit: held back, not in trouble
             flags += [(" ", None), (shown, style)]
     if "down" in r.flags:
         why = clean(r.host.error or "")
