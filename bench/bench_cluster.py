@@ -114,15 +114,18 @@ def main() -> int:
             src = PrometheusSource(prom.url, HttpClient(timeout=10))
             result["prometheus_in_process"] = asyncio.run(in_process(src, args.refreshes, 5.0))
             print("ptybench: gputui cluster --prometheus…", file=sys.stderr)
-            result["prometheus_ptybench"] = ptybench([*gputui, "--prometheus", prom.url, "--refresh", "5"],
-                                                     args.seconds)
+            result["prometheus_ptybench"] = ptybench(
+                [*gputui, "--prometheus", prom.url, "--refresh", "5"], args.seconds
+            )
             before = list(fleet.requests)
             t0 = time.monotonic()
             print("ptybench: gputui cluster TARGETS (direct)…", file=sys.stderr)
             result["direct_ptybench"] = ptybench([*gputui, *targets, "--refresh", "5"], args.seconds)
             elapsed = time.monotonic() - t0
             prom_scrapes_per_s = 1 / 5.0  # Prometheus' own scrape interval, running meanwhile
-            per = [(a - b) / elapsed - prom_scrapes_per_s for a, b in zip(fleet.requests, before, strict=True)]
+            per = [
+                (a - b) / elapsed - prom_scrapes_per_s for a, b in zip(fleet.requests, before, strict=True)
+            ]
             result["direct_scrapes_per_exporter_per_s"] = {
                 "median": statistics.median(per), "max": max(per), "window_s": elapsed,
                 "note": "requests counted at each exporter during the direct run, minus Prometheus' 1 per 5 s",

@@ -236,9 +236,23 @@ class Fleet:
         if hit is None:
             hit = exposition(self.header.machine, self.ticks[t], host_name(k), self.processes)
             with self._lock:
-                if len(self._cache) > 4 * self.hosts:
+                if len(self._cache) > 8 * self.hosts:
                     self._cache.clear()
                 self._cache[(k, t)] = hit
+        return hit
+
+    def gzipped(self, k: int, body: bytes) -> bytes:
+        import gzip
+
+        from gputui.export.prometheus import GZIP_LEVEL
+
+        key = (-1 - k, self.tick_of(k))
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is None:
+            hit = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
+            with self._lock:
+                self._cache[key] = hit
         return hit
 
     def start(self) -> list[str]:
@@ -253,6 +267,9 @@ class Fleet:
                     body = fleet.body(self.index)
                     fleet.requests[self.index] += 1
                     self.send_response(200)
+                    if "gzip" in (self.headers.get("Accept-Encoding") or ""):  # as gputui export does
+                        body = fleet.gzipped(self.index, body)
+                        self.send_header("Content-Encoding", "gzip")
                     self.send_header("Content-Type", "text/plain; version=0.0.4")
                     self.send_header("Content-Length", str(len(body)))
                     self.end_headers()

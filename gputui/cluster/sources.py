@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from gputui.cluster import expfmt
 from gputui.cluster.http import FetchError, HttpClient, display_url
 from gputui.cluster.model import (
+    PROCESS_MEMORY,
     SAMPLE_FIELDS,
     WANTED,
     ClusterGpu,
@@ -29,6 +30,7 @@ from gputui.cluster.model import (
     usable,
 )
 
+WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
 IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
 """A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
 HISTORY_FIELDS = ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
@@ -104,7 +106,7 @@ class DirectSource:
         except FetchError as exc:
             return target, str(exc)
         text = body.decode("utf-8", "replace")
-        return target, expfmt.parse(text).samples
+        return target, expfmt.parse(text, names=WANTED_SET).samples
 
     def fetch(self) -> ClusterState:
         t0 = time.monotonic()

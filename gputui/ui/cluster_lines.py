@@ -124,10 +124,10 @@ def row_line(r: Row, width: int, host_w: int, selected: bool = False, gpm: bool 
     flags: Line = []
     for f, text, style in FLAG_TEXT:
         if f in r.flags:
-            shown = f"XID {s.xid_last}" if f == "xid" and s.xid_last else text
+            shown, shown_style = (f"XID {s.xid_last}" if f == "xid" and s.xid_last else text), style
             if f == "throttled" and not (s.clock_event_reasons or 0) & CLOCK_EVENT_SLOWDOWN_MASK:
-                shown, style = "power cap", S.label  # at its power limit: held back, not in trouble
-            flags += [(" ", None), (shown, style)]
+                shown, shown_style = "power cap", S.label  # at its power limit: held back, not in trouble
+            flags += [(" ", None), (shown, shown_style)]
     if "down" in r.flags:
         why = clean(r.host.error or "")
         return [*out, *flags, (" " + why, S.bad)]
