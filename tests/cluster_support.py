@@ -347,6 +347,9 @@ class RecordedCluster:
             )
         return ClusterState(hosts=tuple(out), source=self.description, queries=self.hosts)
 
+    def details(self, host):  # type: ignore[no-untyped-def]
+        return host.gpus
+
     def history(self, host, seconds, points):  # type: ignore[no-untyped-def]
         from gputui.cluster.sources import HISTORY_FIELDS, History
 

@@ -236,11 +236,38 @@ def observed(g: ClusterGpu) -> dict[str, object]:
     return out
 
 
-def check_host(gpus: tuple[ClusterGpu, ...], header_devices: tuple[DeviceInfo, ...], snap: Snapshot) -> None:
+#: What the list of every GPU reads from Prometheus (LIST_WANTED), in `expected`'s terms.
+LIST_FIELDS = (
+    "gpu_util",
+    "temperature",
+    "power_draw",
+    "clock_event_reasons",
+    "mem_used",
+    "mem_free",
+    "ecc_volatile_uncorrected",
+    "remapped_rows_failure",
+    "xid_count",
+    "memory_total",
+    "name",
+    "uuid",
+)
+
+
+def check_host(
+    gpus: tuple[ClusterGpu, ...],
+    header_devices: tuple[DeviceInfo, ...],
+    snap: Snapshot,
+    fields: tuple[str, ...] | None = None,
+) -> None:
     assert len(gpus) == len(snap.gpus)
     for got, rec in zip(gpus, snap.gpus, strict=True):
-        assert observed(got) == expected(rec, header_devices[rec.index])
-        assert got.processes == sum(1 for p in snap.processes if p.gpu_index == rec.index)
+        want, have = expected(rec, header_devices[rec.index]), observed(got)
+        if fields is not None:
+            want = {k: want[k] for k in fields}
+            have = {k: have[k] for k in fields}
+        assert have == want
+        if fields is None:
+            assert got.processes == sum(1 for p in snap.processes if p.gpu_index == rec.index)
 
 
 def test_gputui_export_exposition_round_trips_every_tick_value_by_value():
@@ -491,11 +518,15 @@ def test_prometheus_source_matches_the_recordings_and_sees_an_exporter_go_down()
             assert len(by_instance) == 5
             for e in exps:
                 header, ticks = recs[e.recording]
-                check_host(by_instance[e.target].gpus, header.machine.devices, ticks[0])
+                check_host(by_instance[e.target].gpus, header.machine.devices, ticks[0], LIST_FIELDS)
+                # a host's view: every field, by a query for that host
+                check_host(src.details(by_instance[e.target]), header.machine.devices, ticks[0])
             for k, target in enumerate(fleet_targets):
                 host = by_instance[target]
                 assert host.name == host_name(k)
-                check_host(host.gpus, fleet.header.machine.devices, fleet.ticks[fleet.tick_of(k)])
+                snap = fleet.ticks[fleet.tick_of(k)]
+                check_host(host.gpus, fleet.header.machine.devices, snap, LIST_FIELDS)
+                check_host(src.details(host), fleet.header.machine.devices, snap)
 
             # range queries for the drill-in's charts
             hist = src.history(by_instance[fleet_targets[1]], 120, 60)

@@ -107,6 +107,27 @@ PROF_PCIE = {"DCGM_FI_PROF_PCIE_TX_BYTES": "pcie_tx", "DCGM_FI_PROF_PCIE_RX_BYTE
 
 #: Every metric name the cluster view reads (for a Prometheus query).
 WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *PROF_LABELS, *PROF_PCIE)
+#: What the list of every GPU needs (its columns, flags and summary): a Prometheus refresh
+#: asks only for these; a host's view asks for everything of that host.
+LIST_WANTED: tuple[str, ...] = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_RESERVED",
+    FB_TOTAL,
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_RETIRED_DBE",
+    "gputui_gpu_lost",
+    "gputui_gpu_xid_events",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from gputui.cluster import expfmt
 from gputui.cluster.http import FetchError, HttpClient, display_url
 from gputui.cluster.model import (
+    LIST_WANTED,
     PROCESS_MEMORY,
     SAMPLE_FIELDS,
     WANTED,
@@ -52,6 +53,8 @@ class ClusterSource(Protocol):
     def fetch(self) -> ClusterState: ...
 
     def history(self, host: HostState, seconds: float, points: int) -> History: ...
+
+    def details(self, host: HostState) -> tuple[ClusterGpu, ...]: ...
 
 
 # --------------------------------------------------------------------------------------
@@ -179,6 +182,10 @@ class DirectSource:
                 series[(key, name)] = values
         return History(times, series)
 
+    def details(self, host: HostState) -> tuple[ClusterGpu, ...]:
+        """Every field of a host's GPUs: a scrape has them all already."""
+        return host.gpus
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
@@ -229,8 +236,9 @@ def _float(v: Any) -> float | None:
 class PrometheusSource:
     """Current values by instant queries, history by range queries.
 
-    One refresh asks two queries: every wanted series (`{__name__=~"..."}`) and `up`; a third
-    only when some target is down (its GPUs as last seen, `last_over_time` over `lookback`)."""
+    One refresh asks two queries: the series the list needs (`{__name__=~"..."}`, LIST_WANTED)
+    and `up`; a third only when some target is down (its GPUs as last seen, `last_over_time`
+    over `lookback`).  A host's view asks for every series of that host (`details`)."""
 
     def __init__(
         self,
@@ -270,9 +278,31 @@ class PrometheusSource:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
         return _series(self._get("/api/v1/query_range", params), "matrix")
 
-    def wanted_query(self, *extra: str) -> str:
-        names = "|".join(regex_escape(n) for n in WANTED)
+    def wanted_query(self, *extra: str, metrics: Sequence[str] = LIST_WANTED) -> str:
+        names = "|".join(regex_escape(n) for n in metrics)
         return self._matchers(f"__name__=~{promql_string(names)}", *extra)
+
+    def _host_matchers(self, host: HostState) -> list[str]:
+        inst, _, hostname = host.key.partition("\0")
+        out = [f"instance={promql_string(inst)}"]
+        if hostname:
+            out.append(f"{self.labels.host}={promql_string(hostname)}")
+        return out
+
+    def details(self, host: HostState) -> tuple[ClusterGpu, ...]:
+        """Every series of one host's GPUs (for its cards); the list's GPUs when that fails."""
+        try:
+            result = self.query(self.wanted_query(*self._host_matchers(host), metrics=WANTED))
+        except (FetchError, PrometheusError):
+            return host.gpus
+        series = []
+        for r in result:
+            v = r.get("value")
+            f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
+            if f is not None:
+                labels = _labels(r)
+                series.append((labels.get("__name__", ""), labels, f))
+        return tuple(build_gpus(host.key, series, self.labels)) or host.gpus
 
     def fetch(self) -> ClusterState:
         t0 = time.monotonic()
@@ -376,10 +406,7 @@ class PrometheusSource:
         step = max(1.0, round(seconds / max(1, points), 3))
         wanted = {name: attr for name, (attr, _) in SAMPLE_FIELDS.items() if attr in HISTORY_FIELDS}
         names = "|".join(regex_escape(n) for n in wanted)
-        inst, _, hostname = host.key.partition("\0")
-        matchers = [f"__name__=~{promql_string(names)}", f"instance={promql_string(inst)}"]
-        if hostname:
-            matchers.append(f"{self.labels.host}={promql_string(hostname)}")
+        matchers = [f"__name__=~{promql_string(names)}", *self._host_matchers(host)]
         try:
             result = self.query_range(self._matchers(*matchers), start, end, step)
         except (FetchError, PrometheusError) as exc:

@@ -262,10 +262,12 @@ class ClusterApp(App[int]):
 
 
 class HistoryReady(Message):
-    def __init__(self, host: str, history: History) -> None:
+    def __init__(self, host: str, history: History, gpus: tuple[ClusterGpu, ...]) -> None:
         super().__init__()
         self.host = host
         self.history = history
+        self.gpus = gpus
+        """Every field of the host's GPUs (the list has only what it shows)."""
 
 
 class HostBoard(LineWidget):
@@ -297,6 +299,8 @@ class HostScreen(Screen[None]):
         self.host_key = host_key
         self.selected_key = gpu_key
         self.history = History()
+        self.gpus: tuple[ClusterGpu, ...] = ()
+        """The host's GPUs with every field, from the last details query."""
         self.history_pending = False
         self.board = HostBoard(self)
 
@@ -331,13 +335,15 @@ class HostScreen(Screen[None]):
         if host is None or source is None or not host.gpus:
             return
         self.history_pending = True
+        gpus = source.details(host)
         history = source.history(host, self.cluster.history_s, 240)
-        self.post_message(HistoryReady(host.key, history))
+        self.post_message(HistoryReady(host.key, history, gpus))
 
     def on_history_ready(self, message: HistoryReady) -> None:
         self.history_pending = False
         if message.host == self.host_key:
             self.history = message.history
+            self.gpus = message.gpus
             self.board.update_lines()
 
     def action_select(self, step: int) -> None:
@@ -374,16 +380,17 @@ class HostScreen(Screen[None]):
         out: list[Line] = [[*title, (" " * max(1, gap), None), *hint] if gap > 0 else title]
         if self.history.error:
             out.append([(" history: " + clean(self.history.error), S.warn)])
-        if not host.gpus:
+        gpus = self.gpus if host.up and self.gpus else host.gpus
+        if not gpus:
             return [*out, [(" no GPUs known for this host", S.dim)]]
-        keys = [g.key for g in host.gpus]
+        keys = [g.key for g in gpus]
         if self.selected_key not in keys:
             self.selected_key = keys[0]
-        cols = max(1, min(len(host.gpus), width // MIN_CARD_WIDTH))
+        cols = max(1, min(len(gpus), width // MIN_CARD_WIDTH))
         card_w = width // cols
-        for start in range(0, len(host.gpus), cols):
+        for start in range(0, len(gpus), cols):
             cards = []
-            for g in host.gpus[start : start + cols]:
+            for g in gpus[start : start + cols]:
                 by_width, _ = self._series_fn(g)
                 card = gpu_card(
                     g.device, g.sample, g.procs, by_width, card_w, 1, selected=g.key == self.selected_key
@@ -394,7 +401,7 @@ class HostScreen(Screen[None]):
                 for c in cards:
                     line += pad_line(c[y], card_w)
                 out.append(line)
-        chosen = next(g for g in host.gpus if g.key == self.selected_key)
+        chosen = next(g for g in gpus if g.key == self.selected_key)
         _, full = self._series_fn(chosen)
         if self.history.times:
             out += chart_lines(chosen.device, full, self.history.times, width, live=True)
