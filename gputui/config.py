@@ -21,6 +21,7 @@ from typing import Any
 
 from gputui.options import option
 from gputui.telemetry.alerts import AlertConfig
+from gputui.telemetry.hints import HintConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +35,10 @@ PALETTE_NAMES = (
 )  # fmt: skip
 """Colours a theme or `[ui.colors]` can change (see gputui/ui/theme.py)."""
 
-CARD_SPARKLINES = ("util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx")
+CARD_SPARKLINES = (
+    "util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx",
+    "sm_active", "tensor_active", "dram_active",
+)  # fmt: skip
 CARD_INFO = ("pstate", "pcie", "rx", "tx", "enc", "dec", "fan", "ecc")
 SORT_KEYS = (
     "gpu_index", "pid", "user", "type", "gpu_memory", "sm_util", "mem_util", "enc_util",
@@ -193,6 +197,11 @@ class Config:
         "alert thresholds: the TUI colours the GPU and counts active alerts in the header; "
         "`gputui watch --alert-cmd` runs a command",
         factory=AlertConfig,
+    )
+    hints: HintConfig = option(
+        "efficiency hints from GPM activity (Hopper and newer): tensor cores idle under float32 "
+        "work, tiny kernels, memory-bound, memory held while idle",
+        factory=HintConfig,
     )
     watch: WatchConfig = option("`gputui watch`: headless alerts", factory=WatchConfig)
     export: ExportConfig = option("`gputui export`: Prometheus /metrics", factory=ExportConfig)

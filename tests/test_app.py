@@ -217,3 +217,32 @@ def test_other_tabs_load_only_when_opened():
     ).stdout
     assert "before []" in out
     assert "after ['gputui.ui.processes'] processes" in out
+
+
+def test_footer_shows_whole_keys_only_at_80_columns():
+    """At 80 columns each tab's footer ends with a whole key and its whole description
+    (never `g Diagnos` or `? H`); the keys that do not fit are left out, first ones kept."""
+
+    async def go():
+        app = replay_app(H200_X2)
+        footers = {}
+        async with app.run_test(size=(80, 24)) as pilot:
+            await run_to_tick(pilot, 5)
+            for key in ("1", "2", "3", "4"):
+                await pilot.press(key)
+                await pilot.pause()
+                await pilot.pause()
+                by_action = {}  # the footer shows one key per action (the first binding's)
+                for _, b, _, _ in app.screen.active_bindings.values():
+                    if b.show:
+                        by_action.setdefault(b.action, (app.get_key_display(b), b.description))
+                shown = list(by_action.values())
+                footers[key] = (screen_lines(app)[-1], shown)
+        return footers
+
+    for key, (line, shown) in asyncio.run(go()).items():
+        text = line.strip()
+        words = " ".join(f"{k} {d}" for k, d in shown)
+        assert text, key
+        assert words.startswith(" ".join(text.split())), (key, line)  # a prefix of the keys...
+        assert any(text.endswith(f"{k} {d}") for k, d in shown), (key, line)  # ...ending whole

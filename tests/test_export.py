@@ -25,6 +25,7 @@ from prometheus_client.registry import CollectorRegistry
 from gputui.export.address import is_loopback, parse_listen
 from gputui.export.prometheus import DCGM_LABELS, GpuCollector, build_families, metrics_app, serve
 from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
+from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.recording import ReplaySource, read_recording
@@ -37,7 +38,7 @@ class Exporter:
 
     def __init__(self, path, interval: float, alerts: AlertConfig | None = None) -> None:
         self.source = ReplaySource(path)
-        self.hub = Hub(capacity=4, alerts=AlertEngine(alerts) if alerts else None)
+        self.hub = Hub(capacity=4, alerts=AlertEngine(alerts) if alerts else None, hints=HintEngine())
         self.tick_times: list[float] = []
         self.published = threading.Event()
 
@@ -396,3 +397,44 @@ class _Fixed:
 
     def collect(self):
         return build_families(self.info, self.snap)
+
+
+def test_gpm_under_dcgm_exporters_names_and_units():
+    """The H100 recorded under known loads: the float32 matmul phase, served as
+    dcgm-exporter's DCP metrics (ratios 0-1 for _ACTIVE, bytes/s for PCIe and NVLink)."""
+    from conftest import H100_GPM
+    from gpm_support import FP32, phase_ticks
+
+    tick = phase_ticks(FP32)[3]
+    w = tick.gpus[0].gpm
+    assert w is not None and w.fp32_active and w.fp32_active > 70  # the recording is what we think
+    with exporter(H100_GPM) as e:
+        e.step_to(tick.seq)
+        got = samples(e.scrape())
+    one = {name: by_gpu(got[name])[0] for name in got if name.startswith("DCGM_FI_PROF_")}
+    assert one["DCGM_FI_PROF_PIPE_FP32_ACTIVE"] == pytest.approx(w.fp32_active / 100)
+    assert one["DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"] == pytest.approx(w.tensor_active / 100)  # type: ignore[operator]
+    assert one["DCGM_FI_PROF_SM_ACTIVE"] == pytest.approx(w.sm_active / 100)  # type: ignore[operator]
+    assert one["DCGM_FI_PROF_SM_OCCUPANCY"] == pytest.approx(w.sm_occupancy / 100)  # type: ignore[operator]
+    assert one["DCGM_FI_PROF_DRAM_ACTIVE"] == pytest.approx(w.dram_active / 100)  # type: ignore[operator]
+    assert one["DCGM_FI_PROF_GR_ENGINE_ACTIVE"] == pytest.approx(w.graphics_active / 100)  # type: ignore[operator]
+    assert one["DCGM_FI_PROF_PCIE_RX_BYTES"] == float(w.pcie_rx)  # type: ignore[arg-type]
+    assert one["DCGM_FI_PROF_NVLINK_TX_BYTES"] == float(w.nvlink_tx)  # type: ignore[arg-type]
+    others = ("PIPE_FP64_ACTIVE", "PIPE_FP16_ACTIVE", "PCIE_TX_BYTES", "NVLINK_RX_BYTES")
+    for name in others:
+        assert "DCGM_FI_PROF_" + name in one
+    assert set(got["DCGM_FI_PROF_SM_ACTIVE"][0].labels) == set(DCGM_LABELS)
+    (hint,) = got["gputui_gpu_efficiency_hint"]
+    assert (hint.labels["hint"], hint.labels["gpu"], hint.value) == ("fp32_no_tensor", "0", 1.0)
+
+
+def test_gpm_absent_where_not_measured_not_zero():
+    """A recording without GPM (version 1) and the first tick (before the first window)."""
+    from conftest import H100_GPM
+
+    for path, tick in ((H200_X2, 50), (H100_GPM, 1)):
+        with exporter(path) as e:
+            e.step_to(tick)
+            got = samples(e.scrape())
+        assert "DCGM_FI_DEV_GPU_UTIL" in got
+        assert not [name for name in got if name.startswith("DCGM_FI_PROF_")], path

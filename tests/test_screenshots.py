@@ -41,6 +41,9 @@ PICTURES = {
     "overview-selected-160x50.svg": "test_overview_selected_card_160x50.svg",
     "diagnostics-h200-160x50.svg": "test_diagnostics_h200_160x50.svg",
     "diagnostics-cpu-torch-120x40.svg": "test_diagnostics_cpu_torch_120x40.svg",
+    "overview-gpm-2gpu-160x50.svg": "test_overview_gpm_2gpu_160x50.svg",
+    "overview-gpm-h100-float32-160x50.svg": "test_overview_gpm_h100_float32_160x50.svg",
+    "detail-gpm-h100-float32-160x50.svg": "test_detail_gpm_h100_float32_160x50.svg",
 }
 
 

@@ -75,6 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gputui.export.prometheus import GpuCollector, metrics_app, serve
     from gputui.telemetry.alerts import AlertEngine
+    from gputui.telemetry.hints import HintEngine
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.poller import Poller
 
@@ -93,7 +94,9 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
-    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts))
+    hub = Hub(
+        capacity=2, alerts=AlertEngine(settings.alerts, settings.hints), hints=HintEngine(settings.hints)
+    )
 
     def on_error(exc: BaseException) -> None:
         print(f"{PROG}: telemetry error: {exc}", file=sys.stderr)

@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
-    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts))
+    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints))
     hub.set_info(info)
     runner: AlertCommand | None = None
     if cmd:

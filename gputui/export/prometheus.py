@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import socket
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
@@ -29,6 +29,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
+from gputui.telemetry.gpm import METRICS as GPM_FIGURES
+from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -186,6 +188,22 @@ DCGM_METRICS: tuple[GpuMetric, ...] = (
     ),
 )
 
+
+def _gpm(field: str, scale: float) -> Callable[[GpuSample], float | None]:
+    def get(g: GpuSample) -> float | None:
+        w = g.activity
+        v = None if w is None else getattr(w, field)
+        return None if v is None else v * scale
+
+    return get
+
+
+#: GPM activity under dcgm-exporter's DCP names and units: the _ACTIVE ones as ratios 0-1,
+#: PCIe and NVLink in bytes per second.  No series where GPM is unavailable (never a 0).
+GPM_METRICS: tuple[GpuMetric, ...] = tuple(
+    GpuMetric(m.dcgm, "gauge", m.help, _gpm(m.field, 0.01 if m.unit == "%" else 1.0)) for m in GPM_FIGURES
+)
+
 #: gputui's own per-GPU metrics where dcgm-exporter has no such quantity.
 OWN_GPU_METRICS: tuple[GpuMetric, ...] = (
     GpuMetric(
@@ -232,14 +250,19 @@ def _family(name: str, doc: str, typ: str) -> Metric:
 
 
 def build_families(
-    info: MachineInfo, snap: Snapshot, *, processes: bool = True, alerts: Sequence[Any] = ()
+    info: MachineInfo,
+    snap: Snapshot,
+    *,
+    processes: bool = True,
+    alerts: Sequence[Any] = (),
+    hints: Mapping[int, Sequence[Hint]] | None = None,
 ) -> list[Metric]:
     """Every metric family for one snapshot (scrape-independent)."""
     devices = {d.index: d for d in info.devices}
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
     out: list[Metric] = []
-    for m in DCGM_METRICS + OWN_GPU_METRICS:
+    for m in DCGM_METRICS + GPM_METRICS + OWN_GPU_METRICS:
         fam = _family(m.name, m.help, m.type)
         for d, g in gpus:
             v = None if g.lost else m.get(g)
@@ -310,6 +333,17 @@ def build_families(
             1.0,
         )
     out.append(active)
+    hinted = _family(
+        "gputui_gpu_efficiency_hint",
+        "1 for each efficiency hint from GPM now (see gputui's [hints]): fp32_no_tensor, "
+        "tiny_kernels, dram_bound, idle_memory.",
+        "gauge",
+    )
+    for gpu, gpu_hints in sorted((hints or {}).items()):
+        if gpu in labels:
+            for h in gpu_hints:
+                hinted.add_sample(hinted.name, {**labels[gpu], "hint": h.kind}, 1.0)
+    out.append(hinted)
     ts = _family(
         "gputui_snapshot_timestamp_seconds", "When the latest sample was taken (Unix time).", "gauge"
     )
@@ -368,6 +402,7 @@ class GpuCollector(Collector):
         with hub.lock:
             snap, info = hub.latest, hub.info
         alerts = list(hub.active_alerts().values())
+        hints = hub.hints_by_gpu()
         up = Metric("gputui_up", "1 when gputui has a sample of the GPUs to serve.", "gauge")
         up.add_sample("gputui_up", {}, 0.0 if snap is None or info is None else 1.0)
         yield up
@@ -387,7 +422,7 @@ class GpuCollector(Collector):
         cached_for, families = self._cache
         if cached_for is not snap:
             # two scrapes may build the same snapshot at once: harmless, both are equal
-            families = build_families(info, snap, processes=self.processes, alerts=alerts)
+            families = build_families(info, snap, processes=self.processes, alerts=alerts, hints=hints)
             self._cache = (snap, families)
         yield from families
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import __version__
+from gputui.rules import iso_utc
+from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -65,6 +67,9 @@ class Field:
     dev: tuple[str, ...] = ()
     """The static facts (DeviceInfo attributes) `get` reads besides index, name, UUID and
     bus id, so a one-shot reader asks NVML for those alone."""
+    window: bool = False
+    """Measured over a window between two slow-cadence passes (GPM): a single live snapshot
+    waits for the second pass.  (GPM reads the architecture to say why it is unavailable.)"""
 
     @property
     def header(self) -> str:
@@ -143,6 +148,41 @@ def _kb(attr: str) -> Callable[[Ctx], Any]:
 
     return get
 
+
+def _gpm(field: str) -> Callable[[Ctx], Any]:
+    def get(c: Ctx) -> Any:
+        w = c.gpu.activity if c.gpu is not None else None
+        return None if w is None else getattr(w, field)
+
+    return get
+
+
+def _gpm_unavailable(c: Ctx) -> str | None:
+    w = None if c.gpu is None or c.gpu.lost else c.gpu.gpm
+    return None if w is None else w.unavailable
+
+
+GPM_FIELDS: tuple[Field, ...] = (
+    *(
+        Field(
+            f"gpm.{m.field}",
+            "number" if m.unit == "%" else "integer",
+            m.unit,
+            f"GPM: {m.help[0].lower()}{m.help[1:].rstrip('.')} ({m.dcgm}; percent here)"
+            if m.unit == "%"
+            else f"GPM: {m.help[0].lower()}{m.help[1:].rstrip('.')} ({m.dcgm})",
+            _gpm(m.field),
+            smi=False,
+            slow=True,
+            window=True,
+            dev=("architecture",),
+        )
+        for m in GPM_FIGURES
+    ),
+    Field("gpm.unavailable", "string", "", "why GPM gives no figures for this GPU (null: measured)",
+          _gpm_unavailable, smi=False, slow=True, window=True, dev=("architecture",)),
+)  # fmt: skip
+"""GPM activity (Hopper and newer) over the last slow-cadence window: gputui's own fields."""
 
 GPU_FIELDS: tuple[Field, ...] = (
     Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
@@ -232,6 +272,7 @@ GPU_FIELDS: tuple[Field, ...] = (
           lambda c: len(_procs_of(c)), smi=False),
     Field("processes.memory_used", "integer", "MiB", "GPU memory held by its listed processes",
           lambda c: _mib(sum(p.gpu_memory or 0 for p in _procs_of(c))), smi=False),
+    *GPM_FIELDS,
 )  # fmt: skip
 
 
@@ -246,10 +287,7 @@ def _elapsed(c: Ctx) -> float | None:
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    # as datetime's isoformat(timespec="seconds") in UTC, without importing datetime
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
+    return None if ts is None else iso_utc(ts)
 
 
 PROCESS_FIELDS: tuple[Field, ...] = (

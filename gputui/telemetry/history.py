@@ -23,11 +23,14 @@ GPU_METRICS = (
     "pcie_rx",
     "pcie_tx",
 )
+#: GPM figures (GpuSample.gpm) kept in history, under their GpmSample names; NaN where GPM
+#: gave nothing (unavailable, not yet measured, an older recording).
+GPM_METRICS = ("sm_active", "tensor_active", "dram_active")
 #: Host series: name -> how to read it off a HostSample.
 HOST_METRICS = ("cpu_percent", "mem_used")
 
 DEFAULT_CAPACITY = 3600
-"""One hour at 1 Hz; 16 GPUs x 9 metrics x 3600 x 8 bytes = 4.1 MB at most."""
+"""One hour at 1 Hz; 16 GPUs x 12 metrics x 3600 x 8 bytes = 5.5 MB at most."""
 
 #: GpuProcess fields kept per process.
 PROCESS_METRICS = ("gpu_memory", "sm_util")
@@ -101,9 +104,12 @@ class History:
         for g in snap.gpus:
             rings = self._gpus.get(g.index)
             if rings is None:
-                rings = self._gpus[g.index] = {m: Ring(self.capacity) for m in GPU_METRICS}
+                rings = self._gpus[g.index] = {m: Ring(self.capacity) for m in GPU_METRICS + GPM_METRICS}
             for m in GPU_METRICS:
                 rings[m].append(getattr(g, m))
+            w = g.activity
+            for m in GPM_METRICS:
+                rings[m].append(None if w is None else getattr(w, m))
         h = snap.host
         self.host["cpu_percent"].append(h.cpu_percent if h else None)
         self.host["mem_used"].append(h.mem_used if h else None)

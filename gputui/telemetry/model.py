@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputui.rules import SLOWDOWN_MASK
+
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
 # --------------------------------------------------------------------------------------
@@ -32,7 +34,7 @@ CLOCK_EVENT_REASONS: dict[int, tuple[str, str]] = {
 }
 
 #: Reasons that mean the GPU is running slower than it should: shown in a warning colour.
-CLOCK_EVENT_SLOWDOWN_MASK = 0x008 | 0x020 | 0x040 | 0x080
+CLOCK_EVENT_SLOWDOWN_MASK = SLOWDOWN_MASK
 #: Reasons that carry no news for a user (an idle GPU has low clocks; that is fine).
 CLOCK_EVENT_QUIET_MASK = 0x001
 
@@ -250,6 +252,57 @@ class MigDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class GpmSample:
+    """NVML GPM (GPU Performance Monitoring, Hopper and newer) over one window between two
+    GPM samples taken on the slow cadence: what the SMs, tensor cores and memory really did.
+
+    Activities are percent (0-100) of the window, as NVML reports them; throughputs are bytes
+    per second.  `unavailable` says why there are no figures (then every figure is None):
+    the UI shows N/A with that reason, never 0.  `gputui.telemetry.gpm` reads it."""
+
+    unavailable: str | None = None
+    """Why GPM gives nothing for this GPU: "needs a Hopper or newer GPU (this is an
+    Ampere)", "not supported by the driver for this GPU (a virtual GPU?)", "no permission
+    ...", "MIG is on ..."; None when the figures below were measured."""
+    window: float | None = None
+    """Seconds between the two GPM samples the figures come from."""
+    graphics_active: float | None = None
+    """Percent of time the graphics/compute engine was active (DCGM's GR_ENGINE_ACTIVE)."""
+    sm_active: float | None = None
+    """Percent of SM cycles with at least one warp resident, averaged over all SMs."""
+    sm_occupancy: float | None = None
+    """Resident warps as a percent of the SMs' theoretical maximum."""
+    tensor_active: float | None = None
+    """Percent of cycles any tensor-core pipe was active (HMMA, IMMA, DFMA...)."""
+    tensor_hmma_active: float | None = None
+    """Percent of cycles the half-precision (FP16/BF16/TF32) tensor pipe was active."""
+    tensor_imma_active: float | None = None
+    """Percent of cycles the integer (INT8) tensor pipe was active."""
+    tensor_dfma_active: float | None = None
+    """Percent of cycles the FP64 tensor pipe was active."""
+    dram_active: float | None = None
+    """Device memory bandwidth used, percent of the GPU's maximum."""
+    fp64_active: float | None = None
+    """Percent of cycles the (non-tensor) FP64 pipe was active."""
+    fp32_active: float | None = None
+    """Percent of cycles the (non-tensor) FP32 pipe was active."""
+    fp16_active: float | None = None
+    """Percent of cycles the (non-tensor) FP16 pipe was active."""
+    pcie_tx: int | None = None
+    """Bytes per second sent over PCIe, headers included (GPM's count)."""
+    pcie_rx: int | None = None
+    """Bytes per second received over PCIe."""
+    nvlink_tx: int | None = None
+    """Bytes per second sent over all NVLinks."""
+    nvlink_rx: int | None = None
+    """Bytes per second received over all NVLinks."""
+    gpu_instance_id: int | None = None
+    """Set on the per-instance figures of a MIG-enabled GPU (`mig`)."""
+    mig: tuple[GpmSample, ...] = ()
+    """With MIG on: one entry per GPU instance, from nvmlGpmMigSampleGet."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     """What one GPU did at one tick."""
 
@@ -335,11 +388,23 @@ class GpuSample:
     """The code of the last of them (`XID_MEANINGS`)."""
     mig_devices: tuple[MigDevice, ...] = ()
     """With MIG enabled: the MIG devices (GPU instance + compute instance) on this GPU."""
+    gpm: GpmSample | None = None
+    """GPM activity over the last slow-cadence window (SM, tensor cores, DRAM...); None
+    before the first window, for a one-shot reader, or in a recording made before gputui
+    read GPM.  Where GPM cannot be read, a GpmSample whose `unavailable` says why."""
 
     @property
     def clock_events(self) -> tuple[str, ...]:
         """Decoded clock-event reason names."""
         return decode_clock_events(self.clock_event_reasons)
+
+    @property
+    def activity(self) -> GpmSample | None:
+        """GPM's figures for the whole GPU when they were measured; None when not (before
+        the first window, an older recording), when GPM is unavailable (`gpm.unavailable`
+        says why; under MIG, per GPU instance only) or the GPU is lost."""
+        w = self.gpm
+        return None if self.lost or w is None or w.unavailable is not None else w
 
 
 @dataclass(frozen=True, slots=True)

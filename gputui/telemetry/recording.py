@@ -1,8 +1,8 @@
 """Recordings: a versioned JSON-lines file of static facts and one snapshot per tick.
 
-Format (version 1), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
+Format (version 2), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
 
-  line 1   header  {"format": "gputui-recording", "version": 1, "created": ISO-8601,
+  line 1   header  {"format": "gputui-recording", "version": 2, "created": ISO-8601,
                     "gputui": "<version>", "interval": seconds, "derived": null | {...},
                     "note": str | null, "machine": MachineInfo}
   line 2+  tick    Snapshot: {"seq", "timestamp", "gpus": [GpuSample], "processes":
@@ -12,6 +12,9 @@ Objects use the field names of the dataclasses in `gputui.telemetry.model`; a fi
 is absent takes its default (None for every measured value), so fields equal to their
 default are left out when writing.  Readers reject unknown fields and wrong types with
 the file name, line number and the field's path, so a hand-edited file fails loudly.
+
+Versions: 2 added `GpuSample.gpm` (GPM activity); version 1 files read as they are (no GPM:
+N/A).  A file of a newer version than this gputui knows is refused.
 """
 
 from __future__ import annotations
@@ -33,7 +36,9 @@ from gputui import __version__
 from gputui.telemetry.model import MachineInfo, Snapshot, Topology
 
 FORMAT_NAME = "gputui-recording"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
+"""Versions this gputui reads: each later version only added fields with defaults."""
 
 
 class RecordingError(ValueError):
@@ -323,12 +328,12 @@ def _parse_header(path: str | os.PathLike[str], line: str) -> RecordingHeader:
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
         raise RecordingError(path, 1, f'not a gputui recording (no "format": "{FORMAT_NAME}")')
     version = obj.get("version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise RecordingError(
             path,
             1,
-            f"recording format version {version!r}; this gputui reads version "
-            f"{FORMAT_VERSION} (upgrade gputui to read newer files)",
+            f"recording format version {version!r}; this gputui reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))} (upgrade gputui to read newer files)",
         )
     unknown = obj.keys() - _HEADER_KEYS
     if unknown:

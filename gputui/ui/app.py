@@ -14,10 +14,11 @@ from typing import ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertEngine
+from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
@@ -25,6 +26,7 @@ from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.terminal_watch import TerminalWatch
+from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -158,7 +160,9 @@ class GpuTuiApp(App[int]):
         self.source = source
         self.interval = interval
         self.demo = demo
-        self.hub = Hub(alerts=AlertEngine(self.config.alerts))
+        self.hub = Hub(
+            alerts=AlertEngine(self.config.alerts, self.config.hints), hints=HintEngine(self.config.hints)
+        )
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
@@ -177,7 +181,7 @@ class GpuTuiApp(App[int]):
         with ContentSwitcher(initial=self.PANES[0].PANE_ID, id="panes"):
             for pane in self.PANES:
                 yield pane(self.hub) if isinstance(pane, type) else PanePlaceholder(self.hub, pane)
-        yield Footer()
+        yield WholeKeyFooter()
 
     @property
     def demo_available(self) -> bool:

@@ -122,6 +122,7 @@ class GpuBoard(LineWidget):
                 procs[p.gpu_index].append(p)
         history = self.hub.history
         alerts = self.hub.by_gpu_alerts()
+        hints = self.hub.hints_by_gpu()
         with self.hub.lock:
             layout, lines = board_lines(
                 info,
@@ -134,6 +135,7 @@ class GpuBoard(LineWidget):
                 self.selected,
                 alerts=alerts,
                 card=self.card,
+                hints=hints,
             )
         self.plan = layout
         return lines
