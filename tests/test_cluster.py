@@ -20,8 +20,7 @@ from conftest import FIXTURES, H200_X1, H200_X2_V2
 from gputui.cluster import expfmt
 from gputui.cluster.http import Credentials, FetchError, HttpClient, check_url, display_url
 from gputui.cluster.model import (
-    PROF_LABELS,
-    PROF_PCIE,
+    GPM_BY_NAME,
     SAMPLE_FIELDS,
     ClusterGpu,
     ClusterState,
@@ -132,7 +131,7 @@ NOT_SHOWN = {
 def test_every_documented_dcgm_exporter_counter_is_read_or_known(name):
     fields = [f for f, _, _ in counters(name)]
     assert len(fields) >= 20  # the file really was read
-    read = set(SAMPLE_FIELDS) | set(PROF_LABELS) | set(PROF_PCIE)
+    read = set(SAMPLE_FIELDS) | set(GPM_BY_NAME)
     unknown = [f for f in fields if f not in read and f not in NOT_SHOWN]
     assert unknown == []
 
@@ -187,7 +186,8 @@ def test_dcgm_exporter_default_set_maps_onto_the_model():
         # dcgm-exporter has no total by default: used + free
         assert got.device.memory_total == (rec.mem_used // MIB + rec.mem_free // MIB) * MIB
         assert got.workload == f"team-a/llm-{rec.index} (trainer)"
-        assert got.prof["TENSOR"] == round(0.01 * (rec.gpu_util or 0), 4)
+        assert got.sample.gpm is not None  # DCP ratios 0-1 read as GPM percent
+        assert got.sample.gpm.tensor_active == pytest.approx(round(0.01 * (rec.gpu_util or 0), 4) * 100)
         assert got.sample.xid_last is None  # XID_ERRORS 0: none
         assert got.sample.ecc_volatile_uncorrected is None  # not in the default set
     assert {g.device.name for g in gpus} == {d.name for d in header.machine.devices}
@@ -282,6 +282,28 @@ def test_gputui_export_exposition_round_trips_every_tick_value_by_value():
         got = sorted((p.gpu_index, p.pid, p.gpu_memory) for g in gpus for p in g.procs)
         want = sorted((p.gpu_index, p.pid, p.gpu_memory) for p in snap.processes if p.gpu_memory is not None)
         assert got == want
+
+
+def test_gpm_figures_round_trip_from_a_real_gpm_recording():
+    """GPM (H200s, recorded with NVML GPM) through `gputui export`'s DCGM_FI_PROF_* series."""
+    header, ticks = read_recording(FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz")
+    checked = 0
+    for snap in ticks:
+        e = expfmt.parse(exposition(header.machine, snap, "n1").decode())
+        gpus = build_gpus("n1", ((s.name, s.labels, s.value) for s in e.samples), LabelMap())
+        for got, rec in zip(gpus, snap.gpus, strict=True):
+            w = rec.activity
+            if w is None or w.unavailable is not None:
+                continue
+            assert got.sample.gpm is not None
+            for m in GPM_BY_NAME.values():
+                want = getattr(w, m.field)
+                have = getattr(got.sample.gpm, m.field)
+                assert (have is None) == (want is None), m.field
+                if want is not None:
+                    assert have == pytest.approx(want, abs=1e-9 if m.unit == "%" else 1), m.field
+            checked += 1
+    assert checked > 10
 
 
 # --------------------------------------------------------------------------------------

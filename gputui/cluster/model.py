@@ -17,7 +17,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.telemetry.alerts import IdleRule
-from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpuProcess, GpuSample
+from gputui.telemetry.gpm import METRICS as GPM_METRICS
+from gputui.telemetry.gpm import GpmMetric
+from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
 
 MIB = 2**20
 DCGM_BLANK = float(2**47)
@@ -90,23 +92,12 @@ total = used + free + reserved)."""
 PROCESSES = "gputui_gpu_processes"
 PROCESS_MEMORY = "gputui_process_gpu_memory_bytes"
 """`gputui export`'s per-process series (labels pid, process_name, user, type)."""
-PROF_PREFIX = "DCGM_FI_PROF_"
-#: DCGM's profiling ("DCP") ratios, shown as GPM figures: name -> short label.
-PROF_LABELS: dict[str, str] = {
-    "DCGM_FI_PROF_SM_ACTIVE": "SM",
-    "DCGM_FI_PROF_SM_OCCUPANCY": "OCC",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE": "TENSOR",
-    "DCGM_FI_PROF_DRAM_ACTIVE": "DRAM",
-    "DCGM_FI_PROF_GR_ENGINE_ACTIVE": "GR",
-    "DCGM_FI_PROF_PIPE_FP64_ACTIVE": "FP64",
-    "DCGM_FI_PROF_PIPE_FP32_ACTIVE": "FP32",
-    "DCGM_FI_PROF_PIPE_FP16_ACTIVE": "FP16",
-}
-PROF_PCIE = {"DCGM_FI_PROF_PCIE_TX_BYTES": "pcie_tx", "DCGM_FI_PROF_PCIE_RX_BYTES": "pcie_rx"}
-"""PCIe bytes/s from DCGM's profiling counters, used where the NVML throughput is absent."""
+GPM_BY_NAME: dict[str, GpmMetric] = {m.dcgm: m for m in GPM_METRICS}
+"""DCGM's profiling ("DCP") metrics, DCGM_FI_PROF_*: gputui's GPM figures under dcgm-exporter's
+names (gputui/telemetry/gpm.py's table); the `_ACTIVE` ones are ratios 0-1 there."""
 
 #: Every metric name the cluster view reads (for a Prometheus query).
-WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *PROF_LABELS, *PROF_PCIE)
+WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *GPM_BY_NAME)
 #: What the list of every GPU needs (its columns, flags and summary): a Prometheus refresh
 #: asks only for these; a host's view asks for everything of that host.
 LIST_WANTED: tuple[str, ...] = (
@@ -163,8 +154,6 @@ class ClusterGpu:
     pod: str = ""
     namespace: str = ""
     container: str = ""
-    prof: Mapping[str, float] = field(default_factory=dict)
-    """GPM/DCP activity ratios (0-1) by short label (SM, TENSOR, DRAM, ...), where exported."""
     processes: int | None = None
     """How many processes use it (`gputui export` only)."""
     procs: tuple[GpuProcess, ...] = ()
@@ -285,9 +274,13 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
     for name, (attr, conv) in SAMPLE_FIELDS.items():
         if name in v:
             fields[attr] = conv(v[name])
-    for name, attr in PROF_PCIE.items():
-        if name in v and attr not in fields:
-            fields[attr] = round(v[name])
+    gpm: dict[str, Any] = {
+        m.field: v[name] * 100.0 if m.unit == "%" else round(v[name])
+        for name, m in GPM_BY_NAME.items()
+        if name in v
+    }
+    if gpm:
+        fields["gpm"] = GpmSample(**gpm)
     xid = fields.get("xid_last")
     if xid is not None:
         # dcgm-exporter exports the last Xid (0: none); gputui export also its count
@@ -308,7 +301,6 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
         memory_total=total,
         power_limit=sample.power_limit,
     )
-    prof = {label: v[name] for name, label in PROF_LABELS.items() if name in v}
     procs = tuple(replace(p, gpu_index=index) for p in g.procs)
     return ClusterGpu(
         host=host,
@@ -317,7 +309,6 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
         pod=g.labels.get(lm.pod, ""),
         namespace=g.labels.get(lm.namespace, ""),
         container=g.labels.get(lm.container, ""),
-        prof=prof,
         processes=round(v[PROCESSES]) if PROCESSES in v else None,
         procs=procs,
     )

@@ -15,6 +15,7 @@ from typing import ClassVar
 from textual import work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -212,7 +213,9 @@ class ClusterApp(App[int]):
         old_key = (old.host.key, old.gpu.key if old and old.gpu else None) if old else None
         table.rows = rows(self.state, self.idle_rule, self.sort, self.filt)
         table.host_w = _host_width(self.state, table.size.width or 120)
-        table.gpm = any(g.prof.get("TENSOR") is not None for g in self.state.gpus)
+        table.gpm = any(
+            g.sample.gpm is not None and g.sample.gpm.tensor_active is not None for g in self.state.gpus
+        )
         if old_key is not None:
             for k, r in enumerate(table.rows):
                 if (r.host.key, r.gpu.key if r.gpu else None) == old_key:
@@ -271,16 +274,11 @@ class HistoryReady(Message):
 
 
 class HostBoard(LineWidget):
-    DEFAULT_CSS = """
-    HostBoard { height: 1fr; }
-    """
+    """The host's cards and charts, as tall as they are (the screen scrolls)."""
 
     def __init__(self, owner: HostScreen) -> None:
         super().__init__(id="host-board")
         self.owner = owner
-
-    def get_content_height(self, container: object, viewport: object, width: int) -> int:
-        return max(1, self.size.height)
 
     def build(self, width: int, height: int) -> list[Line]:
         return self.owner.board_lines(width, height)
@@ -289,6 +287,7 @@ class HostBoard(LineWidget):
 class HostScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back", tooltip="Back to every GPU"),
+        # ↑ ↓ pgup pgdn home end scroll the cards and charts
         Binding("left,h", "select(-1)", "Previous GPU", key_display="←"),
         Binding("right,l", "select(1)", "Next GPU", key_display="→"),
         Binding("q", "app.quit", "Quit"),
@@ -305,10 +304,12 @@ class HostScreen(Screen[None]):
         self.board = HostBoard(self)
 
     def compose(self) -> ComposeResult:
-        yield self.board
+        with VerticalScroll(id="host-scroll"):
+            yield self.board
         yield Footer()
 
     def on_mount(self) -> None:
+        self.query_one("#host-scroll").focus()
         self.load_history()
 
     @property
@@ -324,7 +325,7 @@ class HostScreen(Screen[None]):
         return next((h for h in state.hosts if h.key == self.host_key), None)
 
     def new_state(self, state: ClusterState) -> None:
-        self.board.update_lines()
+        self.board.relayout()
         self.load_history()
 
     @work(thread=True, exclusive=True, group="history")
@@ -344,7 +345,7 @@ class HostScreen(Screen[None]):
         if message.host == self.host_key:
             self.history = message.history
             self.gpus = message.gpus
-            self.board.update_lines()
+            self.board.relayout()
 
     def action_select(self, step: int) -> None:
         host = self.host()
@@ -395,7 +396,7 @@ class HostScreen(Screen[None]):
                 card = gpu_card(
                     g.device, g.sample, g.procs, by_width, card_w, 1, selected=g.key == self.selected_key
                 )
-                cards.append([*card, gpm_line(g, card_w)])
+                cards.append([*card, workload_line(g, card_w)])
             for y in range(len(cards[0])):
                 line: Line = []
                 for c in cards:
@@ -410,10 +411,8 @@ class HostScreen(Screen[None]):
         return out
 
 
-def gpm_line(g: ClusterGpu, width: int) -> Line:
-    """The GPM/DCP activity figures the exporter has for this GPU, under its card."""
-    if not g.prof:
-        return [(pad("  GPM: not exported", width), S.dim)]
-    parts = "  ".join(f"{k} {v * 100:.0f}%" for k, v in g.prof.items())
-    work = f"  · {g.workload}" if g.workload else ""
-    return [(pad(clean(f"  GPM  {parts}{work}"), width), S.info)]
+def workload_line(g: ClusterGpu, width: int) -> Line:
+    """Under a card: the Kubernetes pod holding the GPU (dcgm-exporter's pod labels)."""
+    if not g.workload:
+        return [(" " * width, None)]
+    return [(pad(clean(f"  pod {g.workload}"), width), S.info)]

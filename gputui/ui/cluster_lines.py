@@ -141,7 +141,7 @@ def row_line(r: Row, width: int, host_w: int, selected: bool = False, gpm: bool 
         [(pad(fmt_watts(s.power_draw), 6, ">"), S.value)],
     ]
     if gpm:
-        tensor = g.prof.get("TENSOR")
+        tensor = None if s.gpm is None or s.gpm.tensor_active is None else s.gpm.tensor_active / 100
         items.append(
             [("T", S.label), (pad("N/A" if tensor is None else f"{tensor * 100:.0f}%", 4, ">"), S.value)]
         )
