@@ -424,3 +424,17 @@ async def _drive(debug_port: int, url: str, out: Path) -> dict[str, object]:
         await asyncio.sleep(1.0)
         await screenshot("after.png")
         return {"dom": dom, "before": before, "after": after}
+
+
+def test_help_lists_the_cluster_keys():
+    asyncio.run(_help_lists_the_cluster_keys())
+
+
+async def _help_lists_the_cluster_keys():
+    app = fleet_app(hosts=2)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot)
+        await pilot.press("question_mark")
+        await pilot.pause()
+        text = "\n".join(screen_lines(app))
+        assert "Only unhealthy GPUs" in text and "reserved but idle" in text

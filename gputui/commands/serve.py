@@ -53,23 +53,20 @@ def app_command(app_args: list[str]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.export.address import is_loopback, parse_listen
+    from gputui.export.address import checked_listen
 
     try:
-        host, port = parse_listen(args.listen)
+        host, port = checked_listen(
+            args.listen,
+            args.allow_remote,
+            "the page gives whoever opens it gputui's keys (pass -- --readonly, put it behind an "
+            "authenticating proxy)",
+        )
     except ValueError as exc:
         print(f"{PROG}: --listen: {exc}", file=sys.stderr)
         return 2
     if port == 0:
         print(f"{PROG}: --listen: give a port (the page's links name it)", file=sys.stderr)
-        return 2
-    if not is_loopback(host) and not args.allow_remote:
-        print(
-            f"{PROG}: refusing to listen on {args.listen}: it is not a loopback address, and the page "
-            "gives whoever opens it gputui's keys.  Pass --allow-remote to serve it anyway (with "
-            "-- --readonly, behind a firewall or an authenticating proxy), or listen on 127.0.0.1.",
-            file=sys.stderr,
-        )
         return 2
     try:
         from textual_serve.server import Server

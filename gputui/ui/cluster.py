@@ -95,6 +95,7 @@ class ClusterApp(App[int]):
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit", tooltip="Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
+        Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="List every key"),
         Binding("enter", "drill", "Host", tooltip="Show the selected host's GPUs as cards with history"),
         Binding("s", "sort(1)", "Sort", tooltip="Sort by the next key: " + ", ".join(SORTS)),
         Binding("S", "sort(-1)", "Sort back", show=False, tooltip="Sort by the previous key"),
@@ -247,6 +248,11 @@ class ClusterApp(App[int]):
         table = self.table
         table.cursor = max(0, min(len(table.rows) - 1, table.cursor + step))
         table.update_lines()
+
+    def action_help(self) -> None:
+        from gputui.ui.help import HelpScreen
+
+        self.push_screen(HelpScreen())
 
     def action_refresh_now(self) -> None:
         if self.poller is not None:
