@@ -31,6 +31,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gputui import __version__
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.hints import Hint
+from gputui.telemetry.jobs import exporter_labels
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
 
 if TYPE_CHECKING:
@@ -39,7 +40,10 @@ if TYPE_CHECKING:
 
 MIB = 2**20
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
-PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "process_name", "user", "type")
+PROCESS_LABELS = (
+    "gpu", "UUID", "Hostname", "pid", "process_name", "user", "type",
+    "pod", "namespace", "container", "slurm_job",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -374,6 +378,7 @@ def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, Devi
             "process_name": p.name or "",
             "user": p.user or "",
             "type": p.type,
+            **exporter_labels(p.job),
         }
         for fam, value in (
             (mem, p.gpu_memory),

@@ -22,6 +22,7 @@ from typing import Any
 from gputui import __version__
 from gputui.rules import iso_utc
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
+from gputui.telemetry.jobs import CONTAINER_KINDS, job_label
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -290,6 +291,25 @@ def _iso(ts: float | None) -> str | None:
     return None if ts is None else iso_utc(ts)
 
 
+def _job(c: Ctx, attr: str, kind: str | None = None) -> Any:
+    job = c.proc.job if c.proc is not None else None
+    if job is None or (kind is not None and job.kind != kind):
+        return None
+    return getattr(job, attr)
+
+
+def _slurm_job(c: Ctx) -> str | None:
+    job = c.proc.job if c.proc is not None else None
+    return (job.array or job.id) if job is not None and job.kind == "slurm" else None
+
+
+def _container(c: Ctx) -> str | None:
+    job = c.proc.job if c.proc is not None else None
+    if job is None:
+        return None
+    return job.container if job.kind == "pod" else job.name if job.kind in CONTAINER_KINDS else None
+
+
 PROCESS_FIELDS: tuple[Field, ...] = (
     Field("timestamp", "string", "", "when the sample was taken, local time (nvidia-smi's format)",
           lambda c: _smi_time(c.snap.timestamp)),
@@ -324,7 +344,25 @@ PROCESS_FIELDS: tuple[Field, ...] = (
           c.proc.cmdline is None else shlex.join(c.proc.cmdline), smi=False),
     Field("visible", "boolean", "", "false when the PID is not in gputui's PID namespace (containers)",
           _p("visible"), smi=False),
+    Field("job", "string", "", "the job as the JOB column shows it: slurm 48213.0, pod ns/name, docker ID",
+          lambda c: (job_label(c.proc.job) or None) if c.proc else None, smi=False),
+    Field("job.kind", "string", "", "slurm, pod, docker, containerd, cri-o, podman, unit or session",
+          lambda c: _job(c, "kind"), smi=False),
+    Field("job.id", "string", "", "Slurm job id, pod UID, container id, unit name or session",
+          lambda c: _job(c, "id"), smi=False),
+    Field("slurm_job", "string", "", "Slurm job id (array jobs: ARRAY_TASK)",
+          _slurm_job, smi=False),
+    Field("slurm_step", "string", "", "Slurm step", lambda c: _job(c, "step", "slurm"), smi=False),
+    Field("pod", "string", "", "Kubernetes pod name (where readable)", lambda c: _job(c, "name", "pod"),
+          smi=False),
+    Field("namespace", "string", "", "Kubernetes namespace (where readable)",
+          lambda c: _job(c, "namespace", "pod"), smi=False),
+    Field("container", "string", "", "container name (in a pod, or a runtime's), where readable",
+          _container, smi=False),
+    Field("launcher_pid", "integer", "", "PID of its launcher (torchrun, mpirun, ...), if any",
+          _p("launcher"), smi=False),
 )  # fmt: skip
+
 
 DEFAULT_CSV_GPU = (
     "index", "name", "uuid", "pci.bus_id", "utilization.gpu", "utilization.memory", "memory.used",
