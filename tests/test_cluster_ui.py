@@ -438,3 +438,19 @@ async def _help_lists_the_cluster_keys():
         await pilot.pause()
         text = "\n".join(screen_lines(app))
         assert "Only unhealthy GPUs" in text and "reserved but idle" in text
+
+
+#: The README's cluster pictures are these snapshots, kept current.
+PICTURES = {
+    "cluster-512gpus-160x50.svg": "test_cluster_512gpus_160x50.svg",
+    "cluster-held-idle-120x40.svg": "test_cluster_held_idle_120x40.svg",
+    "cluster-host-160x60.svg": "test_cluster_host_drill_in_160x60.svg",
+}
+
+
+@pytest.mark.parametrize(("picture", "snapshot"), sorted(PICTURES.items()))
+def test_cluster_screenshot_is_the_current_snapshot(picture, snapshot):
+    root = Path(__file__).resolve().parents[1]
+    src = root / "tests" / "__snapshots__" / "test_cluster_ui" / snapshot
+    dst = root / "screenshots" / picture
+    assert dst.read_bytes() == src.read_bytes(), f"{dst} is stale: copy {src} over it"
