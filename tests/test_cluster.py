@@ -437,7 +437,8 @@ class _Slow(http.server.BaseHTTPRequestHandler):
 def test_a_dripping_server_is_cut_at_the_deadline(server):
     s = server(_Slow)
     client = HttpClient(timeout=0.5)
-    with pytest.raises(FetchError, match=r"longer than 0\.5 s"):
+    # the whole-answer deadline (or, on a machine too busy to read every 0.1 s, the read timeout)
+    with pytest.raises(FetchError, match=r"longer than 0\.5 s|no answer within 0\.5 s"):
         client.get(s.url)
 
 
@@ -498,9 +499,18 @@ def test_direct_mode_reads_real_exporters_and_shows_a_stopped_one_down():
 
 
 def test_direct_mode_scrapes_in_parallel(server):
-    class Slowish(http.server.BaseHTTPRequestHandler):
+    """Six exporters that each answer only once all six requests are in flight: a serial
+    scraper would leave the first waiting alone until its barrier breaks (then it is down)."""
+    barrier = threading.Barrier(6, timeout=20)
+
+    class AllAtOnce(http.server.BaseHTTPRequestHandler):
         def do_GET(self) -> None:
-            time.sleep(1.0)
+            try:
+                barrier.wait()
+            except threading.BrokenBarrierError:
+                self.send_response(503)
+                self.end_headers()
+                return
             self.send_response(200)
             self.end_headers()
             self.wfile.write(b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="n"} 1\n')
@@ -508,13 +518,10 @@ def test_direct_mode_scrapes_in_parallel(server):
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    servers = [server(Slowish) for _ in range(6)]
+    servers = [server(AllAtOnce) for _ in range(6)]
     src = DirectSource([s.url for s in servers], HttpClient(timeout=30))
     state = src.fetch()
-    assert all(h.up for h in state.hosts)
-    # six 1-second answers: serial would take 6 s or more; in parallel the whole refresh
-    # waits for about one (a generous bound that a loaded machine still meets)
-    assert state.duration < 5.5
+    assert [h.up for h in state.hosts] == [True] * 6, [h.error for h in state.hosts]
     src.close()
 
 
