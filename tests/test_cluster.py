@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import http.server
 import math
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from cluster_support import PROMETHEUS, Fleet, exporters, exposition, host_name,
 from conftest import FIXTURES, H200_X1, H200_X2_V2
 
 from gputui.cluster import expfmt
-from gputui.cluster.http import Credentials, FetchError, HttpClient, check_url, display_url
+from gputui.cluster.http import Credentials, FetchError, HttpClient, TlsOptions, check_url, display_url
 from gputui.cluster.model import (
     GPM_BY_NAME,
     SAMPLE_FIELDS,
@@ -658,3 +659,39 @@ def test_command_line_picks_the_source_and_reads_secrets_from_files(tmp_path):
     assert SECRET not in repr(src.client)
     with pytest.raises(ValueError, match="either an auth header or basic auth"):
         make_source(args(), ClusterConfig(prometheus="http://p:9090", auth_header="x", basic_auth_user="u"))
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="openssl is not installed (to make a test CA)")
+def test_tls_verifies_against_the_configured_ca(tmp_path, server):
+    """A real HTTPS server on loopback with a certificate from a CA made for the test."""
+    import ssl
+    import subprocess
+
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+         "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+
+    class Metrics(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",Hostname="tls-node"} 42\n')
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    s = server(Metrics)
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(cert, key)
+    s.httpd.socket = ctx.wrap_socket(s.httpd.socket, server_side=True)
+    url = s.url.replace("http://", "https://") + "/metrics"
+    with pytest.raises(FetchError, match=r"TLS|certificate|CERTIFICATE"):
+        HttpClient(timeout=5).get(url)  # the system's CAs do not know it
+    body = HttpClient(timeout=5, tls=TlsOptions(ca_file=str(cert))).get(url)
+    assert b"tls-node" in body
+    assert b"tls-node" in HttpClient(timeout=5, tls=TlsOptions(insecure=True)).get(url)
+    state = DirectSource([url], HttpClient(timeout=5, tls=TlsOptions(ca_file=str(cert)))).fetch()
+    assert state.hosts[0].up and state.hosts[0].gpus[0].sample.gpu_util == 42
