@@ -31,7 +31,7 @@ from gputui.cluster.model import (
     summarize,
 )
 from gputui.cluster.sources import DirectSource, PrometheusSource
-from gputui.export.prometheus import DCGM_METRICS, OWN_GPU_METRICS
+from gputui.export.prometheus import GPU_EXPORTS
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.model import DeviceInfo, GpuSample, Snapshot
 from gputui.telemetry.recording import read_recording
@@ -140,7 +140,7 @@ def test_every_documented_dcgm_exporter_counter_is_read_or_known(name):
 def dcgm_exposition(snap: Snapshot, devices: tuple[DeviceInfo, ...], hostname: str) -> str:
     """An exposition of every metric of dcgm-exporter's default-counters.csv plus the DCP
     file's profiling metrics, with dcgm-exporter's labels, valued from a real recording."""
-    by_field = {m.name: m for m in DCGM_METRICS}
+    by_field = {e.name: (read, e) for read, e in GPU_EXPORTS}
     lines = []
     metrics = counters("default-counters.csv") + [
         c for c in counters("dcp-metrics-included.csv") if c[0].startswith("DCGM_FI_PROF_")
@@ -154,7 +154,9 @@ def dcgm_exposition(snap: Snapshot, devices: tuple[DeviceInfo, ...], hostname: s
         )
         for fname, _typ, _help in metrics:
             if fname in by_field:
-                v = by_field[fname].get(g)
+                read, e = by_field[fname]
+                v = read(g)
+                v = None if v is None else e.convert(v)
                 value = "9223372036854775794" if v is None else repr(float(v))  # DCGM's blank
             elif fname == "DCGM_FI_DEV_XID_ERRORS":
                 value = "0"
@@ -195,7 +197,7 @@ def test_dcgm_exporter_default_set_maps_onto_the_model():
 
 
 def test_every_exported_gpu_metric_maps_back():
-    exported = {m.name for m in DCGM_METRICS + OWN_GPU_METRICS}
+    exported = {e.name for _, e in GPU_EXPORTS}
     assert exported - set(SAMPLE_FIELDS) == set()
 
 

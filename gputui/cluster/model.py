@@ -46,11 +46,12 @@ def _bool(v: float) -> bool:
 
 
 #: metric name -> (GpuSample field, conversion from the exported unit).  The inverse of
-#: gputui/export/prometheus.py's DCGM_METRICS and OWN_GPU_METRICS (a test checks both ways).
+#: gputui/export/prometheus.py's GPU_EXPORTS, the registry's /metrics names (a test checks both ways).
 SAMPLE_FIELDS: dict[str, tuple[str, Callable[[float], Any]]] = {
     "DCGM_FI_DEV_SM_CLOCK": ("sm_clock", _int),
     "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock", _int),
     "DCGM_FI_DEV_GPU_TEMP": ("temperature", _int),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("memory_temperature", _int),
     "DCGM_FI_DEV_POWER_USAGE": ("power_draw", float),
     "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy", _int),
     "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": ("pcie_tx", _kb),
