@@ -236,6 +236,8 @@ def test_healthy_run_passes_with_percent_of_datasheet():
         (edit(0, "burn", nonfinite=1), "FAIL", "NaN/Inf"),
         (edit(0, "burn", reference_mismatches=2), "FAIL", "float64 reference"),
         (edit(1, "health", after={"ecc_volatile_uncorrected": 2}), "FAIL", "2 new uncorrected ECC"),
+        (edit(1, "health", after={"ecc_volatile_uncorrected": 1}), "FAIL", "1 new uncorrected ECC"),
+        (edit(0, "health", after={"remapped_rows": {"uncorrectable": 1}}), "FAIL", "new remapped rows"),
         (edit(0, "health", xid_events=[79]), "FAIL", "Xid"),
         (edit(1, "matmul", tflops=500.0), "WARN", "below 75 % of the best NVIDIA H200"),
         (edit(1, "memory", gbps=3000.0), "WARN", "d2d 3000 GB/s is below 75 %"),

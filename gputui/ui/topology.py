@@ -9,7 +9,9 @@ the counters (a LineWidget sends only the cells that changed).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
@@ -289,11 +291,15 @@ class TopologyPane(Pane):
         static.update_lines()
         self.query_one(TopologyLinks).preparing = True
 
+        app = self.app
+
         def work() -> None:
             warm(info, topology)
-            self.app.call_from_thread(self._prepared_now, info, topology)
+            with contextlib.suppress(RuntimeError):  # the app has gone meanwhile
+                app.call_from_thread(self._prepared_now, info, topology)
 
-        self.run_worker(work, thread=True, exclusive=True, group="topology-prepare", name="prepare-topology")
+        # a plain daemon thread, not a Textual worker: quitting never waits for it
+        threading.Thread(target=work, name="gputui-topology-prepare", daemon=True).start()
         return True
 
     def _prepared_now(self, info: MachineInfo, topology: Topology | None) -> None:
