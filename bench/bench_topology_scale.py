@@ -124,8 +124,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         recording = Path(tmp) / f"h200x{a.gpus}-derived.jsonl.gz"
         subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "derive_recording.py"), "--gpus", str(a.gpus)]
-            + ["--processes", "256", "--ticks", "30", "--out", str(recording)],
+            [
+                *(sys.executable, str(ROOT / "bench" / "derive_recording.py"), "--gpus", str(a.gpus)),
+                *("--processes", "256", "--ticks", "30", "--out", str(recording)),
+            ],
             check=True,
             capture_output=True,
         )

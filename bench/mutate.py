@@ -84,8 +84,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "render-fast-path",
         "gputui/ui/render.py",
-        "    if text.isascii() and text.isprintable():\n        return text\n    return \"\".join(",
-        "    if text.isprintable():\n        return text\n    return \"\".join(",
+        '    if text.isascii() and text.isprintable():\n        return text\n    return "".join(',
+        '    if text.isprintable():\n        return text\n    return "".join(',
         (GUARDS, "tests/test_render.py"),
         "any isprintable() text (wide, combining) passes the label filter as it is",
     ),
