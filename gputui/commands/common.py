@@ -44,8 +44,12 @@ def interruptible() -> Iterator[None]:
     (raises KeyboardInterrupt), so the command's cleanup runs (its children are killed)
     instead of the process dying with them left running."""
 
+    fired: list[int] = []
+
     def raise_it(signum: int, frame: object) -> None:
-        raise Interrupted(signum)
+        if not fired:  # once: a second signal must not break the cleanup the first started
+            fired.append(signum)
+            raise Interrupted(signum)
 
     previous = {}
     for sig in (signal.SIGTERM, signal.SIGHUP):
