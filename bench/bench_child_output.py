@@ -3,10 +3,11 @@ of RSS and made a 105 MB `--json` report).
 
     python bench/bench_child_output.py [--mb 100] [--repo PATH]
 
-Runs `gputui diag --json` (from the checkout at --repo, default this one) on this Python
-with a `sitecustomize` on the child's PYTHONPATH that prints one line of MB megabytes of
-"x" to stdout before the probe starts, and reports the command's peak RSS (ru_maxrss of the
-child process, via os.wait4), its exit status, and the size of the JSON report it printed.
+Runs a diagnosis (gputui's DiagnosisSession from the checkout at --repo, default this one,
+as `gputui diag --json` does) of this Python, with a `sitecustomize` on the child's
+PYTHONPATH that prints one line of MB megabytes of "x" before the probe starts; reports the
+gputui side's peak RSS (RUSAGE_SELF: the probe building the line is not counted), the size
+of the JSON report, and the bytes the runner says it dropped.
 """
 
 from __future__ import annotations
@@ -30,41 +31,36 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         site = Path(tmp)
         (site / "sitecustomize.py").write_text(
-            "import os, sys\n"
+            "import sys\n"
             "if 'probe' in ' '.join(sys.argv):\n"
             f"    sys.stdout.write('x' * ({a.mb} << 20) + '\\n')\n"
             "    sys.stdout.flush()\n"
         )
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(site), a.repo]), PYTHONDONTWRITEBYTECODE="1")
-        out = site / "report.json"
-        with out.open("wb") as f:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", "gputui", "diag", "--json", "--no-nccl", "--python", sys.executable],
-                stdout=f,
-                stderr=subprocess.DEVNULL,
-                stdin=subprocess.DEVNULL,
-                env=env,
-                cwd=a.repo,
-            )
-            _, status, usage = os.wait4(proc.pid, 0)
-        size = out.stat().st_size
-        try:
-            report = json.loads(out.read_text())
-            dropped = report.get("child", {}).get("dropped_output_bytes")
-        except ValueError:
-            dropped = "report not JSON"
-        print(
-            json.dumps(
-                {
-                    "line_mb": a.mb,
-                    "repo": a.repo,
-                    "exit": os.waitstatus_to_exitcode(status),
-                    "peak_rss_mb": round(usage.ru_maxrss / 1024, 1),
-                    "report_bytes": size,
-                    "dropped_output_bytes": dropped,
-                }
-            )
+        # gputui's side in a process of its own, measured with RUSAGE_SELF (the probe, which
+        # builds the line, is not counted)
+        code = (
+            "import json, resource, sys\n"
+            "from gputui.diag.session import DiagnosisSession\n"
+            "from gputui.diag.verdicts import report_json\n"
+            f"s = DiagnosisSession(sys.executable, env_overrides={{'PYTHONPATH': {str(site)!r}}},"
+            " probe_args=['--no-nccl'])\n"
+            "d = s.start().wait(600)\n"
+            "report = report_json(d.to_json())\n"
+            "print(json.dumps({'peak_rss_mb': round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),"
+            " 'report_bytes': len(report.encode()), 'dropped_output_bytes': d.child.get('dropped_output_bytes'),"
+            " 'child_status': d.child.get('returncode')}))\n"
         )
+        env = dict(os.environ, PYTHONPATH=a.repo, PYTHONDONTWRITEBYTECODE="1")
+        out = subprocess.run(
+            [sys.executable, "-c", code], check=False, env=env, cwd=a.repo, capture_output=True, text=True
+        )
+        row = {"line_mb": a.mb, "repo": a.repo}
+        row.update(
+            json.loads(out.stdout.strip().splitlines()[-1])
+            if out.returncode == 0
+            else {"error": out.stderr[-500:]}
+        )
+        print(json.dumps(row))
 
 
 if __name__ == "__main__":
