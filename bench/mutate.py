@@ -13,6 +13,7 @@ Outcomes, one line each, then a summary:
   SURVIVED                        every test passed with the code broken
   not applied: snippet not found  the old text is not in the file (moved or rewritten: the
                                   mutation must be updated; never counted as killed)
+  not applied: file not found     the file itself is gone (moved)
   not applied: snippet ambiguous  the old text occurs more than once
   error                           pytest could not run (exit status 2-5)
 Exit status: 0 when every mutation was applied and killed, else 1.
@@ -386,10 +387,12 @@ def main() -> int:
     try:
         for m in chosen:
             path = copy / m.file
-            original = path.read_text(encoding="utf-8")
-            n = original.count(m.old)
+            original = path.read_text(encoding="utf-8") if path.is_file() else None
+            n = original.count(m.old) if original is not None else 0
             t0 = time.monotonic()
-            if n == 0:
+            if original is None:
+                outcome = "not applied: file not found"
+            elif n == 0:
                 outcome = "not applied: snippet not found"
             elif n > 1:
                 outcome = "not applied: snippet ambiguous"

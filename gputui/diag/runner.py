@@ -387,8 +387,16 @@ class ChildRun:
         proc = self.proc
         assert proc is not None
         deadline = time.monotonic() + KILL_VERIFY_S
+        me = os.getpid()
         while True:
-            _reap(pid for pid in self._tracked if pid != proc.pid)
+            table = process_table()
+            # orphans re-parented to gputui that are now zombies of ours: only those that
+            # are still the processes recorded (same start time), never another child of ours
+            _reap(
+                pid
+                for pid, ticks in self._tracked.items()
+                if pid != proc.pid and pid in table and table[pid].start == ticks and table[pid].ppid == me
+            )
             table = process_table()
             left = sorted(
                 pid
