@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import json
 import os
 import subprocess
 import sys
 import venv
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -110,3 +112,22 @@ def gputui_cli(*args: str, env: dict[str, str] | None = None, timeout: float = 1
         env=full_env,
         stdin=subprocess.DEVNULL,
     )
+
+
+def run_probe_checks(python: str, env: dict[str, str | None], *args: str) -> dict[str, dict[str, Any]]:
+    """Run the diagnosis child for real (`python PROBE --no-nccl`) with these variables set (None:
+    unset), and return its check events by id."""
+    from gputui.diag import PROBE
+    from gputui.diag.runner import child_env
+
+    child, _ = child_env(python, env)
+    out = subprocess.run(
+        [python, str(PROBE), "--no-nccl", *args],
+        env=child,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    return {e["id"]: e for e in events if e.get("event") == "check"}

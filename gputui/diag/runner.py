@@ -32,14 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-#: NVLink multicast stays off in every child (NCCL, PyTorch symmetric memory, NVSHMEM): a
-#: diagnosis never needs it, and on shared multi-GPU hosts a program that uses it can put
-#: the GPUs out of service.
-MULTICAST_OFF = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
+from gputui.rules import MULTICAST_OFF
+
 #: Set in every child: unbuffered UTF-8 output, and a Python traceback on a fatal signal
 #: (so a segfault in a CUDA library shows where it happened in the stderr tail).
 CHILD_SETTINGS = {

@@ -36,7 +36,7 @@ class _ChildSession:
 
 
 class DiagnosisSession(_ChildSession):
-    """Runs probe.py in `python` and feeds a Diagnosis.
+    """Runs the probe package (`python gputui/diag/probe`) in `python` and feeds a Diagnosis.
 
     `on_finding(Finding)`, `on_phase(title or None)` and `on_done(Diagnosis)` are called from
     the runner's threads, in order.

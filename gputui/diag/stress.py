@@ -1,10 +1,11 @@
 """gputui's stress-benchmark child: how fast and how healthy each GPU really is.
 
-Runs INSIDE the chosen interpreter as a file, like probe.py (whose helpers it loads from the
-same directory), with the standard library and torch only; Python 3.8+.  All selected GPUs
+Runs INSIDE the chosen interpreter as a file, like the probe package beside it (whose protocol
+and NVML client it loads from there by path), with the standard library and torch only;
+Python 3.8+.  All selected GPUs
 work in parallel, one thread each (the GPU work releases the GIL).
 
-Protocol: probe.py's (version 1), tool "stress".  Beyond hello/phase/done it emits
+Protocol: the probe's (version 1, see probe/__init__.py), tool "stress".  Beyond hello/phase/done it emits
 
   {"v": 1, "event": "gpus", "gpus": [{"index": 0, "nvml_index": 0, "name": "...", ...}]}
   {"v": 1, "event": "progress", "phase": "burn", "gpu": 0, "fraction": 0.42}
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import importlib
 import importlib.util
 import os
 import sys
@@ -38,15 +40,22 @@ if sys.path and os.path.abspath(sys.path[0] or ".") == _HERE and __name__ == "__
 
 
 def _load_probe():
-    spec = importlib.util.spec_from_file_location("_gputui_probe", os.path.join(_HERE, "probe.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    """The probe package beside this file, under a private name (nothing of the user's shadowed)."""
+    name = "_gputui_probe"
+    if name not in sys.modules:
+        here = os.path.join(_HERE, "probe")
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(here, "__init__.py"), submodule_search_locations=[here]
+        )
+        package = importlib.util.module_from_spec(spec)
+        sys.modules[name] = package
+        spec.loader.exec_module(package)
+    return importlib.import_module(name + ".protocol"), importlib.import_module(name + ".nvml")
 
 
-probe = _load_probe()
-emit = probe.emit
-Phase = probe.Phase
+protocol, nvml_client = _load_probe()
+emit = protocol.emit
+Phase = protocol.Phase
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
 GIB = 1 << 30
@@ -108,7 +117,7 @@ def in_parallel(devices, work):
                 dev.torch.cuda.set_device(dev.index)
             results[k] = work(dev)
         except Exception as exc:
-            results[k] = {"error": "%s: %s" % (type(exc).__name__, probe.first_line(str(exc)))}
+            results[k] = {"error": "%s: %s" % (type(exc).__name__, protocol.first_line(str(exc)))}
 
     threads = [threading.Thread(target=run, args=(k, d), daemon=True) for k, d in enumerate(devices)]
     for t in threads:
@@ -258,7 +267,7 @@ def phase_memory(torch, devices, opts):
                     "result",
                     phase="p2p",
                     **{"from": a.index, "to": b.index},
-                    error=probe.first_line(str(exc)),
+                    error=protocol.first_line(str(exc)),
                 )
             for dev in devices:
                 emit("progress", phase="memory", gpu=dev.index, fraction=0.5 + 0.5 * (k + 1) / len(pairs))
@@ -422,7 +431,7 @@ class Watcher:
             ):
                 registered.append(i)
         self.xid_supported = bool(registered)
-        data = probe._EventData()
+        data = nvml_client.EventData()
         while registered and not self._stop.is_set():
             rc = nv.call("nvmlEventSetWait_v2", event_set, ctypes.byref(data), ctypes.c_uint(200))
             if rc == 0:
@@ -481,9 +490,9 @@ def parse(argv):
 
 def main(argv=None):
     opts = parse(sys.argv[1:] if argv is None else argv)
-    probe.take_stdout()
+    protocol.take_stdout()
     t_start = time.monotonic()
-    probe.hello("stress", duration=opts.duration, phases=opts.phases)
+    protocol.hello("stress", duration=opts.duration, phases=opts.phases)
     with Phase("torch-import", "import torch"):
         try:
             import torch
@@ -491,7 +500,9 @@ def main(argv=None):
             emit(
                 "error",
                 message="import torch failed: %s: %s" % (type(exc).__name__, exc),
-                cause="torch-broken",
+                cause="torch-missing"
+                if isinstance(exc, ImportError) and getattr(exc, "name", None) == "torch"
+                else "torch-broken",
             )
             return 2
     if opts.test_cpu:
@@ -517,7 +528,7 @@ def main(argv=None):
             )
             return 2
         devices = [Device(torch, i) for i in wanted]
-    nvml = probe.Nvml()
+    nvml = nvml_client.Nvml()
     nvml_ok = nvml.open()
     if nvml_ok and not opts.test_cpu:
         uuids = {

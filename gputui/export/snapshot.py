@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui import __version__
+from gputui.rules import iso_utc
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -246,10 +247,7 @@ def _elapsed(c: Ctx) -> float | None:
 
 
 def _iso(ts: float | None) -> str | None:
-    if ts is None:
-        return None
-    # as datetime's isoformat(timespec="seconds") in UTC, without importing datetime
-    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
+    return None if ts is None else iso_utc(ts)
 
 
 PROCESS_FIELDS: tuple[Field, ...] = (

@@ -22,12 +22,12 @@ and clear as soon as it no longer holds.
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gputui.options import option
+from gputui.rules import iso_utc
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInfo, Snapshot
 
 MIB = 2**20
@@ -142,10 +142,6 @@ class AlertEvent:
     """Timestamp of the tick that fired or cleared it."""
 
 
-def _iso(ts: float) -> str:
-    return _dt.datetime.fromtimestamp(ts, _dt.timezone.utc).isoformat(timespec="seconds")
-
-
 def event_json(event: AlertEvent, info: MachineInfo | None, suppressed: int = 0) -> dict[str, Any]:
     """The document an alert command receives on stdin (format gputui-alert, version 1)."""
     a = event.alert
@@ -167,8 +163,8 @@ def event_json(event: AlertEvent, info: MachineInfo | None, suppressed: int = 0)
         "value": a.value,
         "threshold": a.threshold,
         "unit": a.unit,
-        "since": _iso(a.since),
-        "timestamp": _iso(event.timestamp),
+        "since": iso_utc(a.since),
+        "timestamp": iso_utc(event.timestamp),
         "process": (None if a.pid is None else {"pid": a.pid, "name": a.process_name, "user": a.user}),
         "suppressed": suppressed,
     }

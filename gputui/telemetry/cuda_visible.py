@@ -7,38 +7,20 @@ CUDA reads two environment variables when it initialises:
   nvidia-smi (and so gputui's GPU numbers) always count in PCI bus order, so the two agree
   when `CUDA_DEVICE_ORDER=PCI_BUS_ID` is set, or when all GPUs are the same model (then
   "fastest first" is a tie that CUDA breaks by PCI bus id).
-- `CUDA_VISIBLE_DEVICES`: a comma-separated list of devices, which CUDA then numbers 0, 1, ...
-  in the order listed.  Unset: every device.  Empty: none.  The rules below are CUDA's as
-  documented (CUDA C Programming Guide, "CUDA Environment Variables") and as PyTorch
-  reproduces them for `torch.cuda.device_count()` without initialising CUDA
-  (`torch/cuda/__init__.py`, `_parse_visible_devices`; its tests pin each rule):
-
-  * Integer entries are indices in CUDA's own order (above), read like C's strtoul: leading
-    blanks and a sign are allowed and anything after the digits is ignored ("1gpu2" is 1,
-    "+3" is 3, "-0" is 0).  A negative number, an entry with no digits, or an index beyond
-    the device count ends the list: the entries before it stay visible ("0,2,-1,1" is 0, 2).
-  * A list starting with "GPU-" holds GPU UUIDs, any unique prefix of one ("GPU-7ef0");
-    an unknown or ambiguous prefix, or an entry that does not start with "GPU-", ends it.
-  * A list starting with "MIG-" holds MIG device UUIDs (also the older
-    "MIG-GPU-<uuid>/<GI>/<CI>" form), matched the same way.
-  * The same device twice makes the whole list empty: no device is visible.
+- `CUDA_VISIBLE_DEVICES`: which devices, in which order; its rules (indices read like
+  strtoul, GPU-/MIG- UUID prefixes, the first bad entry ends the list, a repeated device
+  empties it) live once in `gputui.rules.visible_devices`, shared with the diagnosis child.
+  This module maps what that rule accepts onto NVML's GPUs and MIG devices.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
 
+from gputui import rules
 from gputui.telemetry.model import DeviceInfo, MigDevice
 from gputui.telemetry.topology import bus_key
-
-ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
-DEFAULT_ORDER = "FASTEST_FIRST"
-
-_ORDINAL = re.compile(r"\s*([+-]?)(\d+)")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -99,27 +81,6 @@ def cuda_order(devices: Sequence[DeviceInfo], order: str) -> tuple[list[int], bo
     return [d.index for d in fastest], False
 
 
-def _ordinal(entry: str) -> int | None:
-    """strtoul as CUDA applies it: the number an entry starts with; None when it has none
-    or is negative."""
-    m = _ORDINAL.match(entry)
-    if m is None:
-        return None
-    value = int(m.group(2))
-    if m.group(1) == "-" and value != 0:
-        return None
-    return value
-
-
-def _match_prefix(entry: str, candidates: Sequence[tuple[str, T]]) -> tuple[T | None, str | None]:
-    hits = [obj for uuid, obj in candidates if uuid.startswith(entry)]
-    if not hits:
-        return None, "matches no device"
-    if len(hits) > 1:
-        return None, f"matches {len(hits)} devices (ambiguous prefix)"
-    return hits[0], None
-
-
 def cuda_visibility(
     devices: Sequence[DeviceInfo],
     visible_devices: str | None,
@@ -131,13 +92,9 @@ def cuda_visibility(
     `mig_devices` maps a GPU's index to its MIG devices where MIG is enabled."""
     mig_devices = mig_devices or {}
     notes: list[str] = []
-    order = device_order or DEFAULT_ORDER
-    if order not in ORDERS:
-        notes.append(
-            f"CUDA_DEVICE_ORDER={device_order!r} is neither of the values CUDA documents "
-            f"({', '.join(ORDERS)}): assuming its default, {DEFAULT_ORDER}"
-        )
-        order = DEFAULT_ORDER
+    order, order_note = rules.device_order(device_order)
+    if order_note:
+        notes.append(order_note)
     ordered, exact = cuda_order(devices, order)
     if not exact:
         notes.append(
@@ -153,67 +110,30 @@ def cuda_visibility(
             + ": CUDA runs on their MIG devices, not the whole GPU; select one with "
             "CUDA_VISIBLE_DEVICES=MIG-<uuid> (CUDA 11-12 use one MIG device per process)."
         )
-
-    def done(
-        chosen: list[CudaDevice], stopped: str | None = None, reason: str | None = None
-    ) -> CudaVisibility:
-        return CudaVisibility(visible_devices, order, exact, tuple(chosen), stopped, reason, tuple(notes))
-
-    if visible_devices is None:
-        return done([CudaDevice(k, gpu) for k, gpu in enumerate(ordered)])
-    if not visible_devices.strip():
-        return done([], None, "CUDA_VISIBLE_DEVICES is set but empty: no device is visible")
-    chosen: list[CudaDevice] = []
-    seen: set[tuple[int, int | None]] = set()
-    if visible_devices.startswith("GPU-"):
-        mode = "gpu"
-    elif visible_devices.startswith("MIG-"):
-        mode = "mig"
-    else:
-        mode = "ordinal"
-    gpu_uuids = [(d.uuid, d.index) for d in devices if d.uuid]
-    mig_uuids: list[tuple[str, tuple[int, MigDevice]]] = []
+    gpu_by_uuid = {d.uuid: d.index for d in devices if d.uuid}
+    mig_by_uuid: dict[str, tuple[int, MigDevice]] = {}
     for d in devices:
         for m in mig_devices.get(d.index, ()):
             if m.uuid:
-                mig_uuids.append((m.uuid, (d.index, m)))
+                mig_by_uuid[m.uuid] = (d.index, m)
             if d.uuid and m.gpu_instance_id is not None and m.compute_instance_id is not None:
-                legacy = f"MIG-{d.uuid}/{m.gpu_instance_id}/{m.compute_instance_id}"
-                mig_uuids.append((legacy, (d.index, m)))
-    for entry in visible_devices.split(","):
-        gpu: int
-        mig: MigDevice | None = None
-        if mode == "ordinal":
-            ordinal = _ordinal(entry)
-            if ordinal is None:
-                why = "is negative" if entry.strip().startswith("-") else "is not a device index"
-                return done(chosen, entry, f"{entry.strip()!r} {why}: the list ends there")
-            if ordinal >= len(ordered):
-                return done(
-                    chosen,
-                    entry,
-                    f"index {ordinal} is beyond the {len(ordered)} GPU(s): the list ends there",
-                )
-            gpu = ordered[ordinal]
-        elif mode == "gpu":
-            if not entry.startswith("GPU-"):
-                return done(chosen, entry, f"{entry!r} is not a GPU UUID (the list started with one)")
-            found_gpu, problem = _match_prefix(entry, gpu_uuids)
-            if found_gpu is None:
-                return done(chosen, entry, f"{entry!r} {problem}: the list ends there")
-            gpu = found_gpu
-        else:
-            if not entry.startswith("MIG-"):
-                return done(chosen, entry, f"{entry!r} is not a MIG device UUID (the list started with one)")
-            found_mig, problem = _match_prefix(entry, mig_uuids)
-            if found_mig is None:
-                return done(chosen, entry, f"{entry!r} {problem}: the list ends there")
-            gpu, mig = found_mig
-        key = (gpu, mig.index if mig is not None else None)
-        if key in seen:
-            return done(
-                [], entry, f"{entry.strip()!r} names a device already listed: CUDA then sees no device"
-            )
-        seen.add(key)
-        chosen.append(CudaDevice(len(chosen), gpu, entry, mig))
-    return done(chosen)
+                mig_by_uuid[f"MIG-{d.uuid}/{m.gpu_instance_id}/{m.compute_instance_id}"] = (d.index, m)
+    seen = rules.visible_devices(visible_devices, len(ordered), list(gpu_by_uuid), list(mig_by_uuid))
+    if seen.loose:
+        notes.append("; ".join(seen.loose) + ": CUDA reads the number an entry starts with")
+    if seen.special:
+        notes.append(seen.special)
+    chosen: list[CudaDevice] = []
+    for k, e in enumerate(seen.entries):
+        if e.ordinal is not None:
+            chosen.append(CudaDevice(k, ordered[e.ordinal], e.entry))
+        elif e.uuid in gpu_by_uuid:
+            chosen.append(CudaDevice(k, gpu_by_uuid[e.uuid], e.entry))
+        elif e.uuid in mig_by_uuid:
+            gpu, mig = mig_by_uuid[e.uuid]
+            chosen.append(CudaDevice(k, gpu, e.entry, mig))
+    if visible_devices is None:
+        chosen = [CudaDevice(k, gpu) for k, gpu in enumerate(ordered)]
+    return CudaVisibility(
+        visible_devices, order, exact, tuple(chosen), seen.stopped_at, seen.reason, tuple(notes)
+    )

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from gputui.rules import SLOWDOWN_MASK
+
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
 # --------------------------------------------------------------------------------------
@@ -32,7 +34,7 @@ CLOCK_EVENT_REASONS: dict[int, tuple[str, str]] = {
 }
 
 #: Reasons that mean the GPU is running slower than it should: shown in a warning colour.
-CLOCK_EVENT_SLOWDOWN_MASK = 0x008 | 0x020 | 0x040 | 0x080
+CLOCK_EVENT_SLOWDOWN_MASK = SLOWDOWN_MASK
 #: Reasons that carry no news for a user (an idle GPU has low clocks; that is fine).
 CLOCK_EVENT_QUIET_MASK = 0x001
 

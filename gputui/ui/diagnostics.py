@@ -302,15 +302,22 @@ def stress_lines(session: StressSession, width: int, elapsed: float) -> list[Lin
                 out.append(
                     [(f"   GPU {g['index']}: ", S.label), (fit(clean(reason), max(10, width - 12)), S.text)]
                 )
-        for err in report.get("errors") or []:
-            out.append(
-                [(" error: ", S.bad), (fit(clean(str(err.get("message"))), max(10, width - 8)), S.text)]
-            )
+        out += stress_error_lines(report, width)
         if any(g["matmul"] for g in report["gpus"]):
             out += stress_plot(report, width)
             out += stress_chart_lines(report, width)
+    elif not running:
+        out += stress_error_lines(session.report(), width)  # no GPU got as far as a result
     out.append([("─" * width, S.border)])
     return out
+
+
+def stress_error_lines(report: dict[str, Any], width: int) -> list[Line]:
+    """Why the run failed, as the CLI says it (the child's errors, a crash, a timeout)."""
+    return [
+        [(" error: ", S.bad), (fit(clean(str(err.get("message"))), max(10, width - 8)), S.text)]
+        for err in report.get("errors") or []
+    ]
 
 
 PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
