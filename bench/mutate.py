@@ -117,7 +117,7 @@ MUTATIONS: list[Mutation] = [
     # ---- the stress and diagnosis verdicts ----------------------------------------------
     Mutation(
         "stress-ecc-threshold",
-        "gputui/diag/verdicts.py",
+        "gputui/diag/verdicts/stress.py",
         "    if new_ecc > 0:",
         "    if new_ecc > 1:",
         ("tests/test_stress.py",),
@@ -125,7 +125,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "stress-remapped-rows-threshold",
-        "gputui/diag/verdicts.py",
+        "gputui/diag/verdicts/stress.py",
         "if new_unc_rows > 0 or",
         "if new_unc_rows > 1 or",
         ("tests/test_stress.py",),
@@ -133,7 +133,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "stress-xid-ignored",
-        "gputui/diag/verdicts.py",
+        "gputui/diag/verdicts/stress.py",
         "    if xids:\n",
         "    if False:\n",
         ("tests/test_stress.py",),
@@ -141,7 +141,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "stress-miscompare-ignored",
-        "gputui/diag/verdicts.py",
+        "gputui/diag/verdicts/stress.py",
         'if _count(burn.get("reference_mismatches")):',
         "if False:",
         ("tests/test_stress.py",),
@@ -157,7 +157,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "diag-exit-after-done",
-        "gputui/diag/verdicts.py",
+        "gputui/diag/verdicts/diagnosis.py",
         'if not self.done or child.get("returncode"):',
         "if not self.done:",
         (f"{GUARDS}::test_diagnosis_child_exiting_non_zero_after_done_fails", "tests/test_diag.py"),
