@@ -201,7 +201,7 @@ MUTATIONS: list[Mutation] = [
         "gputui/control/signals.py",
         "    if pid == os.getpid():\n",
         "    if pid == -1:\n",
-        ("tests/test_signals.py",),
+        (GUARDS, "tests/test_signals.py"),
         "gputui may signal itself",
     ),
     Mutation(
@@ -209,7 +209,7 @@ MUTATIONS: list[Mutation] = [
         "gputui/control/signals.py",
         "    if pid == os.getppid():\n",
         "    if pid == -1:\n",
-        ("tests/test_signals.py",),
+        (GUARDS, "tests/test_signals.py"),
         "gputui may signal its parent (the shell)",
     ),
     Mutation(

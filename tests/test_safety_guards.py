@@ -173,3 +173,13 @@ def test_kill_all_kills_every_running_child(tmp_path):
     for run in runs:
         result = run.wait(1)
         assert result.cancelled and result.signal == "SIGKILL" and result.leftover_pids == []
+
+
+def test_gputui_itself_is_refused_as_itself_not_as_one_of_its_threads():
+    """Its main thread's id is its PID, so the thread rule alone would refuse it too, with
+    the wrong words; the message must say what the PID is."""
+    me = os.getpid()
+    assert signals.protected_reason(me) == f"PID {me} is gputui itself"
+    assert signals.protected_reason(os.getppid()) == (
+        f"PID {os.getppid()} is gputui's parent (the shell or terminal it runs in)"
+    )
