@@ -282,7 +282,10 @@ MUTATIONS: list[Mutation] = [
         "gputui/diag/runner.py",
         "raw = stream.readline(MAX_LINE_BYTES)",
         "raw = stream.readline()",
-        (f"{CHILDREN}::test_an_endless_line_is_cut_and_what_was_dropped_is_counted",),
+        (
+            f"{CHILDREN}::test_an_endless_line_is_cut_and_what_was_dropped_is_counted",
+            f"{CHILDREN}::test_the_reader_never_holds_more_than_a_line_cap_of_one_line",
+        ),
         "one endless line of child output is read whole",
     ),
     Mutation(

@@ -261,3 +261,52 @@ def test_leaving_the_tui_while_a_diagnosis_runs_kills_it(bare_python, tmp_path, 
     finally:
         finish(pid, fd)
         cleanup(procs)
+
+
+def test_a_daemon_with_a_clean_environment_is_found_through_its_parent(tmp_path):
+    """A daemon that drops the environment (`env -i`) carries no run token: once its parent
+    has died it can no longer be told apart from any orphan, so it must have been recorded
+    while its parent lived (the descendant walk of the /proc scan)."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "child.py"
+    script.write_text(
+        ESCAPE.replace("start_new_session=True)", "start_new_session=True, env=dict())").format(
+            pids=str(pids), then='print(\'{"v": 1, "event": "done", "seconds": 0}\')'
+        )
+    )
+    run = ChildRun(sys.executable, script).start()
+    end = time.monotonic() + 60
+    while not pids.exists() and time.monotonic() < end:
+        time.sleep(0.05)
+    daemon = int(pids.read_text().split()[1])
+    while daemon not in run._tracked and time.monotonic() < end:  # seen by a scan
+        time.sleep(0.05)
+    procs = wait_pids(pids)  # lets the child end
+    try:
+        assert daemon in run._tracked, "the daemon was never recorded while its parent lived"
+        result = run.wait(60)
+        assert result.leftover_pids == []
+        assert gone_within(procs, 10) == []
+    finally:
+        cleanup(procs)
+
+
+def test_the_reader_never_holds_more_than_a_line_cap_of_one_line():
+    """The bound is on what is read, not only on what is kept: an endless line is read in
+    MAX_LINE_BYTES pieces and the rest skipped."""
+    import io
+
+    class Stream(io.BytesIO):
+        biggest = 0
+
+        def readline(self, size: int | None = -1) -> bytes:
+            chunk = super().readline(size)
+            Stream.biggest = max(Stream.biggest, len(chunk))
+            return chunk
+
+    run = ChildRun(sys.executable, "unused.py")
+    stream = Stream(b"y" * (5 * MAX_LINE_BYTES) + b"\nnext\n")
+    lines = list(run._lines(stream))
+    assert [len(line) for line in lines] == [MAX_LINE_BYTES, 4]
+    assert Stream.biggest <= MAX_LINE_BYTES
+    assert run._dropped == 4 * MAX_LINE_BYTES
