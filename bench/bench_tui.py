@@ -40,9 +40,16 @@ SCENARIOS: list[tuple[str, list[str], str]] = [
     ("8 GPUs, 240 processes (derived)", replay(X8, 30), ""),
     ("16 GPUs, 256 processes (derived)", replay("derived/h200x16-nvswitch-256procs.jsonl.gz", 30), ""),
     ("no GPU (live host only)", [], ""),
+    ("1 GPU with GPM (H100 float32 matmul, the TF32 hint on)", replay("h100-gpm/recording.jsonl.gz", 42), ""),
+    ("2 GPUs with GPM (2x H200, bf16 vs float32 training)", replay("h200-x2-gpm/recording.jsonl.gz", 15), ""),
     ("Processes tab: 8 GPUs, 210-240 processes (derived), by GPU memory", replay(X8, 30), "0.2:2"),
     ("Processes tab sorted by SM%", replay(X8, 30), "0.2:2,2.0:s"),
     ("Processes tab sorted by CPU% (rows reorder every tick)", replay(X8, 30), "0.2:2,2.0:sssss"),
+    (
+        "Processes tab in tree mode: 240 processes under 30 launchers (derived)",
+        replay("derived/h200x8-nvswitch-240procs-jobs.jsonl.gz", 30),
+        "0.2:2,2.0:v",
+    ),
 ]
 
 

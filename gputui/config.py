@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import sys
@@ -21,6 +22,7 @@ from typing import Any
 
 from gputui.options import option
 from gputui.telemetry.alerts import AlertConfig
+from gputui.telemetry.hints import HintConfig
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -34,7 +36,10 @@ PALETTE_NAMES = (
 )  # fmt: skip
 """Colours a theme or `[ui.colors]` can change (see gputui/ui/theme.py)."""
 
-CARD_SPARKLINES = ("util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx")
+CARD_SPARKLINES = (
+    "util", "mem", "power", "temp", "sm_clock", "mem_clock", "mem_util", "pcie_rx", "pcie_tx",
+    "sm_active", "tensor_active", "dram_active",
+)  # fmt: skip
 CARD_INFO = ("pstate", "pcie", "rx", "tx", "enc", "dec", "fan", "ecc")
 SORT_KEYS = (
     "gpu_index", "pid", "user", "type", "gpu_memory", "sm_util", "mem_util", "enc_util",
@@ -142,6 +147,11 @@ class Config:
         "alert thresholds: the TUI colours the GPU and counts active alerts in the header; "
         "`gputui watch --alert-cmd` runs a command",
         factory=AlertConfig,
+    )
+    hints: HintConfig = option(
+        "efficiency hints from GPM activity (Hopper and newer): tensor cores idle under float32 "
+        "work, tiny kernels, memory-bound, memory held while idle",
+        factory=HintConfig,
     )
     watch: WatchConfig = option("`gputui watch`: headless alerts", factory=WatchConfig)
     export: ExportConfig = option("`gputui export`: Prometheus /metrics", factory=ExportConfig)
@@ -288,6 +298,8 @@ def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None
         ):
             what = "an integer" if tp is int else "a number"
             return f"expected {what}, got {_type_name(raw)} {raw!r}", None
+        if not math.isfinite(raw):  # TOML has nan and inf: nan never crosses a threshold
+            return f"must be a finite number, got {raw!r}", None
         if lo is not None and raw < lo:
             return f"must be at least {lo:g}, got {raw!r}", None
         if hi is not None and raw > hi:

@@ -24,10 +24,15 @@ H200_X2 = FIXTURES / "h200-x2" / "recording.jsonl.gz"
 H200_X1 = FIXTURES / "h200-x1-v2" / "recording.jsonl.gz"
 H200_X2_V2 = FIXTURES / "h200-x2-v2" / "recording.jsonl.gz"
 """2x H200 under DDP, with the slow-cadence values (NVLink throughput, PCIe replays, remapped rows)."""
+H100_GPM = FIXTURES / "h100-gpm" / "recording.jsonl.gz"
+"""1x H100 with GPM, known loads one after another (phases.json beside it says when)."""
 NOGPU = FIXTURES / "nogpu" / "recording.jsonl.gz"
 DERIVED = FIXTURES / "derived"
 X8_240 = DERIVED / "h200x8-nvswitch-240procs.jsonl.gz"
 X16_256 = DERIVED / "h200x16-nvswitch-256procs.jsonl.gz"
+H100_JOB = FIXTURES / "h100-x1-job" / "recording.jsonl.gz"
+"""1x H100: a torchrun-like job of 3 ranks under its launcher, a bystander, a holder in a
+Slurm-like cgroup (bench/device_jobs.py)."""
 
 #: So long that only the first tick arrives by itself; tests step the rest.
 FROZEN = 3600.0

@@ -217,3 +217,76 @@ def test_other_tabs_load_only_when_opened():
     ).stdout
     assert "before []" in out
     assert "after ['gputui.ui.processes'] processes" in out
+
+
+def test_stepping_back_then_resuming_plays_on_from_there_with_no_future_in_the_history():
+    _, ticks = read_recording(H200_X2)
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 10)
+            await pilot.press("space")
+            for _ in range(3):
+                await pilot.press("comma")
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 7)
+            # the sparklines' history ends at the tick on screen
+            assert app.hub.history.timestamps.last() == [s.timestamp for s in ticks[:7]]
+            assert app.hub.series(0, "power_draw")[-1] == ticks[6].gpus[0].power_draw
+            played: list[int] = []
+            app.hub.subscribe(lambda snap: played.append(snap.seq))  # every tick, on the poller's thread
+            app.poller.set_interval(0.1)
+            await pilot.press("space")
+            await wait_for(pilot, lambda: len(played) >= 3)
+            assert played[:3] == [s.seq for s in ticks[7:10]]
+            await pilot.press("space")
+            n = len(app.hub.history.timestamps)
+            assert app.hub.history.timestamps.last() == [s.timestamp for s in ticks[:n]]
+
+    run(go())
+
+
+def test_a_loop_of_the_replay_starts_a_new_history():
+    _, ticks = read_recording(H200_X1)
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, len(ticks))
+            assert len(app.hub.history.timestamps) == len(ticks)
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 1)
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 2)
+            assert app.hub.history.timestamps.last() == [ticks[0].timestamp, ticks[1].timestamp]
+
+    run(go())
+
+
+def test_footer_shows_whole_keys_only_at_80_columns():
+    """At 80 columns each tab's footer ends with a whole key and its whole description
+    (never `g Diagnos` or `? H`); the keys that do not fit are left out, first ones kept."""
+
+    async def go():
+        app = replay_app(H200_X2)
+        footers = {}
+        async with app.run_test(size=(80, 24)) as pilot:
+            await run_to_tick(pilot, 5)
+            for key in ("1", "2", "3", "4"):
+                await pilot.press(key)
+                await pilot.pause()
+                await pilot.pause()
+                by_action = {}  # the footer shows one key per action (the first binding's)
+                for _, b, _, _ in app.screen.active_bindings.values():
+                    if b.show:
+                        by_action.setdefault(b.action, (app.get_key_display(b), b.description))
+                shown = list(by_action.values())
+                footers[key] = (screen_lines(app)[-1], shown)
+        return footers
+
+    for key, (line, shown) in asyncio.run(go()).items():
+        text = line.strip()
+        words = " ".join(f"{k} {d}" for k, d in shown)
+        assert text, key
+        assert words.startswith(" ".join(text.split())), (key, line)  # a prefix of the keys...
+        assert any(text.endswith(f"{k} {d}") for k, d in shown), (key, line)  # ...ending whole

@@ -258,11 +258,13 @@ def test_charts_have_axes_and_time_labels() -> None:
         m: [float(getattr(s.gpus[0], m)) for s in ticks]
         for m in ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
     }
+    # a version-1 recording has no GPM: its history is all gaps (NaN)
+    series |= {m: [math.nan] * len(ticks) for m in ("sm_active", "tensor_active", "dram_active")}
     times = [s.timestamp for s in ticks]
     lines = chart_lines(dev, lambda gpu, m: series[m], times, 160, live=False)
     out = text(lines)
     assert all(line_len(line) == 160 for line in lines[1:])
-    for title in ("Utilization", "Memory used", "Power", "Temperature", "Clocks"):
+    for title in ("Utilization", "Activity (GPM)", "Memory used", "Power", "Temperature", "Clocks"):
         assert title in out
     assert "100% ┤" in out
     assert "700 W ┤" in out

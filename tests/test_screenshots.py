@@ -29,6 +29,7 @@ PICTURES = {
     "processes-2gpu-80x24.svg": "test_processes_2gpu_80x24.svg",
     "processes-sorted-filtered-160x50.svg": "test_processes_sorted_filtered_160x50.svg",
     "kill-dialog.svg": "test_kill_dialog.svg",
+    "processes-job-tree-160x30.svg": "test_processes_tree_and_job_column_160x30.svg",
     "process-detail.svg": "test_process_detail.svg",
     "no-gpu.svg": "test_no_gpu_panel.svg",
     "topology-2gpu-160x50.svg": "test_topology_2gpu_160x50.svg",
@@ -41,6 +42,9 @@ PICTURES = {
     "overview-selected-160x50.svg": "test_overview_selected_card_160x50.svg",
     "diagnostics-h200-160x50.svg": "test_diagnostics_h200_160x50.svg",
     "diagnostics-cpu-torch-120x40.svg": "test_diagnostics_cpu_torch_120x40.svg",
+    "overview-gpm-2gpu-160x50.svg": "test_overview_gpm_2gpu_160x50.svg",
+    "overview-gpm-h100-float32-160x50.svg": "test_overview_gpm_h100_float32_160x50.svg",
+    "detail-gpm-h100-float32-160x50.svg": "test_detail_gpm_h100_float32_160x50.svg",
 }
 
 

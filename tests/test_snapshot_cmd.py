@@ -16,7 +16,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
-from conftest import FIXTURES, H200_X1, H200_X2, NOGPU, gputui
+from conftest import FIXTURES, H100_GPM, H200_X1, H200_X2, NOGPU, gputui
 
 from gputui.export import snapshot as fmt
 from gputui.telemetry.recording import read_recording
@@ -210,6 +210,7 @@ def test_committed_schema_is_the_one_gputui_prints():
         (H200_X2, 50),
         (H200_X1, 100),
         (FIXTURES / "derived" / "h200x8-nvswitch-240procs.jsonl.gz", 5),
+        (H100_GPM, 50),
     ],
 )
 def test_json_validates_against_the_schema(validator, recording, tick):
@@ -379,3 +380,35 @@ def test_a_subcommand_name_as_an_option_value_is_not_the_subcommand(tmp_path):
     r = gputui("snapshto")
     assert r.returncode == 2
     assert "invalid choice: 'snapshto' (choose from 'record', 'snapshot', 'watch', 'export'" in r.stderr
+
+
+def test_gpm_fields_are_the_recorded_window(validator):
+    """The H100 under a float32 matmul: GPM figures in the JSON (percent, bytes/s) and CSV."""
+    from gpm_support import FP32, phase_ticks
+
+    tick = phase_ticks(FP32)[3]
+    w = tick.gpus[0].gpm
+    assert w is not None
+    r = gputui("snapshot", "--replay", str(H100_GPM), "--tick", str(tick.seq), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    validator.validate(doc)
+    gpu = doc["gpus"][0]
+    assert gpu["gpm.unavailable"] is None
+    assert gpu["gpm.sm_active"] == w.sm_active
+    assert gpu["gpm.tensor_active"] == w.tensor_active == 0.0  # a measured 0, not N/A
+    assert gpu["gpm.fp32_active"] == w.fp32_active
+    assert gpu["gpm.pcie_rx"] == w.pcie_rx
+    fields = "index,gpm.sm_active,gpm.tensor_active,gpm.dram_active,gpm.pcie_rx"
+    r = gputui("snapshot", "--replay", str(H100_GPM), "--tick", str(tick.seq), "--fields", fields)
+    assert r.stdout.splitlines() == [
+        "index, gpm.sm_active [%], gpm.tensor_active [%], gpm.dram_active [%], gpm.pcie_rx [B/s]",
+        f"0, {w.sm_active} %, 0.0 %, {w.dram_active} %, {w.pcie_rx} B/s",
+    ]
+
+
+def test_gpm_fields_are_null_where_not_recorded():
+    r = gputui("snapshot", "--replay", str(H200_X2), "--tick", "50", "--json")
+    gpus = json.loads(r.stdout)["gpus"]
+    assert {g["gpm.sm_active"] for g in gpus} == {None}
+    assert {g["gpm.unavailable"] for g in gpus} == {None}

@@ -10,7 +10,21 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import DERIVED, H200_X1, H200_X2, NOGPU, X8_240, X16_256, replay_app, run_to_tick, wait_for
+from conftest import (
+    DERIVED,
+    FIXTURES,
+    H100_GPM,
+    H100_JOB,
+    H200_X1,
+    H200_X2,
+    NOGPU,
+    X8_240,
+    X16_256,
+    replay_app,
+    run_to_tick,
+    wait_for,
+)
+from gpm_support import FP32, phase_ticks
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertConfig, ThresholdRule
@@ -55,6 +69,33 @@ def test_overview_16gpu_80x24(snap_compare):
     assert snap_compare(replay_app(X16_256), terminal_size=(80, 24), run_before=at_tick(40))
 
 
+# ---- GPM activity and efficiency hints (real recordings with GPM) --------------------------
+
+X2_GPM = FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz"
+
+
+def test_overview_gpm_h100_float32_160x50(snap_compare):
+    """The H100 under a float32 matmul: SM busy, tensor cores idle, the TF32 hint."""
+    tick = phase_ticks(FP32)[3].seq
+    assert snap_compare(replay_app(H100_GPM), terminal_size=(160, 50), run_before=at_tick(tick))
+
+
+def test_overview_gpm_2gpu_160x50(snap_compare):
+    """bf16 training on GPU 0, float32 on GPU 1: the tensor figure and the hint differ."""
+    assert snap_compare(replay_app(X2_GPM), terminal_size=(160, 50), run_before=at_tick(40))
+
+
+def test_overview_gpm_2gpu_80x24(snap_compare):
+    assert snap_compare(replay_app(X2_GPM), terminal_size=(80, 24), run_before=at_tick(40))
+
+
+def test_detail_gpm_h100_float32_160x50(snap_compare):
+    tick = phase_ticks(FP32)[3].seq
+    assert snap_compare(
+        replay_app(H100_GPM), terminal_size=(160, 50), run_before=at_tick(tick, press=("enter",))
+    )
+
+
 def test_help_screen(snap_compare):
     assert snap_compare(
         replay_app(H200_X2), terminal_size=(100, 30), run_before=at_tick(2, press=("question_mark",))
@@ -80,6 +121,20 @@ def test_processes_8gpu_160x50(snap_compare):
 
 def test_processes_2gpu_80x24(snap_compare):
     assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("2",)))
+
+
+def test_processes_tree_and_job_column_160x30(snap_compare):
+    """A real H100: the torchrun-like job as a tree under its launcher (`v`), and the JOB
+    column of the process in a Slurm-like cgroup."""
+    assert snap_compare(
+        replay_app(H100_JOB), terminal_size=(160, 30), run_before=at_tick(8, press=("2", "v"))
+    )
+
+
+def test_processes_grouped_by_job_scrolled_120x24(snap_compare):
+    """The same, flat, grouped by job (`j`), the commands scrolled sideways (`→`)."""
+    keys = ("2", "j", "right")
+    assert snap_compare(replay_app(H100_JOB), terminal_size=(120, 24), run_before=at_tick(8, press=keys))
 
 
 def test_processes_sorted_filtered_160x50(snap_compare):

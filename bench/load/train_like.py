@@ -16,7 +16,14 @@ ap.add_argument("--batch", type=int, default=8192)
 ap.add_argument("--layers", type=int, default=4)
 ap.add_argument("--pause-every", type=float, default=25.0, help="seconds between eval pauses")
 ap.add_argument("--pause", type=float, default=4.0, help="length of an eval pause")
+ap.add_argument(
+    "--precision",
+    choices=("bf16", "fp32"),
+    default="bf16",
+    help="bf16: autocast to bf16 (tensor cores); fp32: plain float32 with TF32 off (no tensor cores)",
+)
 a = ap.parse_args()
+torch.backends.cuda.matmul.allow_tf32 = False  # the fp32 run: what PyTorch does by default
 
 dev = torch.device("cuda", a.device)
 torch.manual_seed(0)
@@ -29,10 +36,10 @@ host_batch = torch.randn(a.batch, a.hidden).pin_memory()
 start = time.monotonic()
 next_pause = start + a.pause_every
 steps = 0
-print(f"train_like pid={os.getpid()} on cuda:{a.device}", flush=True)
+print(f"train_like pid={os.getpid()} on cuda:{a.device} ({a.precision})", flush=True)
 while time.monotonic() - start < a.seconds:
     x = host_batch.to(dev, non_blocking=True)
-    with torch.autocast("cuda", dtype=torch.bfloat16):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.precision == "bf16"):
         loss = model(x).float().pow(2).mean()
     loss.backward()
     opt.step()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import math
 import signal
 import sys
 from collections.abc import Iterator
@@ -16,11 +17,14 @@ if TYPE_CHECKING:
 
 
 def positive(value: str) -> float:
-    """An argparse type: a number greater than zero."""
+    """An argparse type: a finite number greater than zero (`inf` and `nan` would overflow
+    or never fire a timer)."""
     try:
         f = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(f):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {value!r}")
     if not f > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0: {value!r}")
     return f
@@ -75,6 +79,17 @@ def killed_line(command: str, what: str, interrupted: Interrupted, child: dict[s
     if left:
         line += f", but PID {', '.join(map(str, left))} survived SIGKILL"
     return line
+
+
+def non_negative(value: str) -> float:
+    """An argparse type: a finite number, zero or more."""
+    try:
+        f = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(f) or f < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more: {value!r}")
+    return f
 
 
 def add_config_option(parser: argparse.ArgumentParser) -> None:

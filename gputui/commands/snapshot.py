@@ -16,6 +16,9 @@ PROG = "gputui snapshot"
 SLOW_WAIT_S = 1.5
 """Longest a single live snapshot waits for NVML's slow-cadence values (PCIe throughput,
 energy, per-process utilization) when a field needs them."""
+GPM_WINDOW_S = 1.0
+"""The window a snapshot measures GPM over when a field asks for it (the slow cadence then
+runs every second): a single snapshot waits about this long for its second GPM sample."""
 
 
 def add_parser(subparsers: Any) -> None:
@@ -88,6 +91,7 @@ def list_fields() -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.export import snapshot as snap_fmt
+    from gputui.telemetry.recording import RecordingError
 
     if args.list_fields:
         sys.stdout.write(list_fields())
@@ -139,7 +143,9 @@ def run(args: argparse.Namespace) -> int:
         # only what the fields need: the slow thread (PCIe throughput, energy, process
         # utilization), psutil's process facts and some static facts (NUMA affinity alone
         # is 12 ms on an H200) cost a one-shot reader tens of ms
+        window = any(f.window for f in wanted)
         source = NvmlSource(
+            slow_interval=GPM_WINDOW_S if window else 2.0,
             slow=any(f.slow for f in wanted),
             enrich_processes=bool(args.processes),
             static=snap_fmt.static_facts(reads),
@@ -150,8 +156,9 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         return nvml_unavailable(PROG, problem)
     if live and any(f.slow for f in wanted):
-        deadline = time.monotonic() + SLOW_WAIT_S
-        while source.slow_cost is None and time.monotonic() < deadline:
+        passes = 2 if any(f.window for f in wanted) else 1
+        deadline = time.monotonic() + SLOW_WAIT_S + (passes - 1) * GPM_WINDOW_S
+        while source.slow_passes < passes and time.monotonic() < deadline:
             time.sleep(0.005)
 
     def emit(first: bool) -> None:
@@ -190,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
             emit(False)
     except KeyboardInterrupt:
         pass
+    except RecordingError as exc:  # a bad line further into the recording
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `| head`: the reader is done
         sys.stderr.close()
     finally:

@@ -13,7 +13,7 @@ import sys
 import threading
 from typing import Any
 
-from gputui.commands.common import Interrupted, interruptible, killed_line, positive, say
+from gputui.commands.common import Interrupted, interruptible, killed_line, non_negative, positive, say
 
 NAME = "stress"
 
@@ -57,7 +57,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--monitor-interval",
-        type=float,
+        type=non_negative,
         default=1.0,
         metavar="S",
         help="gputui's own sampling of the GPUs during the run, seconds (0: off; default 1)",

@@ -13,6 +13,8 @@ Rules (each can be switched off; see `AlertConfig` and `gputui --print-config`):
   gpu_lost     the GPU fell off the bus
   idle_memory  0 % utilization for N minutes while memory is held ("reserved but wasted")
   process_age  one process holding GPU memory for more than N hours
+  efficiency   a GPM efficiency hint (tensor cores idle under float32 work, tiny kernels,
+               memory-bound; thresholds in [hints]) holding for N minutes
 
 A threshold rule fires when its value has been at or above `above` for `for_seconds`, and
 clears when the value falls below `clear_below` (hysteresis: a value hovering around the
@@ -22,16 +24,15 @@ and clear as soon as it no longer holds.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gputui.options import option
 from gputui.rules import iso_utc
+from gputui.telemetry.hints import GPM_KINDS, MIB, HintConfig, gpu_hints, idle_holding_memory
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInfo, Snapshot
-
-MIB = 2**20
-
 
 # --------------------------------------------------------------------------------------
 # Configuration (the [alerts] tables of the config file)
@@ -65,6 +66,14 @@ class ProcessAgeRule:
     enabled: bool = option("evaluate this rule")
     hours: float = option("fire when a process has held GPU memory this long", min=0)
     min_memory_mib: int = option("only processes holding at least this much GPU memory (MiB)", min=0)
+
+
+@dataclass(frozen=True)
+class EfficiencyRule:
+    """A GPM efficiency hint that holds for a while (gputui.telemetry.hints)."""
+
+    enabled: bool = option("evaluate this rule")
+    minutes: float = option("the hint must hold this long, without a break, before the alert fires", min=0)
 
 
 @dataclass(frozen=True)
@@ -102,6 +111,11 @@ class AlertConfig:
     process_age: ProcessAgeRule = option(
         "a process holding GPU memory for longer than this",
         factory=lambda: ProcessAgeRule(False, 24.0, 1),
+    )
+    efficiency: EfficiencyRule = option(
+        "a GPM efficiency hint (float32 without tensor cores, tiny kernels, memory-bound; "
+        "thresholds in [hints]) holding for this long: Hopper and newer",
+        factory=lambda: EfficiencyRule(False, 10.0),
     )
 
 
@@ -231,8 +245,11 @@ _THRESHOLDS: dict[str, tuple[ValueFn, str, str]] = {
 class AlertEngine:
     """Evaluates `AlertConfig` tick by tick; `active` is the set of alerts firing now."""
 
-    def __init__(self, config: AlertConfig | None = None) -> None:
+    def __init__(self, config: AlertConfig | None = None, hints: HintConfig | None = None) -> None:
         self.config = config or AlertConfig()
+        self.hints = dataclasses.replace(hints or HintConfig(), enabled=True)
+        """The hints' thresholds (the efficiency rule is evaluated whether or not the hints
+        are shown)."""
         self._states: dict[str, _State] = {}
         self._first_seen: dict[tuple[int, int], float] = {}
         self._last_ts: float | None = None
@@ -270,6 +287,8 @@ class AlertEngine:
                     self._threshold(events, seen, kind, rule, g.index, value_fn(g, d), unit, text, ts)
             if cfg.idle_memory.enabled:
                 self._idle(events, seen, g, ts)
+            if cfg.efficiency.enabled:
+                self._efficiency(events, seen, g, ts)
         if cfg.process_age.enabled:
             self._process_age(events, seen, snap.processes, ts)
         else:
@@ -361,8 +380,6 @@ class AlertEngine:
 
     def _idle(self, events: list[AlertEvent], seen: set[str], g: GpuSample, ts: float) -> None:
         rule = self.config.idle_memory
-        held = g.mem_used is not None and g.mem_used >= rule.min_memory_mib * MIB
-        idle = g.gpu_util is not None and g.gpu_util <= rule.max_util
         key = f"idle_memory:gpu{g.index}"
 
         def make(since: float) -> Alert:
@@ -375,7 +392,25 @@ class AlertEngine:
                 since, ts,
             )  # fmt: skip
 
-        self._duration(events, seen, key, held and idle, ts, rule.minutes * 60, make)
+        condition = idle_holding_memory(g, rule.max_util, rule.min_memory_mib * MIB)
+        self._duration(events, seen, key, condition, ts, rule.minutes * 60, make)
+
+    def _efficiency(self, events: list[AlertEvent], seen: set[str], g: GpuSample, ts: float) -> None:
+        rule = self.config.efficiency
+        hints = {h.kind: h for h in gpu_hints(g, self.hints)}
+        for kind in GPM_KINDS:
+            key = f"efficiency:gpu{g.index}:{kind}"
+            hint = hints.get(kind)
+
+            def make(since: float, hint: Any = hint, key: str = key) -> Alert:
+                minutes = (ts - since) / 60
+                return Alert(
+                    key, "efficiency", g.index, minutes, rule.minutes, "min",
+                    f"GPU {g.index}: {hint.short} for {minutes:.1f} min ({hint.evidence})",
+                    since, ts,
+                )  # fmt: skip
+
+            self._duration(events, seen, key, hint is not None, ts, rule.minutes * 60, make)
 
     def _process_age(
         self, events: list[AlertEvent], seen: set[str], procs: Iterable[GpuProcess], ts: float
@@ -416,6 +451,13 @@ def _with_value(alert: Alert, value: float, text: str, threshold: float) -> Aler
     )  # fmt: skip
 
 
+EFFICIENCY_SHORT = {
+    "fp32_no_tensor": "no tensor cores",
+    "tiny_kernels": "SMs idle",
+    "dram_bound": "DRAM-bound",
+}
+
+
 def short_text(alert: Alert) -> str:
     """A few words for a GPU card's border or a compact row: "86°C", "mem 96%", "idle 31 min"."""
     v = alert.value
@@ -431,4 +473,6 @@ def short_text(alert: Alert) -> str:
         return f"idle {v:.0f} min, memory held"
     if alert.kind == "process_age" and v is not None:
         return f"pid {alert.pid} held {v:.0f} h"
+    if alert.kind == "efficiency":
+        return EFFICIENCY_SHORT.get(alert.key.rsplit(":", 1)[-1], "inefficient")
     return alert.kind.replace("_", " ")

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 import psutil
 
-from gputui.telemetry.model import GpuProcess, HostSample
+from gputui.telemetry.model import GpuProcess, HostSample, LauncherProcess
 
 T = TypeVar("T")
 
@@ -150,6 +150,12 @@ class ProcessInspector:
         """Check that a local process with NVML's PID really holds an NVIDIA device file."""
         self._unverifiable_is_foreign = host_ns is False
         """Outside the host's namespace, a process whose files cannot be read is not trusted."""
+        from gputui.telemetry.proctree import JobTracker
+
+        self.jobs = JobTracker()
+        """Each process's job (cgroup, environment) and launcher, cached per process."""
+        self.launchers: tuple[LauncherProcess, ...] = ()
+        """The launchers of the processes of the latest `enrich`."""
 
     def enrich(self, processes: Iterable[GpuProcess], now: float | None = None) -> list[GpuProcess]:
         now = time.time() if now is None else now
@@ -162,9 +168,19 @@ class ProcessInspector:
         for pid in set(self._foreign) - set(facts):
             del self._foreign[pid]
         out = []
+        jobs = self.jobs
+        jobs.begin()
         for p in procs:
             f = facts.get(p.pid)
-            out.append(replace(p, visible=False) if f is None else replace(p, **f))  # type: ignore[arg-type]
+            if f is None:
+                out.append(replace(p, visible=False))
+                continue
+            created = f.get("create_time")
+            if isinstance(created, float):
+                job, launcher = jobs.attribute(p.pid, created)
+                f = {**f, "job": job, "launcher": launcher}
+            out.append(replace(p, **f))  # type: ignore[arg-type]
+        self.launchers = jobs.end()
         return out
 
     def _is_foreign(self, pid: int) -> bool:

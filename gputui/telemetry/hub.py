@@ -11,17 +11,25 @@ import threading
 from collections.abc import Callable
 
 from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
+from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
 
 
 class Hub:
-    def __init__(self, capacity: int = DEFAULT_CAPACITY, alerts: AlertEngine | None = None) -> None:
+    def __init__(
+        self,
+        capacity: int = DEFAULT_CAPACITY,
+        alerts: AlertEngine | None = None,
+        hints: HintEngine | None = None,
+    ) -> None:
         self.history = History(capacity)
         self.latest: Snapshot | None = None
         self.info: MachineInfo | None = None
         self.alerts = alerts
         """Evaluated on every published snapshot when set."""
+        self.hints = hints
+        """Efficiency hints, evaluated on every published snapshot when set."""
         self.lock = threading.Lock()
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
@@ -50,6 +58,8 @@ class Hub:
             self.latest = snap
             if self.alerts is not None and self.info is not None:
                 events = self.alerts.update(self.info, snap)
+            if self.hints is not None:
+                self.hints.update(snap)
         for listener in self._listeners:
             listener(snap)
         if events:
@@ -66,6 +76,10 @@ class Hub:
         for a in sorted(self.active_alerts().values(), key=lambda a: a.fired_at):
             out.setdefault(a.gpu, []).append(a)
         return out
+
+    def hints_by_gpu(self) -> dict[int, tuple[Hint, ...]]:
+        """Each GPU's efficiency hints at the latest tick (immutable: replaced every tick)."""
+        return self.hints.current if self.hints is not None else {}
 
     def series(self, gpu: int, metric: str, n: int | None = None) -> list[float]:
         with self.lock:
@@ -86,3 +100,5 @@ class Hub:
             self.info = None
             if self.alerts is not None:
                 self.alerts.reset()
+            if self.hints is not None:
+                self.hints.reset()

@@ -252,6 +252,57 @@ class MigDevice:
 
 
 @dataclass(frozen=True, slots=True)
+class GpmSample:
+    """NVML GPM (GPU Performance Monitoring, Hopper and newer) over one window between two
+    GPM samples taken on the slow cadence: what the SMs, tensor cores and memory really did.
+
+    Activities are percent (0-100) of the window, as NVML reports them; throughputs are bytes
+    per second.  `unavailable` says why there are no figures (then every figure is None):
+    the UI shows N/A with that reason, never 0.  `gputui.telemetry.gpm` reads it."""
+
+    unavailable: str | None = None
+    """Why GPM gives nothing for this GPU: "needs a Hopper or newer GPU (this is an
+    Ampere)", "not supported by the driver for this GPU (a virtual GPU?)", "no permission
+    ...", "MIG is on ..."; None when the figures below were measured."""
+    window: float | None = None
+    """Seconds between the two GPM samples the figures come from."""
+    graphics_active: float | None = None
+    """Percent of time the graphics/compute engine was active (DCGM's GR_ENGINE_ACTIVE)."""
+    sm_active: float | None = None
+    """Percent of SM cycles with at least one warp resident, averaged over all SMs."""
+    sm_occupancy: float | None = None
+    """Resident warps as a percent of the SMs' theoretical maximum."""
+    tensor_active: float | None = None
+    """Percent of cycles any tensor-core pipe was active (HMMA, IMMA, DFMA...)."""
+    tensor_hmma_active: float | None = None
+    """Percent of cycles the half-precision (FP16/BF16/TF32) tensor pipe was active."""
+    tensor_imma_active: float | None = None
+    """Percent of cycles the integer (INT8) tensor pipe was active."""
+    tensor_dfma_active: float | None = None
+    """Percent of cycles the FP64 tensor pipe was active."""
+    dram_active: float | None = None
+    """Device memory bandwidth used, percent of the GPU's maximum."""
+    fp64_active: float | None = None
+    """Percent of cycles the (non-tensor) FP64 pipe was active."""
+    fp32_active: float | None = None
+    """Percent of cycles the (non-tensor) FP32 pipe was active."""
+    fp16_active: float | None = None
+    """Percent of cycles the (non-tensor) FP16 pipe was active."""
+    pcie_tx: int | None = None
+    """Bytes per second sent over PCIe, headers included (GPM's count)."""
+    pcie_rx: int | None = None
+    """Bytes per second received over PCIe."""
+    nvlink_tx: int | None = None
+    """Bytes per second sent over all NVLinks."""
+    nvlink_rx: int | None = None
+    """Bytes per second received over all NVLinks."""
+    gpu_instance_id: int | None = None
+    """Set on the per-instance figures of a MIG-enabled GPU (`mig`)."""
+    mig: tuple[GpmSample, ...] = ()
+    """With MIG on: one entry per GPU instance, from nvmlGpmMigSampleGet."""
+
+
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     """What one GPU did at one tick."""
 
@@ -337,11 +388,76 @@ class GpuSample:
     """The code of the last of them (`XID_MEANINGS`)."""
     mig_devices: tuple[MigDevice, ...] = ()
     """With MIG enabled: the MIG devices (GPU instance + compute instance) on this GPU."""
+    gpm: GpmSample | None = None
+    """GPM activity over the last slow-cadence window (SM, tensor cores, DRAM...); None
+    before the first window, for a one-shot reader, or in a recording made before gputui
+    read GPM.  Where GPM cannot be read, a GpmSample whose `unavailable` says why."""
 
     @property
     def clock_events(self) -> tuple[str, ...]:
         """Decoded clock-event reason names."""
         return decode_clock_events(self.clock_event_reasons)
+
+    @property
+    def activity(self) -> GpmSample | None:
+        """GPM's figures for the whole GPU when they were measured; None when not (before
+        the first window, an older recording), when GPM is unavailable (`gpm.unavailable`
+        says why; under MIG, per GPU instance only) or the GPU is lost."""
+        w = self.gpm
+        return None if self.lost or w is None or w.unavailable is not None else w
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """What a process belongs to, as its cgroup (and, where readable, its environment)
+    says: a Slurm job step, a Kubernetes pod, a container, a systemd unit or a login
+    session.  Every text field is untrusted (it comes from paths and files the job's owner
+    may name).  None = not known; nothing is guessed (see `gputui.telemetry.jobs`)."""
+
+    kind: str
+    """"slurm", "pod", "docker", "containerd", "cri-o", "podman", "unit" or "session"."""
+    id: str
+    """Slurm job id (or SLUID); pod UID; full container id; unit name; session number."""
+    step: str | None = None
+    """Slurm step: "0", "batch", "extern", "interactive"."""
+    array: str | None = None
+    """Slurm array task as Slurm writes it: "48200_3" (array job id _ task id)."""
+    name: str | None = None
+    """The pod's or container's name, where the runtime's metadata is readable."""
+    namespace: str | None = None
+    """The pod's namespace, where readable."""
+    container: str | None = None
+    """In a pod: the container's name where readable."""
+    container_id: str | None = None
+    """In a pod: the container's id (from the cgroup path)."""
+    runtime: str | None = None
+    """In a pod: "containerd", "cri-o" or "docker"."""
+    qos: str | None = None
+    """In a pod: "guaranteed", "burstable" or "besteffort"."""
+    source: str = "cgroup"
+    """Where the id was read: "cgroup" or "environment" (the process's own claim)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherProcess:
+    """A process that started GPU processes of a distributed job (torchrun, mpirun, srun,
+    deepspeed, accelerate) and holds no GPU itself: the root of a tree in the Processes tab."""
+
+    pid: int
+    create_time: float
+    """Seconds since the epoch (with the PID, its identity for signalling)."""
+    kind: str
+    """"torchrun", "mpirun", "srun", "deepspeed" or "accelerate"."""
+    name: str | None = None
+    user: str | None = None
+    cmdline: tuple[str, ...] | None = None
+    launcher: int | None = None
+    """PID of its own nearest launcher ancestor (deepspeed -> its per-node launcher)."""
+    pgid: int | None = None
+    """Process group id: equal to `pid` when the launcher leads its own group."""
+    sid: int | None = None
+    """Session id."""
+    job: Job | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +490,10 @@ class GpuProcess:
     """Host resident memory, bytes."""
     create_time: float | None = None
     """Seconds since the epoch; together with the PID it identifies the process."""
+    job: Job | None = None
+    """The Slurm job, pod, container, unit or session it belongs to; None when unknown."""
+    launcher: int | None = None
+    """PID of its nearest ancestor that is a launcher (in `Snapshot.launchers`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,5 +522,7 @@ class Snapshot:
     gpus: tuple[GpuSample, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     host: HostSample | None = None
+    launchers: tuple[LauncherProcess, ...] = ()
+    """The launchers of the GPU processes (their `launcher` PIDs), and theirs."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -74,6 +75,7 @@ _ARCHITECTURES = {
     10: "Blackwell",
     13: "Rubin",
 }
+_ARCHITECTURE_CODES = {name: code for code, name in _ARCHITECTURES.items()}
 _BRANDS = {
     1: "Quadro",
     2: "Tesla",
@@ -284,6 +286,30 @@ class Nvml:
             self._notes.append(f"{fn}: {what}")
         _log().info("NVML %s: %s", fn, what)
 
+    def attempt(self, fn: str, *args: Any, device: int = -1) -> tuple[Any, int | None, str]:
+        """Call `pynvml.<fn>(*args)`: (result, None, ""), or (None, NVML's error code, its
+        text) — for callers that must tell errors apart (GPM: no permission vs not
+        supported).  A function missing from the bindings or the driver gives
+        FUNCTION_NOT_FOUND and is noted once.  Raises GpuLost when the GPU (`device`) has
+        fallen off the bus."""
+        if fn in self._missing:
+            return None, _FUNCTION_NOT_FOUND, "missing"
+        func = getattr(self.lib, fn, None)
+        if func is None:
+            self._missing.add(fn)
+            self.note(fn, "not in these nvidia-ml-py bindings")
+            return None, _FUNCTION_NOT_FOUND, "missing"
+        try:
+            return func(*args), None, ""
+        except self.lib.NVMLError as exc:
+            code = exc.value
+            if code in (_GPU_IS_LOST, _GPU_NOT_FOUND) and device >= 0:
+                raise GpuLost(device) from exc
+            if code == _FUNCTION_NOT_FOUND:
+                self._missing.add(fn)
+                self.note(fn, "absent from this driver")
+            return None, code, str(exc)
+
     def query(self, fn: str, *args: Any, device: int = -1, scope: object = None) -> Any:
         """Call `pynvml.<fn>(*args)`; None when unsupported or failed.
 
@@ -291,33 +317,15 @@ class Nvml:
         what "not supported" is remembered for when the handle is not the GPU's own (a MIG
         device of that GPU, say).
         """
-        if fn in self._missing:
-            return None
         key = (fn, device, scope, *(a for a in args[1:] if isinstance(a, int)))
         if key in self._unsupported:
             return None
-        func = getattr(self.lib, fn, None)
-        if func is None:
-            self._missing.add(fn)
-            self.note(fn, "not in these nvidia-ml-py bindings")
-            return None
-        try:
-            return func(*args)
-        except self.lib.NVMLError as exc:
-            code = exc.value
-            if code in (_GPU_IS_LOST, _GPU_NOT_FOUND) and device >= 0:
-                raise GpuLost(device) from exc
-            if code in (_NOT_SUPPORTED, _NO_PERMISSION):
-                self._unsupported.add(key)
-                return None
-            if code == _FUNCTION_NOT_FOUND:
-                self._missing.add(fn)
-                self.note(fn, "absent from this driver")
-                return None
-            if code in (_NOT_FOUND, _NO_DATA):
-                return None  # e.g. no process-utilization samples yet: normal
-            self.note(fn, str(exc))
-            return None
+        value, code, text = self.attempt(fn, *args, device=device)
+        if code in (_NOT_SUPPORTED, _NO_PERMISSION):
+            self._unsupported.add(key)
+        elif code not in (None, _FUNCTION_NOT_FOUND, _NOT_FOUND, _NO_DATA):
+            self.note(fn, text)  # (not found / no data: e.g. no process samples yet, normal)
+        return value
 
 
 @dataclass
@@ -428,6 +436,10 @@ class NvmlSource:
         self._prefetch: threading.Thread | None = None
         self.slow_cost: float | None = None
         """Seconds the last full slow-cadence pass took (all GPUs)."""
+        self.slow_passes = 0
+        """Slow-cadence passes done (GPM needs two for its first window)."""
+        self.gpm: GpmSampler | None = None
+        """GPM activity (SM, tensor cores, DRAM), sampled on the slow cadence."""
 
     # ---- static ----------------------------------------------------------------------
 
@@ -477,6 +489,7 @@ class NvmlSource:
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
         if self._slow_enabled:
+            self.gpm = GpmSampler(self._nvml)
             self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
             self._slow_thread.start()
             self._event_thread = threading.Thread(
@@ -732,6 +745,7 @@ class NvmlSource:
             gpus=tuple(gpus),
             processes=tuple(processes),
             host=host,
+            launchers=self._procs.launchers if self._enrich and self._procs is not None else (),
             sample_cost=time.perf_counter() - t0,
         )
 
@@ -915,6 +929,7 @@ class NvmlSource:
                 with self._slow_lock:
                     self._slow[i] = values
             self.slow_cost = time.perf_counter() - t0
+            self.slow_passes += 1
             self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
 
     def _slow_sample(self, i: int, h: Any) -> _SlowValues:
@@ -965,8 +980,22 @@ class NvmlSource:
             "retired_pages_sbe": len(sbe) if sbe is not None else None,
             "retired_pages_dbe": len(dbe) if dbe is not None else None,
             "retired_pages_pending": bool(retire_pending) if retire_pending is not None else None,
-            "mig_devices": self._mig_devices(i, h),
+            "mig_devices": (mig := self._mig_devices(i, h)),
         }
+        if self.gpm is not None:
+            dev = self._devices[i] if i < len(self._devices) else None
+            arch = dev.architecture if dev else None
+            fields["gpm"] = self.gpm.sample(
+                i,
+                h,
+                architecture=arch,
+                arch_code=_ARCHITECTURE_CODES.get(arch or ""),
+                mig_instances=(
+                    tuple(sorted({m.gpu_instance_id for m in mig if m.gpu_instance_id is not None}))
+                    if i in self._mig_enabled
+                    else None
+                ),
+            )
         return _SlowValues(fields=fields, proc_util=util, last_seen_us=now_us)
 
     def _nvlink_throughput(
@@ -1059,5 +1088,7 @@ class NvmlSource:
             self._slow_thread.join(timeout=2)
         if self._event_thread is not None:
             self._event_thread.join(timeout=2)  # it wakes every EVENT_WAIT_MS
+        if self.gpm is not None and (self._slow_thread is None or not self._slow_thread.is_alive()):
+            self.gpm.close()
         if self._nvml is not None:
             self._nvml.shutdown()

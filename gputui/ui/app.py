@@ -14,17 +14,20 @@ from typing import ClassVar
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.message import Message
-from textual.widgets import ContentSwitcher, Footer
+from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertEngine
+from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
+from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
+from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -158,7 +161,9 @@ class GpuTuiApp(App[int]):
         self.source = source
         self.interval = interval
         self.demo = demo
-        self.hub = Hub(alerts=AlertEngine(self.config.alerts))
+        self.hub = Hub(
+            alerts=AlertEngine(self.config.alerts, self.config.hints), hints=HintEngine(self.config.hints)
+        )
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
@@ -177,7 +182,7 @@ class GpuTuiApp(App[int]):
         with ContentSwitcher(initial=self.PANES[0].PANE_ID, id="panes"):
             for pane in self.PANES:
                 yield pane(self.hub) if isinstance(pane, type) else PanePlaceholder(self.hub, pane)
-        yield Footer()
+        yield WholeKeyFooter()
 
     @property
     def demo_available(self) -> bool:
@@ -231,7 +236,8 @@ class GpuTuiApp(App[int]):
         """The banner's parts, "|"-separated, each prefixed with its priority (0 = kept last)."""
         if self.source.live:
             return ""
-        what = "bundled demo" if self.demo else self.source.label
+        # the file name is untrusted, and "|" would split the banner's parts
+        what = "bundled demo" if self.demo else clean(self.source.label).replace("|", "¦")
         parts = ["0RECORDED SESSION", f"3{what}"]
         header = getattr(self.source, "header", None)
         if header is not None and header.derived:
@@ -319,11 +325,12 @@ class GpuTuiApp(App[int]):
         if message.generation != self.generation:
             return
         self.error = message.error
-        self.notify(
-            f"{type(message.error).__name__}: {message.error}",
+        self.notify(  # the message quotes recording fields and file names: never markup
+            clean(f"{type(message.error).__name__}: {message.error}"),
             title="Telemetry error",
             severity="error",
             timeout=10,
+            markup=False,
         )
 
     # ---- actions ---------------------------------------------------------------------
@@ -399,7 +406,7 @@ class GpuTuiApp(App[int]):
         try:
             source = ReplaySource(DEMO_RECORDING)
         except RecordingError as exc:
-            self.notify(str(exc), title="Cannot open the demo", severity="error")
+            self.notify(clean(str(exc)), title="Cannot open the demo", severity="error", markup=False)
             return
         self.switch_source(source, demo=True)
 

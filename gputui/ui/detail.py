@@ -16,10 +16,11 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer
 
+from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.detail_lines import (
+    activity_lines,
     chart_lines,
     clock_reason_lines,
     driver_facts,
@@ -35,6 +36,7 @@ from gputui.ui.detail_lines import (
     title_line,
 )
 from gputui.ui.render import Line, S
+from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.overview import Banner, HeaderBar
 
@@ -59,6 +61,9 @@ class DetailFacts(LineWidget):
         self.snapshot: Snapshot | None = None
         self.process_rows = 0
         """The most process rows shown for this GPU so far: the box never shrinks."""
+        self.hints: dict[int, tuple[Hint, ...]] = {}
+        """Each GPU's efficiency hints at the latest tick (the Hub's)."""
+        self.live = True
 
     def build(self, width: int, height: int) -> list[Line]:
         info = self.info
@@ -83,6 +88,7 @@ class DetailFacts(LineWidget):
             ("Memory health", [fact("Verdict", h.verdict, h.style), *h.facts], None),
         ]
         out += grid(boxes, width)
+        out += activity_lines(g, self.hints.get(self.index, ()), width, self.live)
         out += clock_reason_lines(g.clock_event_reasons if g else None, width)
         if dev.mig_mode or (g is not None and g.mig_devices):
             out += mig_lines(dev, g, procs, width)
@@ -125,6 +131,9 @@ class DetailCharts(LineWidget):
                 "temperature",
                 "sm_clock",
                 "mem_clock",
+                "sm_active",
+                "tensor_active",
+                "dram_active",
             ):
                 cache[(self.index, metric)] = history.series(self.index, metric)
             times = history.timestamps.last()
@@ -166,11 +175,12 @@ class GpuDetailScreen(Screen[None]):
         with VerticalScroll(id="detail-body"):
             facts = DetailFacts(self.index, id="detail-facts")
             facts.info, facts.snapshot = app.info, app.snapshot
+            facts.hints, facts.live = self.hub.hints_by_gpu(), bool(app.source.live)
             yield facts
             charts = DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
             charts.info = app.info
             yield charts
-        yield Footer()
+        yield WholeKeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#detail-body").can_focus = False
@@ -193,6 +203,7 @@ class GpuDetailScreen(Screen[None]):
         facts.index = self.index
         facts.info = app.info
         facts.snapshot = app.snapshot
+        facts.hints = self.hub.hints_by_gpu()
         self._sync_header()
         facts.update_lines()
         chart = self.query_one(DetailCharts)

@@ -14,12 +14,15 @@ from dataclasses import dataclass
 from rich.style import Style
 
 from gputui.telemetry.facts import sm_count
+from gputui.telemetry.gpm import METRICS as GPM_FIGURES
+from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import (
     CLOCK_EVENT_QUIET_MASK,
     CLOCK_EVENT_REASONS,
     CLOCK_EVENT_SLOWDOWN_MASK,
     XID_MEANINGS,
     DeviceInfo,
+    GpmSample,
     GpuProcess,
     GpuSample,
     MachineInfo,
@@ -109,7 +112,7 @@ def driver_facts(info: MachineInfo, dev: DeviceInfo) -> list[Fact]:
         mig += f" ({_yes(dev.mig_mode_pending)} after the next GPU reset)"
     return [
         fact("Driver", clean(sys_.driver_version) if sys_.driver_version else NA),
-        fact("CUDA (driver)", f"up to {sys_.cuda_driver_version}" if sys_.cuda_driver_version else NA),
+        fact("CUDA (driver)", f"up to {clean(sys_.cuda_driver_version)}" if sys_.cuda_driver_version else NA),
         fact("NVML", clean(sys_.nvml_version) if sys_.nvml_version else NA),
         fact("Persistence", _yes(dev.persistence_mode)),
         fact("Compute mode", clean(dev.compute_mode) if dev.compute_mode else NA),
@@ -329,6 +332,82 @@ def clock_reason_lines(mask: int | None, width: int) -> list[Line]:
     return boxed(title, [(f"mask 0x{mask:x}", S.dim)], body, width)
 
 
+GPM_LABELS = {
+    "graphics_active": "engine active", "sm_active": "SM active", "sm_occupancy": "SM occupancy",
+    "tensor_active": "tensor (any)", "tensor_hmma_active": "tensor HMMA", "tensor_imma_active": "tensor IMMA",
+    "tensor_dfma_active": "tensor DFMA", "dram_active": "DRAM bandwidth", "fp64_active": "FP64 pipe",
+    "fp32_active": "FP32 pipe", "fp16_active": "FP16 pipe", "pcie_tx": "PCIe TX", "pcie_rx": "PCIe RX",
+    "nvlink_tx": "NVLink TX", "nvlink_rx": "NVLink RX",
+}  # fmt: skip
+HINT_LINES = 6
+"""Lines the hints part of the activity box always takes (a change of height repaints)."""
+
+
+def gpm_value(w: GpmSample, field: str) -> str:
+    v = getattr(w, field)
+    if v is None:
+        return NA
+    return f"{v:.1f}%" if field.endswith(("_active", "_occupancy")) else fmt_rate(v)
+
+
+def activity_lines(g: GpuSample | None, hints: Sequence[Hint], width: int, live: bool = True) -> list[Line]:
+    """GPM's figures over the last window (N/A with the reason where GPM gives none), per
+    GPU instance under MIG, and the efficiency hints with the numbers behind them and the
+    remedies.  Always the same height for the same GPU."""
+    inner = width - 4
+    w = g.gpm if g is not None else None
+    title: Line = [("Activity (GPM)", S.title)]
+    right: Line = []
+    body: list[Line] = []
+    cols = max(1, min(3, inner // 30))
+    col_w = inner // cols
+    fields = [m.field for m in GPM_FIGURES]
+    rows = math.ceil(len(fields) / cols)
+    if w is None or (w.unavailable is not None and not w.mig):
+        if w is None:
+            why = (
+                "not measured yet: the first window needs two samples on the slow cadence (2 s)"
+                if live
+                else "not in this recording (made before gputui read GPM)"
+            )
+        else:
+            why = clean(w.unavailable or "")
+        body.append([("N/A: ", S.warn), (why, S.text)])
+        body += [[] for _ in range(rows - 1)]
+    else:
+        parts = [w] if not w.mig else list(w.mig)
+        if w.window is not None:
+            right = [(f"over {w.window:.1f} s", S.dim)]
+        for part in parts:
+            if part.gpu_instance_id is not None:
+                body.append([(f"GPU instance {part.gpu_instance_id}", S.label)])
+            if part.unavailable is not None:
+                body.append([("N/A: ", S.warn), (clean(part.unavailable), S.text)])
+                continue
+            for r in range(rows):
+                line: Line = []
+                for c in range(cols):
+                    k = c * rows + r
+                    if k < len(fields):
+                        line += [(pad(GPM_LABELS[fields[k]], 16), S.label),
+                                 (pad(gpm_value(part, fields[k]), col_w - 16), S.value)]  # fmt: skip
+                body.append(line)
+    hint_body: list[Line] = []
+    for h in hints:
+        hint_body.append([("» ", S.warn), (h.short, S.warn), ("  " + h.evidence, S.text)])
+        hint_body += [[("    → ", S.dim), (r, S.text)] for r in h.remedies]
+    if not hint_body:
+        ok = (
+            "✓ no efficiency hint"
+            if w is not None and w.unavailable is None
+            else "no efficiency hint (no GPM)"
+        )
+        hint_body = [[(ok, S.ok if w is not None and w.unavailable is None else S.dim)]]
+    hint_body = hint_body[:HINT_LINES]
+    hint_body += [[] for _ in range(HINT_LINES - len(hint_body))]
+    return boxed(title, right, [*body, [], *hint_body], width)
+
+
 def process_line(p: GpuProcess, width: int, indent: str = "") -> Line:
     name = clean(p.name) if p.name else ("not visible here" if not p.visible else NA)
     sm = fmt_pct(p.sm_util)
@@ -437,6 +516,17 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
             mem_gib,
             lambda v: f"{v:.0f} GiB",
             1 / 2**30,
+        ),
+        ChartSpec(
+            "Activity (GPM)",
+            (
+                ("sm_active", "SM", S.spark_util),
+                ("tensor_active", "tensor", S.spark_power),
+                ("dram_active", "DRAM", S.spark_mem),
+            ),
+            0.0,
+            100.0,
+            lambda v: f"{v:.0f}%",
         ),
         ChartSpec("Power", (("power_draw", "W", S.spark_power),), 0.0, power, lambda v: f"{v:.0f} W"),
         ChartSpec("Temperature", (("temperature", "°C", S.spark_temp),), 0.0, temp, lambda v: f"{v:.0f}°C"),

@@ -653,11 +653,11 @@ class DiagnosticsPane(Pane):
         try:
             md, js = save_report(diagnosis, self.report_dir, stress)
         except OSError as exc:
-            self.app.notify(f"Cannot save the report: {exc}", severity="error")
+            self.app.notify(clean(f"Cannot save the report: {exc}"), severity="error", markup=False)
             return
         self.saved = f"{md}  and  {js.name}"
         self.refresh_header()
-        self.app.notify(f"Report saved: {md} and {js}", title="Saved", timeout=8)
+        self.app.notify(clean(f"Report saved: {md} and {js}"), title="Saved", timeout=8, markup=False)
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#diag-body", VerticalScroll).scroll_relative(y=lines, animate=False)

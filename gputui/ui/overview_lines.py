@@ -15,10 +15,12 @@ from rich.style import Style
 
 from gputui.config import CardConfig
 from gputui.telemetry.alerts import Alert, short_text
+from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import (
     CLOCK_EVENT_QUIET_MASK,
     CLOCK_EVENT_SLOWDOWN_MASK,
     DeviceInfo,
+    GpmSample,
     GpuProcess,
     GpuSample,
     HostSample,
@@ -53,8 +55,8 @@ from gputui.ui.render import (
 MIN_CARD_WIDTH = 64
 """Cards narrower than this don't show bars legibly: below it the board goes compact."""
 MAX_SPARK_ROWS = 6
-CARD_FIXED_LINES = 7
-"""Border (2) + bars (3) + info line + events line."""
+CARD_FIXED_LINES = 8
+"""Border (2) + bars (3) + info line + activity (GPM) line + events line."""
 DEFAULT_CARD = CardConfig()
 SPARK_CLOCK = Style(color=BLUE)
 
@@ -145,19 +147,26 @@ def metric(
 
 
 def join_items(
-    items: Sequence[Line], width: int, sep: str = "  ", priority: Sequence[int] | None = None
+    items: Sequence[Line],
+    width: int,
+    sep: str = "  ",
+    priority: Sequence[int] | None = None,
+    *,
+    skip: bool = True,
 ) -> Line:
     """As many items as fit in `width`, separated by `sep`, shown in their given order.
 
     With `priority` (one number per item, lower first), items are chosen by priority when
-    not all fit; otherwise the first ones win."""
+    not all fit — a smaller, less important item takes the room a larger one left, unless
+    `skip=False`: then nothing less important than an item that did not fit is shown.
+    Without priority the first ones win."""
     order = sorted(range(len(items)), key=lambda k: priority[k]) if priority else range(len(items))
     chosen: set[int] = set()
     used = 0
     for k in order:
         extra = line_len(items[k]) + (len(sep) if chosen else 0)
         if used + extra > width:
-            if priority:
+            if priority and skip:
                 continue
             break
         chosen.add(k)
@@ -186,6 +195,34 @@ def events_line(mask: int | None) -> tuple[str, Style]:
     if mask & CLOCK_EVENT_QUIET_MASK:
         return "clocks: idle", S.dim
     return "clocks: full speed", S.ok
+
+
+def _gpm_pct(v: float | None) -> str:
+    return NA if v is None else f"{v:.0f}%"
+
+
+def activity_items(w: GpmSample | None, hints: Sequence[Hint] = ()) -> tuple[list[Line], list[int]]:
+    """What the SMs, tensor cores and memory did (GPM), then the first hint: items for
+    `join_items` and their priorities.  N/A (with the reason, if it fits) where GPM gave
+    nothing — never a 0."""
+    items: list[Line]
+    if w is not None and w.unavailable is None:
+        items = [
+            kv("SM", _gpm_pct(w.sm_active)),
+            kv("TENSOR", _gpm_pct(w.tensor_active)),
+            kv("DRAM", _gpm_pct(w.dram_active)),
+        ]
+        prio = [1, 2, 4]
+    elif w is not None:
+        items = [[("GPM N/A", S.dim)], [(clean(w.unavailable or ""), S.dim)]]
+        prio = [1, 5]
+    else:
+        items = [[(f"{label} ", S.label), (NA, S.dim)] for label in ("SM", "TENSOR", "DRAM")]
+        prio = [1, 2, 4]
+    if hints:
+        items.append([("» " + hints[0].short, S.warn)])
+        prio.append(3)
+    return items, prio
 
 
 def boxed(
@@ -228,6 +265,7 @@ def gpu_card(
     selected: bool = False,
     alert: str | None = None,
     card: CardConfig = DEFAULT_CARD,
+    hints: Sequence[Hint] = (),
 ) -> list[Line]:
     inner = width - 4
     charts = len(card.sparklines)
@@ -320,7 +358,10 @@ def gpu_card(
         more = f" ×{g.xid_count}" if g.xid_count > 1 else ""
         items.insert(0, kv("XID", f"{g.xid_last}{more}", S.bad))
     rows.append(join_items(items, inner))
+    activity, prio = activity_items(g.gpm, hints)
+    rows.append(join_items(activity, inner, " · ", prio))
     chart_w = max(1, inner - 6 - 12)
+    gpm = g.activity
     charts_by_name: dict[str, tuple[str, str, float | None, Style, str]] = {
         "util": ("UTIL", "gpu_util", 100.0, S.spark_util, fmt_pct(g.gpu_util)),
         "mem": ("MEM", "mem_used", float(mem_total or 0) or None, S.spark_mem, fmt_gib(g.mem_used)),
@@ -335,6 +376,11 @@ def gpu_card(
         "mem_util": ("MBW", "mem_util", 100.0, S.spark_mem, fmt_pct(g.mem_util)),
         "pcie_rx": ("RX", "pcie_rx", None, S.spark_cpu, fmt_rate(g.pcie_rx)),
         "pcie_tx": ("TX", "pcie_tx", None, S.spark_cpu, fmt_rate(g.pcie_tx)),
+        "sm_active": ("SMACT", "sm_active", 100.0, S.spark_util, _gpm_pct(gpm.sm_active if gpm else None)),
+        "tensor_active": ("TENSR", "tensor_active", 100.0, S.spark_util,
+                          _gpm_pct(gpm.tensor_active if gpm else None)),
+        "dram_active": ("DRAM", "dram_active", 100.0, S.spark_mem,
+                        _gpm_pct(gpm.dram_active if gpm else None)),
     }  # fmt: skip
     for label, metric_name, top, style, fmt in (charts_by_name[k] for k in card.sparklines):
         chart = sparkline_rows(series(dev.index, metric_name, chart_w), chart_w, spark_rows, top)
@@ -416,8 +462,12 @@ def compact_detail(
     series: SeriesFn,
     width: int,
     name_w: int = 14,
+    alert: str | None = None,
+    hints: Sequence[Hint] = (),
 ) -> Line:
-    """The second line of a GPU in the compact layout: history, link, clocks, processes."""
+    """The second line of a GPU in the compact layout: activity (GPM) and its hint,
+    processes, link, P-state; the clock-event reasons when the first line had no room for
+    them (an alert took their place), so nothing is said twice."""
     indent = 3 + name_w
     if g is None or g.lost:
         return []
@@ -425,20 +475,22 @@ def compact_detail(
     used = sum(p.gpu_memory or 0 for p in procs)
     ev_text, ev_style = events_line(g.clock_event_reasons)
     link = NA if g.pcie_gen is None else f"Gen{g.pcie_gen} x{g.pcie_width}"
+    activity, activity_prio = activity_items(g.gpm, hints)
     items: list[Line] = [
-        [(ev_text, ev_style)],
+        *activity,
         [(f"{n} proc{'s' if n != 1 else ''}" + (f" {fmt_gib(used)}" if n else ""), S.label)],
         kv("PCIe", link),
         kv("RX", fmt_rate(g.pcie_rx)),
         kv("TX", fmt_rate(g.pcie_tx)),
-        kv("P", str(g.pstate) if g.pstate is not None else NA),
+        [(f"P{g.pstate}" if g.pstate is not None else "P-state " + NA, S.value)],
     ]
-    spark_w = max(0, min(40, (width - indent) // 3))
+    prio = [*activity_prio, 3, 6, 7, 7, 8]
+    shown_above = ev_style in (S.bad, S.warn) and not alert
+    if not shown_above and ev_style in (S.bad, S.warn):
+        items.insert(0, [(ev_text, ev_style)])
+        prio.insert(0, 0)
     out: Line = [(" " * indent, None)]
-    if spark_w >= 8:
-        spark = sparkline_rows(series(dev.index, "gpu_util", spark_w), spark_w, 1, 100.0)[0]
-        out += [(spark, S.spark_util), (" ", None)]
-    out += join_items(items, width - line_len(out), "  ")
+    out += join_items(items, width - line_len(out), "  ", prio)
     return out
 
 
@@ -453,6 +505,7 @@ def board_lines(
     selected: int | None = None,
     alerts: Mapping[int, Sequence[Alert]] | None = None,
     card: CardConfig = DEFAULT_CARD,
+    hints: Mapping[int, Sequence[Hint]] | None = None,
 ) -> tuple[BoardLayout, list[Line]]:
     devices = info.devices
     charts = len(card.sparklines)
@@ -466,9 +519,12 @@ def board_lines(
         rows: list[Line] = []
         for d in devices:
             g = gpus.get(d.index)
-            rows.append(compact_row(d, g, series, width, name_w, labels.get(d.index), selected == d.index))
+            label = labels.get(d.index)
+            rows.append(compact_row(d, g, series, width, name_w, label, selected == d.index))
             if two:
-                rows.append(compact_detail(d, g, procs_by_gpu.get(d.index, []), series, width, name_w))
+                gpu_hints = (hints or {}).get(d.index, ())
+                procs = procs_by_gpu.get(d.index, [])
+                rows.append(compact_detail(d, g, procs, series, width, name_w, label, gpu_hints))
         return BoardLayout(True, 1, 0, len(rows)), rows
     lines: list[Line] = []
     cols = layout.cols
@@ -489,6 +545,7 @@ def board_lines(
                     selected == d.index,
                     labels.get(d.index),
                     card,
+                    (hints or {}).get(d.index, ()),
                 )
             )
         for y in range(card_height(layout.spark_rows, charts)):
@@ -504,17 +561,29 @@ def board_lines(
 # --------------------------------------------------------------------------------------
 
 
+def cores_per_glyph(n: int, width: int) -> int:
+    """How many CPUs share one glyph of the cores strip (1 when each has its own)."""
+    return 1 if n <= width or width <= 0 else math.ceil(n / width)
+
+
 def core_strip(per_cpu: Sequence[float], width: int) -> str:
     """One glyph per core (busiest of each group when there are more cores than cells)."""
     if not per_cpu or width <= 0:
         return ""
-    n = len(per_cpu)
-    if n <= width:
-        vals = list(per_cpu)
-    else:
-        size = math.ceil(n / width)
-        vals = [max(per_cpu[i : i + size]) for i in range(0, n, size)]
+    size = cores_per_glyph(len(per_cpu), width)
+    vals = [max(per_cpu[i : i + size]) for i in range(0, len(per_cpu), size)]
     return sparkline_rows(vals, len(vals), 1, 100.0)[0].replace(" ", "▁")
+
+
+def cores_item(per_cpu: Sequence[float], width: int) -> Line:
+    """ "cores ▂▅█…" in `width` cells or less, saying "(N per glyph)" when CPUs share
+    glyphs (each glyph then shows the busiest of its N)."""
+    label = "  cores "
+    strip_w = width - len(label)
+    if cores_per_glyph(len(per_cpu), strip_w) > 1:
+        strip_w = width - len("  cores (00 per glyph) ")
+        label = f"  cores ({cores_per_glyph(len(per_cpu), strip_w)} per glyph) "
+    return [(label, S.label), (core_strip(per_cpu, strip_w), S.spark_cpu)]
 
 
 def host_lines(host: HostSample | None, hostname: str, width: int, compact: bool = False) -> list[Line]:
@@ -558,11 +627,10 @@ def host_lines(host: HostSample | None, hostname: str, width: int, compact: bool
     one = [*cpu, ("  ", None), *mem, ("  ", None), *swap]
     strip_w = inner - line_len(one) - 8
     if strip_w >= min(ncpu, 16):
-        body = [[*one, ("  cores ", S.label), (core_strip(host.per_cpu, strip_w), S.spark_cpu)]]
+        body = [[*one, *cores_item(host.per_cpu, inner - line_len(one))]]
     else:
-        cores_w = inner - line_len(cpu) - 8
         body = [
-            [*cpu, ("  cores ", S.label), (core_strip(host.per_cpu, cores_w), S.spark_cpu)],
+            [*cpu, *cores_item(host.per_cpu, inner - line_len(cpu))],
             [*mem, ("  ", None), *swap] if line_len(mem) + 2 + line_len(swap) <= inner else mem,
         ]
     return boxed(title, right, body, width)
@@ -593,8 +661,8 @@ def header_line(
         items.append([("NVML unavailable", S.bad)])
     elif sys_:
         items.append([(clean(sys_.hostname), S.value)])
-        items.append(kv("driver", sys_.driver_version or NA))
-        items.append(kv("CUDA", sys_.cuda_driver_version or NA))
+        items.append(kv("driver", clean(sys_.driver_version or NA)))
+        items.append(kv("CUDA", clean(sys_.cuda_driver_version or NA)))
         n = len(info.devices) if info else 0
         items.append([(f"{n} GPU{'s' if n != 1 else ''}", S.label)])
     if paused:
@@ -614,9 +682,11 @@ def header_line(
             when = time.strftime("%H:%M:%S", time.localtime(timestamp))
         else:
             when = time.strftime("recorded %Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
+            if width < 100:  # the banner already says it is recorded: room for the host
+                when = time.strftime("%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
     right: Line = [(when + " ", S.value)]
     # by priority: active alerts, the state (live/replay/paused), the host, then driver, CUDA,
-    # GPU count
+    # GPU count; a less important item never takes the place of a more important one
     priority = [*[1, 2, 3, 4][: len(items)], 0]
     if alerts:
         items.append([(f"⚠ {alerts} alert{'s' if alerts != 1 else ''}", S.warn)])
@@ -625,7 +695,7 @@ def header_line(
     if avail < line_len(state) + 2:
         right = []
         avail = width - line_len(left) - 1
-    middle = join_items([*items, state], avail, "  ", priority)
+    middle = join_items([*items, state], avail, "  ", priority, skip=False)
     gap = width - line_len(left) - line_len(middle) - line_len(right)
     return pad_line([*left, *middle, (" " * max(1, gap), None), *right], width)
 

@@ -22,7 +22,7 @@ from gputui.ui.overview_lines import (
     header_line,
     host_lines,
 )
-from gputui.ui.render import Line, S, clean
+from gputui.ui.render import NA, Line, S, clean
 from gputui.ui.widgets.lines import LineWidget
 
 
@@ -122,6 +122,7 @@ class GpuBoard(LineWidget):
                 procs[p.gpu_index].append(p)
         history = self.hub.history
         alerts = self.hub.by_gpu_alerts()
+        hints = self.hub.hints_by_gpu()
         with self.hub.lock:
             layout, lines = board_lines(
                 info,
@@ -134,6 +135,7 @@ class GpuBoard(LineWidget):
                 self.selected,
                 alerts=alerts,
                 card=self.card,
+                hints=hints,
             )
         self.plan = layout
         return lines
@@ -246,7 +248,8 @@ class NoGpuPanel(LineWidget):
             title = [("No GPUs found", S.bad)]
             sys_ = info.system
             para(
-                f"NVML works (driver {sys_.driver_version}, CUDA {sys_.cuda_driver_version}) "
+                f"NVML works (driver {clean(sys_.driver_version or NA)}, "
+                f"CUDA {clean(sys_.cuda_driver_version or NA)}) "
                 "but reports 0 GPUs.",
                 S.warn,
             )

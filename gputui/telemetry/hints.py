@@ -1,0 +1,217 @@
+"""Efficiency hints: what GPM's figures say about how a GPU is used, and the usual remedy.
+
+Pure data, like the alert engine: `HintEngine.update(snapshot)` gives each GPU's hints at
+that tick.  Time is the snapshots' own, so a replay gives the hints the live run gave.
+Thresholds are the config file's `[hints]` table (`HintConfig`).
+
+  fp32_no_tensor  busy, the tensor cores idle while the FP32 pipe works: float32 matmuls
+                  without TF32 or reduced precision
+  tiny_kernels    kernels run, but keep the SMs almost idle: tiny kernels, or a GPU waiting on
+                  the CPU or the data loader between them
+  dram_bound      device memory bandwidth near its maximum
+  idle_memory     memory held while the GPU has done nothing for minutes
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputui.options import option
+from gputui.telemetry.model import GpuSample, Snapshot
+
+MIB = 2**20
+
+
+@dataclass(frozen=True)
+class HintConfig:
+    enabled: bool = option("show efficiency hints on the cards and in the detail view", True)
+    busy_util: int = option(
+        "NVML utilization (percent) at or above which a GPU counts as busy (fp32_no_tensor)",
+        50,
+        min=0,
+        max=100,
+    )
+    tensor_idle_below: float = option(
+        "tensor-core activity (percent) below which the tensor cores count as idle", 5.0, min=0.0, max=100.0
+    )
+    fp32_active_above: float = option(
+        "FP32-pipe activity (percent) at or above which float32 math counts as the work",
+        20.0,
+        min=0.0,
+        max=100.0,
+    )
+    tiny_kernels_min_util: int = option(
+        "tiny_kernels: only when kernels ran at least this share of the time (percent)", 10, min=0, max=100
+    )
+    tiny_kernels_sm_ratio: float = option(
+        "tiny_kernels: SM activity below this fraction of NVML's utilization (0.25: the SMs "
+        "were busy for less than a quarter of the time kernels ran)",
+        0.25,
+        min=0.0,
+        max=1.0,
+    )
+    dram_bound_above: float = option(
+        "DRAM bandwidth (percent of the maximum) at or above which a GPU counts as memory-bound",
+        70.0,
+        min=0.0,
+        max=100.0,
+    )
+    idle_minutes: float = option(
+        "idle_memory: utilization at or below idle_max_util for this many minutes", 5.0, min=0.0
+    )
+    idle_max_util: int = option("idle_memory: utilization (percent) that counts as idle", 0, min=0, max=100)
+    idle_min_memory_mib: int = option("idle_memory: memory used (MiB) that counts as held", 1024, min=0)
+
+
+@dataclass(frozen=True)
+class Hint:
+    kind: str
+    """fp32_no_tensor, tiny_kernels, dram_bound, idle_memory."""
+    gpu: int
+    short: str
+    """A few words for a card: "no tensor cores: try TF32 or bf16"."""
+    evidence: str
+    """The numbers behind it: "utilization 100% · SM 96.9% · tensor 0.0% · FP32 pipe 77.2%"."""
+    remedies: tuple[str, ...]
+    """What people do about it, most effective first."""
+
+
+KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound", "idle_memory")
+GPM_KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound")
+"""The hints read from GPM (the `efficiency` alert fires on these)."""
+
+
+def idle_holding_memory(g: GpuSample, max_util: int, min_memory: int) -> bool:
+    """The GPU does nothing (utilization at or below `max_util` %) while at least
+    `min_memory` bytes are held on it: the idle_memory alert's and hint's condition."""
+    held = g.mem_used is not None and g.mem_used >= min_memory
+    return held and g.gpu_util is not None and g.gpu_util <= max_util
+
+
+REMEDIES: dict[str, tuple[str, ...]] = {
+    "fp32_no_tensor": (
+        "TF32 tensor cores for float32 matmuls: torch.backends.cuda.matmul.allow_tf32 = True "
+        '(or torch.set_float32_matmul_precision("high"))',
+        'or mixed precision: with torch.autocast("cuda", dtype=torch.bfloat16): ... (fp16 with a GradScaler)',
+    ),
+    "tiny_kernels": (
+        "larger batches: more work per kernel launch",
+        "more DataLoader workers and pinned memory: DataLoader(..., num_workers=8, pin_memory=True), "
+        ".to(device, non_blocking=True)",
+        'CUDA graphs to launch many small kernels at once: torch.compile(model, mode="reduce-overhead") '
+        "or torch.cuda.CUDAGraph",
+        "avoid synchronizing every step (.item(), .cpu(), print of a GPU tensor)",
+    ),
+    "dram_bound": (
+        "fuse element-wise work so tensors pass through memory once: torch.compile",
+        "smaller data types move fewer bytes: bf16/fp16 activations, fp8 where it holds up",
+        "avoid needless copies (.contiguous(), .clone(), dtype round trips)",
+    ),
+    "idle_memory": (
+        "end the process holding the memory (the Processes tab, 2, then T) if nobody uses it",
+        "a PyTorch process keeps freed memory cached: torch.cuda.empty_cache() returns it",
+    ),
+}
+
+
+def _pct(v: float | None) -> str:
+    return "N/A" if v is None else f"{v:.1f}%"
+
+
+def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) -> tuple[Hint, ...]:
+    """The hints one GPU sample gives.  `idle_seconds`: how long the GPU has been idle with
+    memory held (HintEngine keeps that); None when unknown."""
+    if not cfg.enabled or g.lost:
+        return ()
+    out: list[Hint] = []
+    w = g.activity
+    util = g.gpu_util
+    if w is not None and util is not None:
+        tensor, fp32, sm, dram = w.tensor_active, w.fp32_active, w.sm_active, w.dram_active
+        if (
+            util >= cfg.busy_util
+            and tensor is not None
+            and fp32 is not None
+            and tensor < cfg.tensor_idle_below
+            and fp32 >= cfg.fp32_active_above
+        ):
+            out.append(
+                Hint(
+                    "fp32_no_tensor",
+                    g.index,
+                    "no tensor cores: try TF32 or bf16",
+                    f"utilization {util}% · SM {_pct(sm)} · tensor cores {_pct(tensor)} · "
+                    f"FP32 pipe {_pct(fp32)}",
+                    REMEDIES["fp32_no_tensor"],
+                )
+            )
+        if util >= cfg.tiny_kernels_min_util and sm is not None and sm < cfg.tiny_kernels_sm_ratio * util:
+            out.append(
+                Hint(
+                    "tiny_kernels",
+                    g.index,
+                    "SMs idle: tiny kernels or CPU-bound",
+                    f"kernels ran {util}% of the time but the SMs were {_pct(sm)} active",
+                    REMEDIES["tiny_kernels"],
+                )
+            )
+        if dram is not None and dram >= cfg.dram_bound_above:
+            out.append(
+                Hint(
+                    "dram_bound",
+                    g.index,
+                    "memory-bandwidth bound",
+                    f"DRAM bandwidth {_pct(dram)} of the maximum · SM {_pct(sm)} · "
+                    f"tensor cores {_pct(tensor)}",
+                    REMEDIES["dram_bound"],
+                )
+            )
+    if idle_seconds is not None and idle_seconds >= cfg.idle_minutes * 60:
+        held = (g.mem_used or 0) / 2**30
+        minutes = idle_seconds / 60
+        out.append(
+            Hint(
+                "idle_memory",
+                g.index,
+                f"idle {minutes:.0f} min holding {held:.1f} GiB",
+                f"utilization ≤ {cfg.idle_max_util}% for {minutes:.1f} min while {held:.1f} GiB is held",
+                REMEDIES["idle_memory"],
+            )
+        )
+    return tuple(out)
+
+
+class HintEngine:
+    """Keeps how long each GPU has been idle with memory held; `update` gives the hints."""
+
+    def __init__(self, config: HintConfig | None = None) -> None:
+        self.config = config or HintConfig()
+        self._idle_since: dict[int, float] = {}
+        self._last_ts: float | None = None
+        self.current: dict[int, tuple[Hint, ...]] = {}
+        """GPU -> its hints at the last update (replaced, never mutated)."""
+
+    def reset(self) -> None:
+        self._idle_since.clear()
+        self._last_ts = None
+        self.current = {}
+
+    def update(self, snap: Snapshot) -> dict[int, tuple[Hint, ...]]:
+        ts = snap.timestamp
+        if self._last_ts is not None and ts < self._last_ts:
+            self._idle_since.clear()  # a replay looped
+        self._last_ts = ts
+        cfg = self.config
+        out: dict[int, tuple[Hint, ...]] = {}
+        for g in snap.gpus:
+            if idle_holding_memory(g, cfg.idle_max_util, cfg.idle_min_memory_mib * MIB):
+                since = self._idle_since.setdefault(g.index, ts)
+                idle: float | None = ts - since
+            else:
+                self._idle_since.pop(g.index, None)
+                idle = None
+            hints = gpu_hints(g, cfg, idle)
+            if hints:
+                out[g.index] = hints
+        self.current = out
+        return out
