@@ -46,6 +46,7 @@ class Mutation:
 
 GUARDS = "tests/test_safety_guards.py"
 CHILDREN = "tests/test_children.py"
+UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
     # ---- the exporter's bind -----------------------------------------------------------
@@ -81,38 +82,31 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_export.py",),
         "a public bind is no longer refused",
     ),
-    # ---- the untrusted-text filter -------------------------------------------------------
+    # ---- the untrusted-text filter (one rule, gputui/untrusted.py: the fast paths of
+    # ui/render.py and ui/process_lines.py moved there) ------------------------------------
     Mutation(
-        "render-fast-path",
-        "gputui/ui/render.py",
-        '    if text.isascii() and text.isprintable():\n        return text\n    return "".join(',
-        '    if text.isprintable():\n        return text\n    return "".join(',
-        (GUARDS, "tests/test_render.py"),
-        "any isprintable() text (wide, combining) passes the label filter as it is",
+        "untrusted-fast-path",
+        "gputui/untrusted.py",
+        "    return text.isascii() and text.isprintable()\n",
+        "    return text.isprintable()\n",
+        (GUARDS, *UNTRUSTED_TESTS),
+        "any isprintable() text (wide, combining) passes every filter as it is",
     ),
     Mutation(
-        "process-lines-fast-path",
-        "gputui/ui/process_lines.py",
-        "    if text.isascii() and text.isprintable():\n        return text\n    out = []",
-        "    if text.isprintable():\n        return text\n    out = []",
-        (GUARDS, "tests/test_process_lines.py"),
-        "any isprintable() command line passes the literal filter as it is",
-    ),
-    Mutation(
-        "render-one-cell-wide",
-        "gputui/ui/render.py",
-        'and unicodedata.east_asian_width(ch) not in ("W", "F")',
-        'and unicodedata.east_asian_width(ch) not in ("F",)',
-        (GUARDS, "tests/test_render.py", "tests/test_process_lines.py"),
+        "untrusted-one-cell-wide",
+        "gputui/untrusted.py",
+        "    if not visible(ch) or unicodedata.east_asian_width(ch) in _WIDE:",
+        "    if not visible(ch):",
+        (GUARDS, *UNTRUSTED_TESTS),
         "double-width characters count as one cell",
     ),
     Mutation(
-        "render-one-cell-combining",
-        "gputui/ui/render.py",
-        "and not unicodedata.combining(ch)",
-        "and True",
-        (GUARDS, "tests/test_render.py", "tests/test_process_lines.py"),
-        "combining characters count as one cell",
+        "untrusted-zero-width",
+        "gputui/untrusted.py",
+        "    if unicodedata.category(ch) in _ZERO_WIDTH_CATEGORIES:\n        return False\n",
+        "",
+        (GUARDS, *UNTRUSTED_TESTS),
+        "combining and zero-width characters count as visible",
     ),
     # ---- the stress and diagnosis verdicts ----------------------------------------------
     Mutation(
