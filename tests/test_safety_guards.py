@@ -56,6 +56,8 @@ def test_a_name_with_a_loopback_and_a_routable_address_is_not_loopback(monkeypat
     assert is_loopback("dual.test") is False
     monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: resolve(*a, **k)[:1])
     assert is_loopback("dual.test") is True
+    monkeypatch.setattr(socket, "getaddrinfo", lambda *a, **k: [])  # resolves to nothing
+    assert is_loopback("dual.test") is False
 
 
 # ---- the untrusted-text fast path ----------------------------------------------------------
