@@ -162,6 +162,7 @@ def test_kill_exact_refuses_another_start_time_and_gputui_itself(monkeypatch):
         assert runner.kill_exact(child.pid, ticks) is True
         assert child.wait(10) == -signal.SIGKILL
     finally:
+        monkeypatch.undo()  # the real os.kill for the clean-up
         if child.poll() is None:
             child.kill()
             child.wait()
