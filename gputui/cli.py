@@ -19,7 +19,7 @@ DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz"
 
 #: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
 #: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
-COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress")
+COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve")
 
 
 def command_module(name: str) -> ModuleType:
@@ -134,7 +134,10 @@ def run_tui(args: argparse.Namespace) -> int:
         source = NvmlSource()  # type: ignore[assignment]
         source.prefetch()  # type: ignore[attr-defined]  # NVML opens while Textual loads
         interval = args.interval or settings.ui.interval
-    if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY"):
+    from gputui.commands.serve import in_browser
+
+    browser = in_browser()
+    if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser:
         print(
             "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
         )
@@ -150,6 +153,7 @@ def run_tui(args: argparse.Namespace) -> int:
         default_sort=settings.ui.default_sort,
         config=settings,
         config_errors=loaded.errors,
+        watch_terminal=not browser,  # in a browser, textual-serve ends the app with the page
     )
     try:
         app.run()
