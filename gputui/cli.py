@@ -142,7 +142,7 @@ def run_tui(args: argparse.Namespace) -> int:
             "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
         )
         return 2
-    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
 
     readonly = settings.ui.readonly if args.readonly is None else args.readonly
     app = GpuTuiApp(
@@ -155,7 +155,10 @@ def run_tui(args: argparse.Namespace) -> int:
         config_errors=loaded.errors,
         watch_terminal=not browser,  # in a browser, textual-serve ends the app with the page
     )
-    app.run()
+    try:
+        app.run()
+    finally:
+        kill_children(CHILD_KILL_WAIT_S)  # a diagnosis or stress run left running: gone with us
     for error in loaded.errors:  # shown in the TUI too; repeated where it stays readable
         print(f"gputui: config: {error}", file=sys.stderr)
     return app.return_code or 0

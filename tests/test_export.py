@@ -314,6 +314,10 @@ def test_allow_remote_binds_every_address():
 
 
 def test_without_nvml_export_exits_2():
+    from diag_support import driver_present
+
+    if driver_present():
+        pytest.skip("a GPU driver is installed here: NVML is available")
     r = gputui("export", "--listen", "127.0.0.1:0")
     assert r.returncode == 2
     assert "gputui export: NVML unavailable" in r.stderr

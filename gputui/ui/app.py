@@ -482,23 +482,26 @@ class GpuTuiApp(App[int]):
     # ---- going away cleanly ----------------------------------------------------------
 
     def _start_terminal_watch(self) -> None:
-        """Exit when the terminal goes away (SSH dropped), even if the UI is stuck on it."""
+        """Exit when the terminal goes away (SSH dropped) or on SIGTERM, even if the UI is
+        stuck writing to a terminal nobody reads: both go through the watch thread, which
+        lives outside the event loop and forces the exit after its grace period."""
         loop = asyncio.get_running_loop()
         fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
 
         def on_lost() -> None:
+            kill_children(CHILD_KILL_WAIT_S)  # from the watch thread: never waits on the UI
             loop.call_soon_threadsafe(self._on_hangup)
 
         watch = self._terminal_watch = TerminalWatch(fd, on_lost, period=TERMINAL_CHECK_S)
         watch.start()
-        with contextlib.suppress(ValueError):  # not the main thread (embedded): skip
-            signal.signal(signal.SIGHUP, lambda signum, frame: watch.hangup())
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, self._on_hangup)
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread (embedded): skip
+                signal.signal(sig, lambda signum, frame: watch.hangup())
 
     def _on_hangup(self) -> None:
         if self.poller is not None:
             self.poller.stop(timeout=0)
+        kill_children(0)
         self.exit(0)
 
     async def action_quit(self) -> None:
@@ -506,4 +509,18 @@ class GpuTuiApp(App[int]):
             self.poller.stop(timeout=0.5)
         if self._terminal_watch is not None:
             self._terminal_watch.stop()
+        kill_children(0)  # SIGKILL now; `run_tui` waits for what they left once the UI is down
         self.exit(0)
+
+
+#: How long leaving gputui waits for the diagnosis and stress children (and what they
+#: started) to be killed and checked gone.
+CHILD_KILL_WAIT_S = 8.0
+
+
+def kill_children(wait: float) -> None:
+    """Kill every diagnosis or stress child still running (if any was ever started: the
+    runner is imported only then), waiting up to `wait` s for them to be checked gone."""
+    runner = sys.modules.get("gputui.diag.runner")
+    if runner is not None:
+        runner.kill_all(wait)
