@@ -45,6 +45,11 @@ SCENARIOS: list[tuple[str, list[str], str]] = [
     ("Processes tab: 8 GPUs, 210-240 processes (derived), by GPU memory", replay(X8, 30), "0.2:2"),
     ("Processes tab sorted by SM%", replay(X8, 30), "0.2:2,2.0:s"),
     ("Processes tab sorted by CPU% (rows reorder every tick)", replay(X8, 30), "0.2:2,2.0:sssss"),
+    (
+        "Processes tab in tree mode: 240 processes under 30 launchers (derived)",
+        replay("derived/h200x8-nvswitch-240procs-jobs.jsonl.gz", 30),
+        "0.2:2,2.0:v",
+    ),
 ]
 
 

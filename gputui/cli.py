@@ -26,7 +26,7 @@ DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz"
 
 #: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
 #: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
-COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress")
+COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve")
 
 
 def command_module(name: str) -> ModuleType:
@@ -166,12 +166,15 @@ def run_tui(args: argparse.Namespace) -> int:
         source = NvmlSource()  # type: ignore[assignment]
         source.prefetch()  # type: ignore[attr-defined]  # NVML opens while Textual loads
         interval = args.interval or saved.interval or settings.ui.interval
-    if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY"):
+    from gputui.commands.serve import in_browser
+
+    browser = in_browser()
+    if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser:
         print(
             "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
         )
         return 2
-    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
 
     readonly = settings.ui.readonly if args.readonly is None else args.readonly
     app = GpuTuiApp(
@@ -185,8 +188,12 @@ def run_tui(args: argparse.Namespace) -> int:
         saved=saved,
         state_path=state_path,
         state_warning=state_warning,
+        watch_terminal=not browser,  # in a browser, textual-serve ends the app with the page
     )
-    app.run()
+    try:
+        app.run()
+    finally:
+        kill_children(CHILD_KILL_WAIT_S)  # a diagnosis or stress run left running: gone with us
     for error in loaded.errors:  # shown in the TUI too; repeated where it stays readable
         print(f"gputui: config: {error}", file=sys.stderr)
     if state_warning:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import os
 import re
 import sys
@@ -130,6 +131,57 @@ class ExportConfig:
     processes: bool = option("export one series per GPU process (gputui_process_*)", True)
 
 
+def _check_url(value: str) -> str | None:
+    from gputui.cluster.http import check_url  # stdlib only
+
+    return check_url(value) if value else None
+
+
+@dataclass(frozen=True)
+class ClusterLabels:
+    host: str = option("label naming the host", "Hostname")
+    gpu: str = option("label with the GPU's index", "gpu")
+    uuid: str = option("label with the GPU's UUID", "UUID")
+    model: str = option("label with the GPU's model name", "modelName")
+    pod: str = option("label with the Kubernetes pod using the GPU", "pod")
+    namespace: str = option("label with the pod's namespace", "namespace")
+    container: str = option("label with the pod's container", "container")
+    driver: str = option("label with the driver version", "DCGM_FI_DRIVER_VERSION")
+
+
+@dataclass(frozen=True)
+class ClusterConfig:
+    prometheus: str = option(
+        "Prometheus server (http(s)://host:9090) for `gputui cluster`; --prometheus overrides",
+        "",
+        check=_check_url,
+    )
+    targets: tuple[str, ...] = option(
+        "exporters to scrape directly when no Prometheus server is given (host:port or URLs)", ()
+    )
+    selector: str = option('extra PromQL label matchers for every query, e.g. job="dcgm-exporter"', "")
+    refresh: float = option("seconds between refreshes; --refresh overrides", 5.0, min=1.0, max=300.0)
+    timeout: float = option(
+        "seconds one request may take in all (a slower one counts as failed)", 5.0, min=0.5, max=120.0
+    )
+    history_minutes: float = option("span of the drill-in's history charts", 15.0, min=1.0, max=1440.0)
+    max_response_mib: int = option("largest answer accepted from a server or exporter", 64, min=1, max=1024)
+    auth_header: str = option(
+        'Authorization header value sent with every request (e.g. "Bearer ..."); never shown', "", secret=True
+    )
+    auth_header_file: str = option("read the Authorization header value from this file instead", "")
+    basic_auth_user: str = option("HTTP basic auth user", "")
+    basic_auth_password: str = option("HTTP basic auth password; never shown", "", secret=True)
+    basic_auth_password_file: str = option("read the basic auth password from this file instead", "")
+    tls_ca_file: str = option("CA certificate file (PEM) to verify https servers with", "")
+    tls_insecure_skip_verify: bool = option("do not verify https certificates (a test server only)", False)
+    tls_client_cert: str = option("client certificate file (PEM) for mutual TLS", "")
+    tls_client_key: str = option("the client certificate's key file (PEM)", "")
+    labels: ClusterLabels = option(
+        "which label carries each fact (dcgm-exporter's names)", factory=ClusterLabels
+    )
+
+
 @dataclass(frozen=True)
 class Config:
     ui: UiConfig = option("the monitor", factory=UiConfig)
@@ -146,6 +198,9 @@ class Config:
     )
     watch: WatchConfig = option("`gputui watch`: headless alerts", factory=WatchConfig)
     export: ExportConfig = option("`gputui export`: Prometheus /metrics", factory=ExportConfig)
+    cluster: ClusterConfig = option(
+        "`gputui cluster`: GPUs of many hosts, from Prometheus or the exporters", factory=ClusterConfig
+    )
 
 
 @dataclass(frozen=True)
@@ -255,6 +310,8 @@ def _build(
             values[fname] = _build(tp, current, raw, key + ".", errors, lines, name)
             continue
         problem, value = _leaf(tp, raw, f.metadata)
+        if problem and f.metadata.get("secret"):  # a credential is never echoed
+            problem = f"expected a string (the value is not shown: {key} is a secret)"
         if problem:
             item, _, text = problem.partition("\0")  # a table's entry names itself
             where = f"{key}.{item}" if text else key
@@ -289,6 +346,8 @@ def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None
         ):
             what = "an integer" if tp is int else "a number"
             return f"expected {what}, got {_type_name(raw)} {raw!r}", None
+        if not math.isfinite(raw):  # TOML has nan and inf: nan never crosses a threshold
+            return f"must be a finite number, got {raw!r}", None
         if lo is not None and raw < lo:
             return f"must be at least {lo:g}, got {raw!r}", None
         if hi is not None and raw > hi:

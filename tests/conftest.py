@@ -30,6 +30,9 @@ NOGPU = FIXTURES / "nogpu" / "recording.jsonl.gz"
 DERIVED = FIXTURES / "derived"
 X8_240 = DERIVED / "h200x8-nvswitch-240procs.jsonl.gz"
 X16_256 = DERIVED / "h200x16-nvswitch-256procs.jsonl.gz"
+H100_JOB = FIXTURES / "h100-x1-job" / "recording.jsonl.gz"
+"""1x H100: a torchrun-like job of 3 ranks under its launcher, a bystander, a holder in a
+Slurm-like cgroup (bench/device_jobs.py)."""
 
 #: So long that only the first tick arrives by itself; tests step the rest.
 FROZEN = 3600.0

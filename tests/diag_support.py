@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 @functools.cache
 def torch_python() -> str | None:
     """An interpreter with torch installed: the test venv itself (the README's test command
-    installs the CPU build there), else $GPUTUI_TEST_TORCH_PYTHON, else /tmp/torchvenv."""
-    candidates = [sys.executable, os.environ.get("GPUTUI_TEST_TORCH_PYTHON"), "/tmp/torchvenv/bin/python"]
+    installs torch there, the CPU or the CUDA build), else $GPUTUI_TEST_TORCH_PYTHON."""
+    candidates = [sys.executable, os.environ.get("GPUTUI_TEST_TORCH_PYTHON")]
     for candidate in candidates:
         if not candidate or not os.path.exists(candidate):
             continue
@@ -35,6 +35,34 @@ def torch_python() -> str | None:
         if subprocess.run([candidate, "-c", probe], check=False, timeout=60).returncode == 0:
             return candidate
     return None
+
+
+@functools.cache
+def torch_cuda_build(python: str) -> str | None:
+    """The CUDA version `python`'s torch was built for (torch.version.cuda), None for the
+    CPU build: what the diagnosis of that interpreter must report."""
+    code = "import torch, sys; sys.stdout.write(torch.version.cuda or '')"
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    return out.stdout.strip() or None
+
+
+@functools.cache
+def torch_sees_a_gpu(python: str) -> bool:
+    """Whether torch in `python` can use a GPU here (a CUDA build and a working driver)."""
+    code = "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"
+    return subprocess.run([python, "-c", code], capture_output=True, check=False, timeout=300).returncode == 0
+
+
+@functools.cache
+def driver_present() -> bool:
+    """Whether NVML initialises on this machine (a GPU driver is installed and running):
+    the diagnosis's driver checks and the exporter's start depend on it.  Asked in a child,
+    so the test process never initialises NVML."""
+    code = "import pynvml; pynvml.nvmlInit(); pynvml.nvmlShutdown()"
+    return (
+        subprocess.run([sys.executable, "-c", code], capture_output=True, check=False, timeout=120).returncode
+        == 0
+    )
 
 
 def need_torch_python() -> str:

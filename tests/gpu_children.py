@@ -159,7 +159,8 @@ class ReplayOntoChildren:
                 )
             )
         now = time.time()
-        return dataclasses.replace(snap, timestamp=now, processes=tuple(self.inspector.enrich(rows, now)))
+        procs = tuple(self.inspector.enrich(rows, now))
+        return dataclasses.replace(snap, timestamp=now, processes=procs, launchers=self.inspector.launchers)
 
     def seek(self, position: int) -> None:
         self.inner.seek(position)

@@ -232,18 +232,46 @@ def test_other_tabs_load_only_when_opened():
     assert "after ['gputui.ui.processes'] processes" in out
 
 
-def test_a_tick_arriving_while_the_app_shuts_down_is_dropped():
-    """The poller's last tick can reach the app after its widgets are gone (seen under
-    load: NoMatches for HeaderBar when the test's app closed); it is dropped, not an error."""
-    from gputui.ui.app import InfoReady, SnapshotReady
+def test_stepping_back_then_resuming_plays_on_from_there_with_no_future_in_the_history():
+    _, ticks = read_recording(H200_X2)
 
     async def go():
         app = replay_app(H200_X2)
         async with app.run_test(size=(120, 40)) as pilot:
-            await run_to_tick(pilot, 2)
-            snap, info, gen = app.snapshot, app.info, app.generation
-        app.on_info_ready(InfoReady(info, gen))
-        app.on_snapshot_ready(SnapshotReady(snap, gen, (3, 100)))
+            await run_to_tick(pilot, 10)
+            await pilot.press("space")
+            for _ in range(3):
+                await pilot.press("comma")
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 7)
+            # the sparklines' history ends at the tick on screen
+            assert app.hub.history.timestamps.last() == [s.timestamp for s in ticks[:7]]
+            assert app.hub.series(0, "power_draw")[-1] == ticks[6].gpus[0].power_draw
+            played: list[int] = []
+            app.hub.subscribe(lambda snap: played.append(snap.seq))  # every tick, on the poller's thread
+            app.poller.set_interval(0.1)
+            await pilot.press("space")
+            await wait_for(pilot, lambda: len(played) >= 3)
+            assert played[:3] == [s.seq for s in ticks[7:10]]
+            await pilot.press("space")
+            n = len(app.hub.history.timestamps)
+            assert app.hub.history.timestamps.last() == [s.timestamp for s in ticks[:n]]
+
+    run(go())
+
+
+def test_a_loop_of_the_replay_starts_a_new_history():
+    _, ticks = read_recording(H200_X1)
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, len(ticks))
+            assert len(app.hub.history.timestamps) == len(ticks)
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 1)
+            app.poller.step(1)
+            await wait_for(pilot, lambda: app.query_one("HeaderBar").position[0] == 2)
+            assert app.hub.history.timestamps.last() == [ticks[0].timestamp, ticks[1].timestamp]
 
     run(go())
 
@@ -275,3 +303,19 @@ def test_footer_shows_whole_keys_only_at_80_columns():
         assert text, key
         assert words.startswith(" ".join(text.split())), (key, line)  # a prefix of the keys...
         assert any(text.endswith(f"{k} {d}") for k, d in shown), (key, line)  # ...ending whole
+
+
+def test_a_tick_arriving_while_the_app_shuts_down_is_dropped():
+    """The poller's last tick can reach the app after its widgets are gone (seen under
+    load: NoMatches for HeaderBar when the test's app closed); it is dropped, not an error."""
+    from gputui.ui.app import InfoReady, SnapshotReady
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 2)
+            snap, info, gen = app.snapshot, app.info, app.generation
+        app.on_info_ready(InfoReady(info, gen))
+        app.on_snapshot_ready(SnapshotReady(snap, gen, (3, 100)))
+
+    run(go())

@@ -164,3 +164,29 @@ def test_the_readme_example_is_a_valid_file():
     assert errors == []
     assert cfg.ui.colors == {"red": "#d70000"}
     assert cfg.alerts.temperature.above == 83.0
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("[alerts.memory]\nabove = nan\n", "c.toml:2: alerts.memory.above: must be a finite number, got nan"),
+        (
+            "[alerts.temperature]\nabove = 85.0\nclear_below = -inf\n",
+            "c.toml:3: alerts.temperature.clear_below: must be a finite number, got -inf",
+        ),
+        (
+            "[alerts.temperature]\nfor_seconds = inf\n",
+            "c.toml:2: alerts.temperature.for_seconds: must be a finite",
+        ),
+        ("[ui]\ninterval = nan\n", "c.toml:2: ui.interval: must be a finite number, got nan"),
+        ("[export]\ninterval = +inf\n", "c.toml:2: export.interval: must be a finite number, got inf"),
+        ("[watch]\ntimeout_seconds = inf\n", "c.toml:2: watch.timeout_seconds: must be a finite number"),
+        ("[alerts.idle_memory]\nminutes = nan\n", "c.toml:2: alerts.idle_memory.minutes: must be a finite"),
+    ],
+)
+def test_nan_and_infinity_are_refused_with_the_line(text, expected):
+    """TOML has nan and inf; a nan threshold compares false with everything, so the rule
+    would silently never fire, and an infinite interval overflows the timers."""
+    cfg, errors = parse(text, "c.toml")
+    assert cfg == Config()
+    assert any(e.startswith(expected) for e in errors), errors

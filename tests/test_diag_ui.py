@@ -174,3 +174,37 @@ def test_stress_cancel_from_the_tab_leaves_no_process():
             await wait_for(pilot, lambda: "cancelled" in text(app), timeout=30)
 
     run(go())
+
+
+def test_save_never_follows_a_planted_symlink_and_is_private(tmp_path):
+    """Another user can guess the name `w` saves under: links planted there must not be
+    followed (the target overwritten), nor an existing file replaced; reports are 0600."""
+    import os
+    import stat
+
+    from gputui.diag.verdicts import Diagnosis
+    from gputui.ui.diagnostics import report_stem, save_report
+
+    diagnosis = Diagnosis(python=sys.executable)
+    stem = report_stem(diagnosis)
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    (tmp_path / f"{stem}.md").symlink_to(victim)
+    (tmp_path / f"{stem}.json").symlink_to(tmp_path / "nothing-yet")  # dangling: would be created
+    os.umask(old := os.umask(0))  # read the umask
+    try:
+        os.umask(0o022)
+        md, js = save_report(diagnosis, tmp_path)
+        md2, js2 = save_report(diagnosis, tmp_path)  # the same second again: a new name
+    finally:
+        os.umask(old)
+    assert victim.read_text() == "precious"
+    assert not (tmp_path / "nothing-yet").exists()
+    assert md.parent == js.parent == tmp_path.resolve()
+    assert len({md, md2, js, js2}) == 4 and md.stem == js.stem and md2.stem == js2.stem
+    for path in (md, js, md2, js2):
+        assert not path.is_symlink()
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert md.read_text().startswith("# gputui diagnosis")
+    assert json.loads(js.read_text())["python"]["executable"] == sys.executable
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp left

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
+import re
 import select
 import signal
 import subprocess
@@ -15,6 +15,7 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from conftest import FROZEN, H200_X2, H200_X2_V2, X8_240, gputui
@@ -199,25 +200,35 @@ def test_each_tick_is_served_and_active_alerts_are_exported(x2_recording):
     ]
 
 
-def test_a_scrape_storm_does_not_slow_the_sampling():
-    """50 concurrent clients, 200 scrapes of an 8-GPU, 240-process recording, while the
-    poller samples every 0.1 s (its shortest interval): count the ticks during the storm."""
-    interval = 0.1
-    with exporter(X8_240, interval=interval) as e:
-        assert e.published.wait(10)
-        time.sleep(0.5)
-        t0 = time.monotonic()
-        with ThreadPoolExecutor(max_workers=50) as pool:
-            bodies = list(pool.map(lambda _: e.scrape(), range(200)))
-        t1 = time.monotonic()
-        time.sleep(interval)
-        during = [t for t in e.tick_times if t0 <= t <= t1]
+def test_scrapes_stuck_in_rendering_do_not_hold_up_the_sampling(monkeypatch):
+    """Scrapes never stand in the sampling's way: with 20 concurrent scrapes of an 8-GPU,
+    240-process recording held *inside* their rendering, the poller still samples and
+    publishes.  Deterministic (no wall-clock bounds): the scrapes are parked on an Event."""
+    import gputui.export.prometheus as prom
+
+    release = threading.Event()
+    inside = threading.Semaphore(0)
+    real_build = prom.build_families
+
+    def parked_build(*args, **kwargs):
+        inside.release()
+        assert release.wait(30)
+        return real_build(*args, **kwargs)
+
+    with exporter(X8_240) as e:
+        e.step_to(5)
+        monkeypatch.setattr(prom, "build_families", parked_build)
+        with ThreadPoolExecutor(max_workers=20) as pool:
+            futures = [pool.submit(e.scrape) for _ in range(20)]
+            assert inside.acquire(timeout=30)  # at least one scrape is inside the renderer
+            before = e.poller.ticks
+            e.step_to(6)  # waits (10 s at most) for the tick to be published
+            e.step_to(7)
+            assert e.poller.ticks >= before + 2
+            assert e.hub.latest is e.source.ticks[6]
+            release.set()
+            bodies = [f.result(timeout=60) for f in futures]
     assert all("DCGM_FI_DEV_GPU_UTIL" in b for b in bodies)
-    expected = (t1 - t0) / interval
-    # generous bounds (a shared 2-core machine): most ticks happen, none is held up long
-    assert len(during) >= 0.5 * expected - 2, (len(during), expected)
-    gaps = [b - a for a, b in itertools.pairwise(during)]
-    assert not gaps or max(gaps) < 1.0, max(gaps)
 
 
 def test_scrapes_never_call_the_source():
@@ -303,6 +314,10 @@ def test_allow_remote_binds_every_address():
 
 
 def test_without_nvml_export_exits_2():
+    from diag_support import driver_present
+
+    if driver_present():
+        pytest.skip("a GPU driver is installed here: NVML is available")
     r = gputui("export", "--listen", "127.0.0.1:0")
     assert r.returncode == 2
     assert "gputui export: NVML unavailable" in r.stderr
@@ -397,6 +412,135 @@ class _Fixed:
 
     def collect(self):
         return build_families(self.info, self.snap)
+
+
+# ---- what the server answers, and how it holds up against idle and half-open clients ------
+
+
+def _request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        return resp.status, {k.lower(): v for k, v in resp.getheaders()}, resp.read()
+    finally:
+        conn.close()
+
+
+def test_only_a_get_or_head_of_the_metrics_path_is_answered():
+    with exporter() as e:
+        e.step_to(20)
+        port = e.server.server_port
+        status, headers, body = _request(port, "GET", "/metrics")
+        assert status == 200 and b"DCGM_FI_DEV_GPU_UTIL" in body
+        status, head_headers, head_body = _request(port, "HEAD", "/metrics")
+        assert status == 200 and head_body == b""
+        assert head_headers["content-length"] == str(len(body))
+        assert head_headers["content-type"] == headers["content-type"]
+        for path in ("/", "/favicon.ico", "/metricsX", "/metrics/x", "/../etc/passwd"):
+            status, _, body = _request(port, "GET", path)
+            assert status == 404, path
+            assert b"DCGM" not in body
+        for method in ("POST", "PUT", "DELETE", "PATCH", "OPTIONS"):
+            status, headers, body = _request(port, method, "/metrics")
+            assert status == 405, method
+            assert headers["allow"] == "GET, HEAD"
+            assert b"DCGM" not in body
+
+
+def _half_open(port: int, n: int) -> list:
+    import socket
+
+    socks = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=30)
+        s.sendall(b"GET /metr")  # a request line that never ends
+        socks.append(s)
+    return socks
+
+
+def test_an_idle_client_is_disconnected():
+    with exporter() as e:
+        e.server.idle_timeout = 0.5  # the handler reads it per connection
+        (s,) = _half_open(e.server.server_port, 1)
+        try:
+            s.settimeout(30)  # generous: the server must close it long before
+            assert s.recv(100) == b""  # closed by the server, nothing answered
+        finally:
+            s.close()
+
+
+def test_half_open_connections_are_capped_and_scrapes_still_answered():
+    """More half-open clients than the cap: the oldest idle one is dropped for each new
+    connection, so a scrape is answered at once and the server holds at most the cap."""
+    with exporter() as e:
+        e.step_to(20)
+        cap = e.server.max_connections
+        socks = _half_open(e.server.server_port, cap + 40)
+        try:
+            assert "DCGM_FI_DEV_GPU_UTIL" in e.scrape()
+            assert e.server.open_connections() <= cap
+            # the oldest were dropped: their reads end
+            socks[0].settimeout(30)
+            assert socks[0].recv(100) == b""
+        finally:
+            for s in socks:
+                s.close()
+
+
+def test_a_flood_at_the_descriptor_limit_leaves_scrapes_working_without_spinning():
+    """The exporter as a process with a soft limit of 256 descriptors, and 600 half-open
+    connections: scrapes keep being answered, and the process does not spin on accept()."""
+    import resource
+    import socket
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"this test opens 600 sockets; the hard descriptor limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1024), hard))
+
+    # the limit set inside the child (preexec_fn is unsafe with threads)
+    start = (
+        "import resource, runpy, sys\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (256, int(sys.argv.pop(1))))\n"
+        "runpy.run_module('gputui', run_name='__main__', alter_sys=True)\n"
+    )
+    args = ("export", "--replay", str(H200_X2), "--listen", "127.0.0.1:0")
+    proc = subprocess.Popen(
+        [sys.executable, "-c", start, str(hard), *args],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        text=True,
+    )
+    socks: list[socket.socket] = []
+    try:
+        ready, _, _ = select.select([proc.stderr], [], [], 30)
+        assert ready
+        url = proc.stderr.readline().split("serving ", 1)[1].strip()
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        limits = Path(f"/proc/{proc.pid}/limits").read_text()
+        assert re.search(r"Max open files\s+256\s", limits), limits
+        socks = _half_open(port, 600)
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert b"DCGM_FI_DEV_GPU_UTIL" in resp.read()
+        # CPU time, not wall time: a busy machine gives the process less, never more
+        import psutil
+
+        cpu = psutil.Process(proc.pid).cpu_times()
+        before = cpu.user + cpu.system
+        time.sleep(2.0)
+        cpu = psutil.Process(proc.pid).cpu_times()
+        assert cpu.user + cpu.system - before < 0.5  # spinning on accept() took ~88 % of a core
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            assert b"DCGM_FI_DEV_GPU_UTIL" in resp.read()
+    finally:
+        for s in socks:
+            s.close()
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=15)
+    assert "Traceback" not in err, err
 
 
 def test_gpm_under_dcgm_exporters_names_and_units():

@@ -194,3 +194,38 @@ def test_hub_publishes_to_history_latest_and_listeners(
     assert hub.latest is None
     assert hub.info is None
     assert hub.series(0, "gpu_util") == []
+
+
+# --------------------------------------------------------------------------------------
+# History keyed by sample time: replays that step back or loop
+# --------------------------------------------------------------------------------------
+
+
+def test_a_step_back_drops_the_samples_from_the_future(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    _, ticks = x2_recording
+    history = History(100)
+    for snap in ticks[50:70]:  # the training stretch: processes on both GPUs
+        history.append(snap)
+    history.append(ticks[64])  # `,` five times back from tick 70 (index 69) to index 64
+    assert history.timestamps.last() == [s.timestamp for s in ticks[50:65]]
+    for gpu in (0, 1):
+        assert same(history.series(gpu, "power_draw"), [s.gpus[gpu].power_draw for s in ticks[50:65]])
+    for p in ticks[64].processes:
+        key = (p.gpu_index, p.pid)
+        expected = [q.gpu_memory for s in ticks[50:65] for q in s.processes if (q.gpu_index, q.pid) == key]
+        assert same(history.process_series(p.gpu_index, p.pid, "gpu_memory"), expected)
+    history.append(ticks[65])  # and playing on from there continues in order
+    assert history.timestamps.last() == [s.timestamp for s in ticks[50:66]]
+
+
+def test_a_loop_starts_a_new_history(x2_recording: tuple[RecordingHeader, list[Snapshot]]) -> None:
+    _, ticks = x2_recording
+    history = History(1000)
+    for _ in range(3):  # three loops of a 40-tick replay
+        for snap in ticks[:40]:
+            history.append(snap)
+    assert history.timestamps.last() == [s.timestamp for s in ticks[:40]]
+    assert same(history.series(0, "gpu_util"), [s.gpus[0].gpu_util for s in ticks[:40]])
+    assert same(history.host["cpu_percent"].last(), [s.host.cpu_percent for s in ticks[:40]])  # type: ignore[union-attr]

@@ -167,8 +167,8 @@ def test_memory_temperature_in_snapshots_and_on_metrics(h200_with_memory_temp: t
 def test_memory_temperature_in_history_and_on_the_card(h200_with_memory_temp: tuple[Any, Any]) -> None:
     info, snap = h200_with_memory_temp
     history = History(capacity=8)
-    for _ in range(3):
-        history.append(snap)
+    for k in range(3):  # three ticks (history keeps one sample per sample time)
+        history.append(dataclasses.replace(snap, seq=snap.seq + k, timestamp=snap.timestamp + k))
     assert history.series(1, "memory_temperature") == [34.0] * 3
     card = CardConfig(sparklines=("mem_temp",), info=("mem_temp", "pstate"))
     lines = gpu_card(info.devices[0], snap.gpus[0], [], history.series, 80, 2, card=card)

@@ -10,6 +10,7 @@ import math
 import pytest
 from conftest import H200_X2, X8_240
 
+from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.history import MAX_PROCESSES, History
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import read_recording
@@ -85,7 +86,11 @@ def test_rows_are_one_per_process_and_gpu_with_the_recorded_values(x2):
     assert [r.key for r in rows] == [(p.gpu_index, p.pid) for p in snap.processes]
     for r, p in zip(rows, snap.processes, strict=True):
         assert r.proc is p
-        assert r.command == command_text(p.cmdline, p.name)
+        # the script and its arguments first, the interpreter after (readable_command)
+        assert r.command == literal(readable_command(p.cmdline) or "") or r.command == command_text(
+            None, p.name
+        )
+        assert command_text(p.cmdline, p.name).lower() in r.haystack  # the full line stays searchable
         assert r.elapsed == pytest.approx(snap.timestamp - p.create_time)
     # the table's totals agree with the overview card's "N processes · X GiB" per GPU
     for gpu in (0, 1):
@@ -206,7 +211,8 @@ def test_table_lines_fill_the_height_and_mark_the_sort(x8):
     assert len(lines) == 30
     assert all(len(text(line)) == 160 for line in lines)
     assert "SM%▼" in text(lines[0])
-    assert [c.key for c in cols] == [c.key for c in COLUMNS]  # all fit at 160
+    # all fit at 160; JOB only when a process has a job (none in this recording)
+    assert [c.key for c in cols] == [c.key for c in COLUMNS if c.key != "job"]
     narrow = [c.key for c in visible_columns(80)]
     assert {"gpu", "pid", "gpu_memory", "sm_util", "command"} <= set(narrow)
     assert "enc_util" not in narrow

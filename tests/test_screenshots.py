@@ -30,6 +30,7 @@ PICTURES = {
     "processes-2gpu-80x24.svg": "test_processes_2gpu_80x24.svg",
     "processes-sorted-filtered-160x50.svg": "test_processes_sorted_filtered_160x50.svg",
     "kill-dialog.svg": "test_kill_dialog.svg",
+    "processes-job-tree-160x30.svg": "test_processes_tree_and_job_column_160x30.svg",
     "process-detail.svg": "test_process_detail.svg",
     "no-gpu.svg": "test_no_gpu_panel.svg",
     "topology-2gpu-160x50.svg": "test_topology_2gpu_160x50.svg",

@@ -14,6 +14,7 @@ from conftest import (
     DERIVED,
     FIXTURES,
     H100_GPM,
+    H100_JOB,
     H200_X1,
     H200_X2,
     NOGPU,
@@ -128,6 +129,20 @@ def test_processes_8gpu_160x50(snap_compare):
 
 def test_processes_2gpu_80x24(snap_compare):
     assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("2",)))
+
+
+def test_processes_tree_and_job_column_160x30(snap_compare):
+    """A real H100: the torchrun-like job as a tree under its launcher (`v`), and the JOB
+    column of the process in a Slurm-like cgroup."""
+    assert snap_compare(
+        replay_app(H100_JOB), terminal_size=(160, 30), run_before=at_tick(8, press=("2", "v"))
+    )
+
+
+def test_processes_grouped_by_job_scrolled_120x24(snap_compare):
+    """The same, flat, grouped by job (`j`), the commands scrolled sideways (`→`)."""
+    keys = ("2", "j", "right")
+    assert snap_compare(replay_app(H100_JOB), terminal_size=(120, 24), run_before=at_tick(8, press=keys))
 
 
 def test_processes_sorted_filtered_160x50(snap_compare):

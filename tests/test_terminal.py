@@ -19,7 +19,9 @@ import pytest
 COLS, ROWS = 120, 40
 
 
-def spawn(env_extra: dict[str, str] | None = None, ignore_hup: bool = False) -> tuple[int, int]:
+def spawn(
+    env_extra: dict[str, str] | None = None, ignore_hup: bool = False, args: tuple[str, ...] = ()
+) -> tuple[int, int]:
     env = dict(os.environ, TERM="xterm-256color")
     env.pop("COLORTERM", None)
     env.pop("NO_COLOR", None)
@@ -29,7 +31,7 @@ def spawn(env_extra: dict[str, str] | None = None, ignore_hup: bool = False) -> 
         fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
         if ignore_hup:
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
-        os.execvpe(sys.executable, [sys.executable, "-m", "gputui", "--demo"], env)
+        os.execvpe(sys.executable, [sys.executable, "-m", "gputui", "--demo", *args], env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", ROWS, COLS, 0, 0))
     return pid, fd
 
@@ -112,5 +114,20 @@ def test_exits_when_the_terminal_goes_away(ignore_hup):
         os.close(fd)  # the SSH connection drops: the terminal is gone
         status = wait_exit(pid, 15)
         assert status is not None, "gputui kept running after its terminal went away"
+    finally:
+        finish(pid, fd)
+
+
+def test_sigterm_is_honoured_while_the_terminal_is_not_read():
+    """A stalled SSH session: the terminal takes no more output, so every write blocks.
+    SIGTERM must still end gputui (the issue: still running 20 s later, 3 runs of 3)."""
+    pid, fd = spawn(args=("--interval", "0.25"))
+    try:
+        assert b"NVIDIA H200" in read_for(fd, 20, until=b"NVIDIA H200")
+        # stop reading: a redraw every 0.25 s fills the pty's buffer and the writes block
+        time.sleep(4)
+        os.kill(pid, signal.SIGTERM)
+        status = wait_exit(pid, 20)  # still not reading
+        assert status is not None, "gputui ignored SIGTERM while its output was blocked"
     finally:
         finish(pid, fd)

@@ -387,3 +387,89 @@ def test_every_field_missing_reads_na_on_every_screen(tmp_path: Path) -> None:
             assert "N/A" in screen_text(app)
 
     run(go())
+
+
+# ---- many GPUs -----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def many_gpus(tmp_path_factory) -> Path:
+    """A DERIVED recording of 64 GPUs (bench/derive_recording.py, from the real 2x H200 one;
+    its header says so), made here rather than kept in the repository.  (256 GPUs is the
+    benchmark's case, bench/bench_screens.py; 64 are enough for the worker to take over.)"""
+    import subprocess
+    import sys
+
+    out = tmp_path_factory.mktemp("derived") / "h200x64-derived.jsonl.gz"
+    script = Path(__file__).resolve().parents[1] / "bench" / "derive_recording.py"
+    args = ["--gpus", "64", "--processes", "64", "--ticks", "4", "--out", str(out)]
+    subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True, timeout=300)
+    return out
+
+
+def test_many_gpus_matrices_worked_out_off_the_ui_thread_and_q_answers(many_gpus, monkeypatch) -> None:
+    """256 GPUs froze the UI for over a minute on opening the tab (the matrix is quadratic,
+    and each pair rescanned every GPU).  The quadratic work runs on a worker thread; the UI
+    thread only draws the cells that fit; `q` quits while the worker runs."""
+    from gputui.telemetry import topology as topo
+    from gputui.ui import topology_lines
+
+    on_ui: list[str] = []
+    main = threading.main_thread()
+    for module, name in ((topology_lines, "link_matrix"), (topology_lines, "p2p_problems")):
+        real = getattr(module, name)
+
+        def spy(*a, _real=real, _name=name, **kw):
+            if threading.current_thread() is main:
+                on_ui.append(_name)
+            return _real(*a, **kw)
+
+        monkeypatch.setattr(module, name, spy)
+    assert ReplaySource(many_gpus).header.derived  # labelled derived
+
+    async def go():
+        app = replay_app(many_gpus)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 2)
+            await pilot.press("3")
+            pane = app.query_one(TopologyPane)
+            static = app.query_one("#topology-static")
+            await wait_for(pilot, lambda: not static.preparing, timeout=300)
+            await wait_for(pilot, lambda: re.search(r"GPU0\s+X\s+N18\s+N18", screen_text(app)), timeout=30)
+            info = pane.info
+            assert info is not None and len(info.devices) == 64
+            # the matrix drawn is the one the (unchanged) rule gives, for the cells shown
+            classes = topo.link_matrix(info, pane.topology)
+            assert classes[0][1] == classes[1][0] == "NV18"
+            await pilot.press("down")
+            await wait_for(pilot, lambda: "▶GPU1" in screen_text(app).replace(" ", ""))
+        return app
+
+    run(go())
+    assert on_ui == []
+
+    # `q` while the worker is busy (held busy here until the app has quit)
+    from gputui.ui import topology as topology_ui
+
+    release = threading.Event()
+    monkeypatch.setattr(topology_ui, "warm", lambda info, topology: release.wait(60))
+
+    async def quit_while_preparing():
+        app = replay_app(many_gpus)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 2)
+            await pilot.press("3")
+            static = app.query_one("#topology-static")
+            await wait_for(pilot, lambda: "working out the links of 64 GPUs" in screen_text(app))
+            assert static.preparing
+            await pilot.press("q")
+            assert app.return_code == 0  # answered while the worker is still busy
+            assert not release.is_set()
+            release.set()  # (Textual waits for its workers before it returns)
+        return app
+
+    try:
+        app = run(quit_while_preparing())
+    finally:
+        release.set()
+    assert app.return_code == 0

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import math
+import signal
 import sys
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -13,13 +17,78 @@ if TYPE_CHECKING:
 
 
 def positive(value: str) -> float:
-    """An argparse type: a number greater than zero."""
+    """An argparse type: a finite number greater than zero (`inf` and `nan` would overflow
+    or never fire a timer)."""
     try:
         f = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(f):
+        raise argparse.ArgumentTypeError(f"must be a finite number: {value!r}")
     if not f > 0:
         raise argparse.ArgumentTypeError(f"must be greater than 0: {value!r}")
+    return f
+
+
+class Interrupted(KeyboardInterrupt):
+    """SIGINT, SIGTERM or SIGHUP arrived: the command stops its children and exits 128+N."""
+
+    def __init__(self, signum: int = signal.SIGINT) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Within: SIGTERM and SIGHUP raise `Interrupted` in the main thread, as Ctrl-C does
+    (raises KeyboardInterrupt), so the command's cleanup runs (its children are killed)
+    instead of the process dying with them left running."""
+
+    fired: list[int] = []
+
+    def raise_it(signum: int, frame: object) -> None:
+        if not fired:  # once: a second signal must not break the cleanup the first started
+            fired.append(signum)
+            raise Interrupted(signum)
+
+    previous = {}
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        with contextlib.suppress(ValueError):  # not the main thread: left as it is
+            previous[sig] = signal.signal(sig, raise_it)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def say(text: str) -> None:
+    """A line on stderr that never fails (after a hang-up there is no terminal to write to)."""
+    with contextlib.suppress(OSError, ValueError):
+        print(text, file=sys.stderr, flush=True)
+
+
+def killed_line(command: str, what: str, interrupted: Interrupted, child: dict[str, Any]) -> str:
+    """How an interrupted command ends: what stopped it, and any process that survived."""
+    left = child.get("leftover_pids") or []
+    line = f"gputui {command}: {signal.Signals(interrupted.signum).name}; the {what} process was killed"
+    if left:
+        line += f", but PID {', '.join(map(str, left))} survived SIGKILL"
+    return line
+
+
+def non_negative(value: str) -> float:
+    """An argparse type: a finite number, zero or more."""
+    try:
+        f = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {value!r}") from None
+    if not math.isfinite(f) or f < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number, 0 or more: {value!r}")
     return f
 
 

@@ -7,11 +7,12 @@ prologue can run `gputui diag --json > node.json || drain-node`.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 from typing import Any
 
-from gputui.commands.common import positive
+from gputui.commands.common import Interrupted, interruptible, killed_line, positive, say
 
 NAME = "diag"
 
@@ -76,27 +77,33 @@ def run(args: argparse.Namespace) -> int:
 
     if stream:
         print(f"gputui diag: {python}", flush=True)
-    session = DiagnosisSession(
-        python,
-        timeout=args.timeout,
-        probe_args=["--no-nccl"] if args.no_nccl else [],
-        on_finding=on_finding,
-        on_phase=on_phase,
-    ).start()
-    try:
-        diagnosis = session.wait()
-    except KeyboardInterrupt:
-        session.cancel()
-        session.wait(30)
-        print("gputui diag: interrupted; the diagnosis process was killed", file=sys.stderr)
-        return 130
+    with interruptible():
+        session = DiagnosisSession(
+            python,
+            timeout=args.timeout,
+            probe_args=["--no-nccl"] if args.no_nccl else [],
+            on_finding=on_finding,
+            on_phase=on_phase,
+        ).start()
+        interrupted: Interrupted | None = None
+        try:
+            diagnosis = session.wait()
+        except KeyboardInterrupt as exc:
+            interrupted = exc if isinstance(exc, Interrupted) else Interrupted()
+            session.cancel()
+            diagnosis = session.wait(30)
     report = diagnosis.to_json()
-    if args.json:
-        sys.stdout.write(report_json(report))
-    elif args.markdown:
-        sys.stdout.write(report_markdown(report))
-    else:
-        print(verdict_text(diagnosis, colour))
+    with contextlib.suppress(OSError):  # stdout gone with the terminal (SIGHUP)
+        if args.json:
+            sys.stdout.write(report_json(report))
+        elif args.markdown:
+            sys.stdout.write(report_markdown(report))
+        elif interrupted is None:
+            print(verdict_text(diagnosis, colour))
+        sys.stdout.flush()
+    if interrupted is not None:
+        say(killed_line("diag", "diagnosis", interrupted, diagnosis.child))
+        return interrupted.exit_code
     return diagnosis.exit_code
 
 

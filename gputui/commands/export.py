@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.telemetry.hints import HintEngine
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.poller import Poller
+    from gputui.telemetry.recording import RecordingError
 
     if args.replay is not None:
         source: Any = open_replay(PROG, args.replay)
@@ -98,8 +99,14 @@ def run(args: argparse.Namespace) -> int:
         capacity=2, alerts=AlertEngine(settings.alerts, settings.hints), hints=HintEngine(settings.hints)
     )
 
+    said: set[str] = set()
+
     def on_error(exc: BaseException) -> None:
-        print(f"{PROG}: telemetry error: {exc}", file=sys.stderr)
+        # a replay loops past a bad line again and again: say each problem once
+        message = f"{PROG}: {exc}" if isinstance(exc, RecordingError) else f"{PROG}: telemetry error: {exc}"
+        if message not in said and len(said) < 100:
+            said.add(message)
+            print(message, file=sys.stderr, flush=True)
 
     poller = Poller(source, interval, hub.publish, hub.set_info, on_error)
     registry = CollectorRegistry(auto_describe=False)

@@ -91,6 +91,7 @@ def list_fields() -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.export import snapshot as snap_fmt
+    from gputui.telemetry.recording import RecordingError
 
     if args.list_fields:
         sys.stdout.write(list_fields())
@@ -196,6 +197,9 @@ def run(args: argparse.Namespace) -> int:
             emit(False)
     except KeyboardInterrupt:
         pass
+    except RecordingError as exc:  # a bad line further into the recording
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
     except BrokenPipeError:  # `| head`: the reader is done
         sys.stderr.close()
     finally:

@@ -8,11 +8,12 @@ Exit status: 0 every GPU passed, 1 warnings, 2 failures, 130 interrupted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import threading
 from typing import Any
 
-from gputui.commands.common import positive
+from gputui.commands.common import Interrupted, interruptible, killed_line, non_negative, positive, say
 
 NAME = "stress"
 
@@ -56,7 +57,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--monitor-interval",
-        type=float,
+        type=non_negative,
         default=1.0,
         metavar="S",
         help="gputui's own sampling of the GPUs during the run, seconds (0: off; default 1)",
@@ -115,32 +116,35 @@ def run(args: argparse.Namespace) -> int:
         monitor=monitor,
         on_update=on_update,
     )
-    if poller is not None:
-        poller.start()
-    session.start()
-    interrupted = False
-    try:
-        session.wait()
-    except KeyboardInterrupt:
-        interrupted = True
-        session.cancel()
-        session.wait(60)
-    finally:
+    interrupted: Interrupted | None = None
+    with interruptible():
         if poller is not None:
-            poller.stop()
+            poller.start()
+        session.start()
+        try:
+            session.wait()
+        except KeyboardInterrupt as exc:
+            interrupted = exc if isinstance(exc, Interrupted) else Interrupted()
+            session.cancel()
+            session.wait(60)
+        finally:
+            if poller is not None:
+                poller.stop()
     stress = session.report()
     if source is not None and session.child.pid is not None:
         stress["child"]["gpu_processes_left"] = gpu_processes_left(source, session.child.pid)
     report = stress_only_report(python, stress)
-    if args.json:
-        sys.stdout.write(report_json(report))
-    elif args.markdown:
-        sys.stdout.write(report_markdown(report))
-    else:
-        print("\n".join(stress_markdown(stress)))
-    if interrupted:
-        print("gputui stress: interrupted; the stress process was killed", file=sys.stderr)
-        return 130
+    with contextlib.suppress(OSError):  # stdout gone with the terminal (SIGHUP)
+        if args.json:
+            sys.stdout.write(report_json(report))
+        elif args.markdown:
+            sys.stdout.write(report_markdown(report))
+        else:
+            print("\n".join(stress_markdown(stress)))
+        sys.stdout.flush()
+    if interrupted is not None:
+        say(killed_line("stress", "stress", interrupted, stress.get("child") or {}))
+        return interrupted.exit_code
     return EXIT_CODES[stress["status"]]
 
 

@@ -12,6 +12,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
+    non_negative,
     nvml_unavailable,
     open_replay,
     positive,
@@ -42,7 +43,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--shell", action="store_true", default=None, help="run CMD with /bin/sh -c")
     p.add_argument(
         "--rate-limit",
-        type=float,
+        type=non_negative,
         default=None,
         metavar="MIN",
         help="at most one command per alert in MIN minutes (default 15)",
@@ -72,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.export.snapshot import dumps
     from gputui.telemetry.alerts import AlertEngine, AlertEvent, event_json
     from gputui.telemetry.hub import Hub
+    from gputui.telemetry.recording import RecordingError
 
     settings: Config = getattr(args, "settings", None) or Config()
     wc = settings.watch
@@ -136,7 +138,12 @@ def run(args: argparse.Namespace) -> int:
             # A recording plays once, in this thread, at --interval (default: as recorded).
             interval = args.interval or source.interval
             for _ in range(len(source.ticks)):
-                hub.publish(source.sample())
+                try:
+                    snap = source.sample()
+                except RecordingError as exc:  # a bad line further into the recording
+                    print(f"{PROG}: {exc}", file=sys.stderr)
+                    return 2
+                hub.publish(snap)
                 if stop.wait(interval) or (deadline is not None and time.monotonic() >= deadline):
                     break
         else:

@@ -14,6 +14,14 @@ from gputui.telemetry.model import GpuSample, Snapshot
 DEFAULT_TIMEOUT = 120.0
 
 
+def leftover_message(result: ChildResult, what: str) -> str | None:
+    """What to say when processes of the run outlived the kill (None when none did)."""
+    if not result.leftover_pids:
+        return None
+    pids = ", ".join(str(p) for p in result.leftover_pids)
+    return f"processes the {what} started are still running after SIGKILL: PID {pids}"
+
+
 class _ChildSession:
     """What the diagnosis and stress sessions share: a ChildRun to cancel and ask about."""
 
@@ -87,6 +95,19 @@ class DiagnosisSession(_ChildSession):
         with self._lock:
             before = len(self.diagnosis.findings)
             self.diagnosis.finish(result.to_json())
+            left = leftover_message(result, "diagnosis")
+            if left is not None:
+                self.diagnosis.add_check(
+                    {
+                        "id": "diag.leftover",
+                        "group": "child",
+                        "title": "Diagnosis process",
+                        "status": "FAIL",
+                        "summary": left,
+                        "evidence": {"leftover_pids": result.leftover_pids},
+                        "fix": [f"ps -o pid,user,stat,args -p {','.join(map(str, result.leftover_pids))}"],
+                    }
+                )
             extra = self.diagnosis.findings[before:]
         if self._on_finding is not None:
             for finding in extra:
@@ -242,4 +263,8 @@ class StressSession(_ChildSession):
                         "cause": "child-crashed",
                     }
                 )
+            left = leftover_message(result, "stress benchmark")
+            if left is not None:
+                stress["status"] = "FAIL"
+                stress["errors"].append({"message": left, "cause": "child-crashed"})
         return stress

@@ -43,3 +43,15 @@ def is_loopback(host: str) -> bool:
         return False
     addresses = {str(info[4][0]) for info in infos}
     return bool(addresses) and all(ipaddress.ip_address(a.split("%")[0]).is_loopback for a in addresses)
+
+
+def checked_listen(text: str, allow_remote: bool, exposes: str) -> tuple[str, int]:
+    """(host, port) for a server's --listen, or ValueError saying why not: a bad address, or a
+    non-loopback one without --allow-remote (`exposes`: what anyone reaching it would get)."""
+    host, port = parse_listen(text)
+    if not is_loopback(host) and not allow_remote:
+        raise ValueError(
+            f"refusing to listen on {text}: it is not a loopback address, and {exposes}.  Pass "
+            "--allow-remote to serve it anyway (and firewall the port), or listen on 127.0.0.1."
+        )
+    return host, port

@@ -13,7 +13,6 @@ the next document's "suppressed".
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import queue
 import shlex
@@ -25,8 +24,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import IO
 
+from gputui.export.snapshot import dumps
 from gputui.telemetry.alerts import AlertEvent, event_json
 from gputui.telemetry.model import MachineInfo
+from gputui.untrusted import escaped
 
 MAX_RUNNING = 4
 """Commands running at once."""
@@ -124,11 +125,11 @@ class AlertCommand:
         env = {
             "GPUTUI_ALERT_STATE": event.state,
             "GPUTUI_ALERT_KIND": a.kind,
-            "GPUTUI_ALERT_KEY": a.key,
+            "GPUTUI_ALERT_KEY": escaped(a.key),
             "GPUTUI_ALERT_GPU": str(a.gpu),
-            "GPUTUI_ALERT_MESSAGE": a.message,
+            "GPUTUI_ALERT_MESSAGE": escaped(a.message),  # may quote a process name: untrusted
         }
-        payload = (json.dumps(doc, ensure_ascii=False) + "\n").encode()
+        payload = (dumps(doc, pretty=False) + "\n").encode()
         with self._lock:
             self._pending += 1
         try:

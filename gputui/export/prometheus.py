@@ -15,13 +15,17 @@ dcgm-exporter's names.  gputui's own metrics (`gputui_*`) use Prometheus base un
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import gzip
+import resource
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+from wsgiref.simple_server import WSGIRequestHandler, make_server
 
 from prometheus_client.exposition import ThreadingWSGIServer, choose_encoder, gzip_accepted
 from prometheus_client.metrics_core import Metric
@@ -30,8 +34,10 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from gputui import __version__
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.hints import Hint
+from gputui.telemetry.jobs import exporter_labels
 from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Export, ProcessMetric
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+from gputui.untrusted import escaped
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
@@ -39,7 +45,10 @@ if TYPE_CHECKING:
 
 MIB = 2**20
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
-PROCESS_LABELS = ("gpu", "UUID", "Hostname", "pid", "process_name", "user", "type")
+PROCESS_LABELS = (
+    "gpu", "UUID", "Hostname", "pid", "process_name", "user", "type",
+    "pod", "namespace", "container", "slurm_job",
+)  # fmt: skip
 
 
 #: Per-GPU families: the registry's quantities that have a /metrics name, dcgm-exporter's
@@ -73,12 +82,12 @@ GPM_EXPORTS: tuple[tuple[Callable[[GpuSample], Any], Export], ...] = tuple(
 def _labels(info: MachineInfo, d: DeviceInfo) -> dict[str, str]:
     return {
         "gpu": str(d.index),
-        "UUID": d.uuid or "",
-        "pci_bus_id": d.bus_id or "",
+        "UUID": escaped(d.uuid or ""),
+        "pci_bus_id": escaped(d.bus_id or ""),
         "device": f"nvidia{d.minor_number if d.minor_number is not None else d.index}",
-        "modelName": d.name,
-        "Hostname": info.system.hostname,
-        "DCGM_FI_DRIVER_VERSION": info.system.driver_version or "",
+        "modelName": escaped(d.name),
+        "Hostname": escaped(info.system.hostname),
+        "DCGM_FI_DRIVER_VERSION": escaped(info.system.driver_version or ""),
     }
 
 
@@ -127,7 +136,7 @@ def build_families(
         out += _process_families(info, snap, devices)
     host = snap.host
     if host is not None:
-        hostname = {"Hostname": info.system.hostname}
+        hostname = {"Hostname": escaped(info.system.hostname)}
         for name, doc, value in (
             ("gputui_host_cpu_utilization_ratio", "CPU busy, all cores, 0-1.", _ratio(host.cpu_percent)),
             ("gputui_host_memory_total_bytes", "Host memory.", host.mem_total),
@@ -160,8 +169,8 @@ def build_families(
             {
                 "alert": a.kind,
                 "gpu": str(a.gpu),
-                "UUID": (dev.uuid or "") if dev else "",
-                "Hostname": info.system.hostname,
+                "UUID": escaped(dev.uuid or "") if dev else "",
+                "Hostname": escaped(info.system.hostname),
                 "pid": "" if a.pid is None else str(a.pid),
             },
             1.0,
@@ -196,12 +205,13 @@ def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, Devi
         d = devices.get(p.gpu_index)
         labels = {
             "gpu": str(p.gpu_index),
-            "UUID": (d.uuid or "") if d else "",
-            "Hostname": info.system.hostname,
+            "UUID": escaped(d.uuid or "") if d else "",
+            "Hostname": escaped(info.system.hostname),
             "pid": str(p.pid),
-            "process_name": p.name or "",
-            "user": p.user or "",
+            "process_name": escaped(p.name or ""),  # any local user's process name: untrusted
+            "user": escaped(p.user or ""),
             "type": p.type,
+            **exporter_labels(p.job),
         }
         for fam, attr, e in families:
             value = getattr(p, attr)  # the process's own field (a start time, not an age)
@@ -258,16 +268,35 @@ GZIP_LEVEL = 6
 """prometheus_client gzips at level 9: 3x the time for ~5 % fewer bytes on this text."""
 
 
+METRICS_PATH = "/metrics"
+"""The one path served; anything else is 404, any method but GET and HEAD is 405."""
+
+
+def _refuse(
+    start_response: Callable[..., Any], status: str, text: str, *extra: tuple[str, str]
+) -> list[bytes]:
+    body = text.encode()
+    start_response(
+        status, [("Content-Type", "text/plain; charset=utf-8"), ("Content-Length", str(len(body))), *extra]
+    )
+    return [body]
+
+
 def metrics_app(registry: CollectorRegistry, hub: Hub) -> Callable[..., list[bytes]]:
     """A WSGI app serving `registry` like prometheus_client's `make_wsgi_app` (content
     negotiation, gzip, `name[]` filters), keeping each rendering until the next snapshot: a
-    second scraper, or a storm, costs a dictionary lookup instead of a rendering."""
+    second scraper, or a storm, costs a dictionary lookup instead of a rendering.  It
+    answers only a GET or HEAD of /metrics (HEAD: the headers of the GET, no body)."""
     cache: dict[tuple[str, bool], tuple[Snapshot | None, bytes]] = {}
 
     def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
-        if environ.get("PATH_INFO") == "/favicon.ico":
-            start_response("404 Not Found", [("Content-Type", "text/plain")])
-            return [b""]
+        if environ.get("PATH_INFO") != METRICS_PATH:
+            return _refuse(start_response, "404 Not Found", f"Not found: gputui serves {METRICS_PATH}\n")
+        method = environ.get("REQUEST_METHOD", "GET")
+        if method not in ("GET", "HEAD"):
+            return _refuse(
+                start_response, "405 Method Not Allowed", "Only GET and HEAD\n", ("Allow", "GET, HEAD")
+            )
         encoder, content_type = choose_encoder(environ.get("HTTP_ACCEPT", ""))
         gz = gzip_accepted(environ.get("HTTP_ACCEPT_ENCODING", ""))
         params = parse_qs(environ.get("QUERY_STRING", ""))
@@ -286,8 +315,9 @@ def metrics_app(registry: CollectorRegistry, hub: Hub) -> Callable[..., list[byt
                 body = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
             if "name[]" not in params:
                 cache[key] = (snap, body)
+        headers.append(("Content-Length", str(len(body))))
         start_response("200 OK", headers)
-        return [body]
+        return [b"" if method == "HEAD" else body]
 
     return app
 
@@ -306,18 +336,123 @@ class _Only(Collector):
                 yield m
 
 
-class _QuietHandler(WSGIRequestHandler):
+IDLE_TIMEOUT_S = 10.0
+"""A client that sends nothing (or stops reading) for this long is disconnected.  A
+Prometheus scrape takes milliseconds; its own scrape timeout is 10 s by default."""
+MAX_CONNECTIONS = 64
+"""Connections held at once (a thread each).  A new connection beyond it takes the place of
+the oldest one that has not finished sending its request, so a flood of half-open
+connections can never stop a scrape; with every slot busy answering, it is closed."""
+
+
+class _Discard:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Handler(WSGIRequestHandler):
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(getattr(self.server, "idle_timeout", IDLE_TIMEOUT_S))  # each read/write
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except OSError:  # timed out, reset, or dropped for a newer connection: nothing to say
+            self.close_connection = True
+
+    def parse_request(self) -> bool:
+        ok = super().parse_request()
+        if ok:
+            mark = getattr(self.server, "mark_busy", None)
+            if mark is not None:
+                mark(self.request)
+        return ok
+
+    def get_stderr(self) -> Any:
+        """wsgiref prints a traceback for a client that vanished mid-answer: nothing to say."""
+        return _Discard()
+
     def log_message(self, format: str, *args: Any) -> None:
         """No access log on stderr."""
 
 
-def serve(host: str, port: int, app: Callable[..., list[bytes]]) -> WSGIServer:
+class MetricsServer(ThreadingWSGIServer):
+    """prometheus_client's threaded WSGI server with a cap on connections, idle timeouts,
+    and no busy loop when the process runs out of descriptors."""
+
+    idle_timeout = IDLE_TIMEOUT_S
+    max_connections = MAX_CONNECTIONS
+    request_queue_size = 128
+    """The listen backlog (socketserver's default is 5: a burst of connections beyond it has
+    its SYNs dropped and retried a second later)."""
+
+    def server_activate(self) -> None:
+        super().server_activate()
+        self._lock = threading.Lock()
+        self._conns: dict[socket.socket, bool] = {}
+        """Open connections, oldest first -> busy (its request was read; being answered)."""
+        try:  # stay well inside the descriptor limit, whatever it is
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+            if soft != resource.RLIM_INFINITY:
+                self.max_connections = max(4, min(self.max_connections, (soft - 32) // 2))
+        except (OSError, ValueError):
+            pass
+
+    def open_connections(self) -> int:
+        with self._lock:
+            return len(self._conns)
+
+    def mark_busy(self, request: socket.socket) -> None:
+        with self._lock:
+            if request in self._conns:
+                self._conns[request] = True
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        try:
+            return super().get_request()
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                time.sleep(0.05)  # the pending connection stays queued: no spinning on it
+            raise
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._lock:
+            if len(self._conns) >= self.max_connections:
+                idle = next((c for c, busy in self._conns.items() if not busy), None)
+                if idle is None:
+                    self._conns[request] = True  # closed just below, through shutdown_request
+                    refuse = True
+                else:
+                    del self._conns[idle]
+                    with contextlib.suppress(OSError):
+                        idle.shutdown(socket.SHUT_RDWR)  # its handler reads EOF and ends
+                    refuse = False
+            else:
+                refuse = False
+            if not refuse:
+                self._conns[request] = False
+        if refuse:
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._lock:
+            self._conns.pop(request, None)
+        super().shutdown_request(request)
+
+
+def serve(host: str, port: int, app: Callable[..., list[bytes]]) -> MetricsServer:
     """Start a threaded HTTP server for `app` on host:port (IPv4 or IPv6) in a daemon thread."""
     family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
 
-    class Server(ThreadingWSGIServer):
+    class Server(MetricsServer):
         address_family = family
 
-    httpd = make_server(host, port, app, Server, handler_class=_QuietHandler)
+    httpd = make_server(host, port, app, Server, handler_class=_Handler)
     threading.Thread(target=httpd.serve_forever, name="gputui-metrics", daemon=True).start()
     return httpd

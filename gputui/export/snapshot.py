@@ -12,6 +12,7 @@ have (PCIe throughput, energy, per-process details) are gputui's own and marked 
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import time
@@ -22,6 +23,7 @@ from typing import Any
 from gputui import __version__
 from gputui.rules import iso_utc
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
+from gputui.telemetry.jobs import CONTAINER_KINDS, job_label
 from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -31,6 +33,7 @@ from gputui.telemetry.model import (
     Snapshot,
     decode_clock_events,
 )
+from gputui.untrusted import csv_cell, json_text
 
 FORMAT_NAME = "gputui-snapshot"
 FORMAT_VERSION = 1
@@ -263,6 +266,25 @@ def _iso(ts: float | None) -> str | None:
     return None if ts is None else iso_utc(ts)
 
 
+def _job(c: Ctx, attr: str, kind: str | None = None) -> Any:
+    job = c.proc.job if c.proc is not None else None
+    if job is None or (kind is not None and job.kind != kind):
+        return None
+    return getattr(job, attr)
+
+
+def _slurm_job(c: Ctx) -> str | None:
+    job = c.proc.job if c.proc is not None else None
+    return (job.array or job.id) if job is not None and job.kind == "slurm" else None
+
+
+def _container(c: Ctx) -> str | None:
+    job = c.proc.job if c.proc is not None else None
+    if job is None:
+        return None
+    return job.container if job.kind == "pod" else job.name if job.kind in CONTAINER_KINDS else None
+
+
 def _process_field(m: ProcessMetric, s: Smi) -> Field:
     """A process column of the registry as a snapshot field: the process's own field."""
     convert = s.convert
@@ -294,6 +316,23 @@ _PROCESS_COMPOSED: tuple[Field, ...] = (
           c.proc.cmdline is None else shlex.join(c.proc.cmdline), smi=False),
     Field("visible", "boolean", "", "false when the PID is not in gputui's PID namespace (containers)",
           _p("visible"), smi=False),
+    Field("job", "string", "", "the job as the JOB column shows it: slurm 48213.0, pod ns/name, docker ID",
+          lambda c: (job_label(c.proc.job) or None) if c.proc else None, smi=False),
+    Field("job.kind", "string", "", "slurm, pod, docker, containerd, cri-o, podman, unit or session",
+          lambda c: _job(c, "kind"), smi=False),
+    Field("job.id", "string", "", "Slurm job id, pod UID, container id, unit name or session",
+          lambda c: _job(c, "id"), smi=False),
+    Field("slurm_job", "string", "", "Slurm job id (array jobs: ARRAY_TASK)",
+          _slurm_job, smi=False),
+    Field("slurm_step", "string", "", "Slurm step", lambda c: _job(c, "step", "slurm"), smi=False),
+    Field("pod", "string", "", "Kubernetes pod name (where readable)", lambda c: _job(c, "name", "pod"),
+          smi=False),
+    Field("namespace", "string", "", "Kubernetes namespace (where readable)",
+          lambda c: _job(c, "namespace", "pod"), smi=False),
+    Field("container", "string", "", "container name (in a pod, or a runtime's), where readable",
+          _container, smi=False),
+    Field("launcher_pid", "integer", "", "PID of its launcher (torchrun, mpirun, ...), if any",
+          _p("launcher"), smi=False),
 )  # fmt: skip
 
 #: The GPU's identity, the registry's process columns that have a snapshot name
@@ -368,12 +407,14 @@ def _process_contexts(info: MachineInfo, snap: Snapshot) -> list[Ctx]:
 
 
 def _csv_value(f: Field, v: Any, units: bool) -> str:
-    if v is None:
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return NA
     if isinstance(v, bool):
         text = "true" if v else "false"
     elif isinstance(v, float) and f.decimals is not None:
         text = f"{v:.{f.decimals}f}"
+    elif isinstance(v, str):
+        text = csv_cell(v)  # untrusted: escaped, and no formula for a spreadsheet
     else:
         text = str(v)
     return f"{text} {f.unit}" if units and f.unit else text
@@ -464,10 +505,27 @@ def document(
     return doc
 
 
+def _finite(obj: Any) -> Any:
+    """`obj` with NaN and infinities as null (JSON has no such numbers; "not a measurement"
+    is what null already means in these documents)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
+
+
 def dumps(doc: dict[str, Any], pretty: bool) -> str:
+    """A document as JSON: non-finite numbers as null, and every character of untrusted text
+    that a terminal would not show as itself (C1 controls, bidi, zero-width) as an escape."""
+    doc = _finite(doc)
     if pretty:
-        return json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
-    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(doc, indent=2, ensure_ascii=False, allow_nan=False)
+    else:
+        text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    return json_text(text)
 
 
 def _prop(f: Field) -> dict[str, Any]:

@@ -3,6 +3,7 @@ for the host, and per GPU process (its GPU memory and SM %) while it lives."""
 
 from __future__ import annotations
 
+import bisect
 import math
 from array import array
 from collections.abc import Iterator
@@ -54,6 +55,12 @@ class Ring:
     def __len__(self) -> int:
         return self._len
 
+    def drop_newest(self, n: int) -> None:
+        """Forget the newest `n` values."""
+        n = max(0, min(n, self._len))
+        self._head = (self._head - n) % self._capacity
+        self._len -= n
+
     @property
     def capacity(self) -> int:
         return self._capacity
@@ -77,7 +84,12 @@ class Ring:
 
 
 class History:
-    """Ring buffers per GPU per metric, plus host series and tick timestamps."""
+    """Ring buffers per GPU per metric, plus host series and tick timestamps.
+
+    Keyed by sample time: a sample no newer than the newest kept (a replay stepped back or
+    looping, a clock set back) first drops every sample at or after its time, so a chart
+    never shows samples from after the one on screen, and a replay's loop starts a new
+    history instead of piling its samples after the previous loop's."""
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         self.capacity = capacity
@@ -90,6 +102,9 @@ class History:
         """(GPU, PID) -> (start time, rings); a process that ends is dropped."""
 
     def append(self, snap: Snapshot) -> None:
+        newest = self.timestamps.latest()
+        if newest is not None and snap.timestamp <= newest:
+            self._rewind(snap.timestamp)
         self.ticks += 1
         self.timestamps.append(snap.timestamp)
         for g in snap.gpus:
@@ -123,6 +138,24 @@ class History:
         if len(seen) != len(procs):
             for key in [k for k in procs if k not in seen]:
                 del procs[key]
+
+    def _rewind(self, timestamp: float) -> None:
+        """Drop the samples taken at or after `timestamp` (the times kept are increasing)."""
+        times = self.timestamps.last()
+        n = len(times) - bisect.bisect_left(times, timestamp)
+        if n >= len(times):
+            self.clear()
+            return
+        self.ticks -= n
+        self.timestamps.drop_newest(n)
+        for rings in [*self._gpus.values(), self.host]:
+            for ring in rings.values():
+                ring.drop_newest(n)
+        # a process's rings cover the newest ticks without a gap (one missing tick drops
+        # the process), so its newest n values are exactly those of the dropped ticks
+        for _, rings in self._procs.values():
+            for ring in rings.values():
+                ring.drop_newest(n)
 
     def process_series(self, gpu: int, pid: int, metric: str, n: int | None = None) -> list[float]:
         """A process's history on one GPU since gputui first saw it there (oldest first)."""

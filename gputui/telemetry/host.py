@@ -7,7 +7,6 @@ too costly to read every tick (environment, open files, children), read on deman
 
 from __future__ import annotations
 
-import functools
 import os
 import time
 from collections.abc import Callable, Iterable
@@ -16,7 +15,8 @@ from typing import TypedDict, TypeVar
 
 import psutil
 
-from gputui.telemetry.model import GpuProcess, HostSample
+from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
+from gputui.telemetry.starttime import start_time
 
 T = TypeVar("T")
 
@@ -25,25 +25,6 @@ GPU_DEVICE_PREFIX = "/dev/nvidia"
 #: Inode of /proc/self/ns/pid in the initial (host) PID namespace: the kernel's
 #: PROC_PID_INIT_INO, the same on every Linux.
 INIT_PID_NS_INODE = 0xEFFFFFFC
-
-
-@functools.cache
-def boot_time() -> float:
-    """The boot time, read once: psutil re-reads it on every call, and it can move by a
-    second when the clock is stepped, which would make one process look like two."""
-    return float(psutil.boot_time())
-
-
-def start_time(proc: psutil.Process) -> float:
-    """When the process started, seconds since the epoch, rounded to the clock tick (0.01 s).
-
-    The same process always gives the same value within one gputui run, so (PID, start
-    time) identifies it: a reused PID has a later start time."""
-    try:
-        ticks = proc.create_time(monotonic=True)  # type: ignore[call-arg]  # psutil >= 7.1
-    except TypeError:
-        return round(proc.create_time(), 2)
-    return round(ticks + boot_time(), 2)
 
 
 def pid_namespace_inode(pid: int | str = "self") -> int | None:
@@ -125,6 +106,8 @@ class HostFacts(TypedDict, total=False):
     cpu_percent: float | None
     rss: int | None
     create_time: float | None
+    job: Job | None
+    launcher: int | None
 
 
 @dataclass
@@ -163,6 +146,12 @@ class ProcessInspector:
         """Check that a local process with NVML's PID really holds an NVIDIA device file."""
         self._unverifiable_is_foreign = host_ns is False
         """Outside the host's namespace, a process whose files cannot be read is not trusted."""
+        from gputui.telemetry.proctree import JobTracker
+
+        self.jobs = JobTracker()
+        """Each process's job (cgroup, environment) and launcher, cached per process."""
+        self.launchers: tuple[LauncherProcess, ...] = ()
+        """The launchers of the processes of the latest `enrich`."""
 
     def enrich(self, processes: Iterable[GpuProcess], now: float | None = None) -> list[GpuProcess]:
         now = time.time() if now is None else now
@@ -175,9 +164,19 @@ class ProcessInspector:
         for pid in set(self._foreign) - set(facts):
             del self._foreign[pid]
         out = []
+        jobs = self.jobs
+        jobs.begin()
         for p in procs:
             f = facts.get(p.pid)
-            out.append(replace(p, visible=False) if f is None else replace(p, **f))
+            if f is None:
+                out.append(replace(p, visible=False))
+                continue
+            created = f.get("create_time")
+            if isinstance(created, float):
+                job, launcher = jobs.attribute(p.pid, created)
+                f = {**f, "job": job, "launcher": launcher}
+            out.append(replace(p, **f))
+        self.launchers = jobs.end()
         return out
 
     def _is_foreign(self, pid: int) -> bool:

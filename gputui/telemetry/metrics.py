@@ -363,6 +363,15 @@ class ProcessView(Protocol):
     def elapsed(self) -> float | None: ...
     @property
     def command(self) -> str: ...
+    @property
+    def job(self) -> str:
+        """The JOB column's text (escaped), "" when unknown."""
+        ...
+
+    @property
+    def gpu_text(self) -> str:
+        """The GPU column's text (a launcher's row names its ranks' GPUs)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -397,6 +406,10 @@ class ProcessMetric:
     prometheus: Export | None = None
     read: Callable[[ProcessView], Any] | None = None
     """Where the value is not just the process's `field`."""
+    cell: Callable[[ProcessView], str] | None = None
+    """Where the cell's text is not the value in its unit's format (already display text)."""
+    sort: Callable[[ProcessView], Any] | None = None
+    """Where sorting is not by the value (None sorts last)."""
 
     @property
     def attr(self) -> str:
@@ -415,7 +428,7 @@ _P = ProcessMetric
 
 #: The process table's columns, left to right.
 PROCESS_METRICS: tuple[ProcessMetric, ...] = (
-    _P("gpu", "GPU", "count", 3, ">", 0, False, field="gpu_index",
+    _P("gpu", "GPU", "count", 3, ">", 0, False, field="gpu_index", cell=lambda r: r.gpu_text,
        snapshot=_S("gpu_index", "integer", own=True), doc="NVML index of the GPU"),
     _P("pid", "PID", "count", 7, ">", 0, False, doc="process id in the host's PID namespace",
        snapshot=_S("pid", "integer")),
@@ -447,6 +460,8 @@ PROCESS_METRICS: tuple[ProcessMetric, ...] = (
        doc="time since the process started",
        read=lambda r: r.elapsed,
        prometheus=_E("gputui_process_start_time_seconds", "gauge", "When the process started (Unix time).")),
+    _P("job", "JOB", "text", 18, "<", 4, False, doc="the job, pod or container the process belongs to",
+       read=lambda r: r.job, cell=lambda r: r.job, sort=lambda r: r.job.lower() or None),
     _P("command", "COMMAND", "command", 0, "<", 0, False, field="name", sort_names=("cmdline",),
        doc="the command line",
        read=lambda r: r.command),

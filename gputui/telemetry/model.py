@@ -411,6 +411,59 @@ class GpuSample:
 
 
 @dataclass(frozen=True, slots=True)
+class Job:
+    """What a process belongs to, as its cgroup (and, where readable, its environment)
+    says: a Slurm job step, a Kubernetes pod, a container, a systemd unit or a login
+    session.  Every text field is untrusted (it comes from paths and files the job's owner
+    may name).  None = not known; nothing is guessed (see `gputui.telemetry.jobs`)."""
+
+    kind: str
+    """"slurm", "pod", "docker", "containerd", "cri-o", "podman", "unit" or "session"."""
+    id: str
+    """Slurm job id (or SLUID); pod UID; full container id; unit name; session number."""
+    step: str | None = None
+    """Slurm step: "0", "batch", "extern", "interactive"."""
+    array: str | None = None
+    """Slurm array task as Slurm writes it: "48200_3" (array job id _ task id)."""
+    name: str | None = None
+    """The pod's or container's name, where the runtime's metadata is readable."""
+    namespace: str | None = None
+    """The pod's namespace, where readable."""
+    container: str | None = None
+    """In a pod: the container's name where readable."""
+    container_id: str | None = None
+    """In a pod: the container's id (from the cgroup path)."""
+    runtime: str | None = None
+    """In a pod: "containerd", "cri-o" or "docker"."""
+    qos: str | None = None
+    """In a pod: "guaranteed", "burstable" or "besteffort"."""
+    source: str = "cgroup"
+    """Where the id was read: "cgroup" or "environment" (the process's own claim)."""
+
+
+@dataclass(frozen=True, slots=True)
+class LauncherProcess:
+    """A process that started GPU processes of a distributed job (torchrun, mpirun, srun,
+    deepspeed, accelerate) and holds no GPU itself: the root of a tree in the Processes tab."""
+
+    pid: int
+    create_time: float
+    """Seconds since the epoch (with the PID, its identity for signalling)."""
+    kind: str
+    """"torchrun", "mpirun", "srun", "deepspeed" or "accelerate"."""
+    name: str | None = None
+    user: str | None = None
+    cmdline: tuple[str, ...] | None = None
+    launcher: int | None = None
+    """PID of its own nearest launcher ancestor (deepspeed -> its per-node launcher)."""
+    pgid: int | None = None
+    """Process group id: equal to `pid` when the launcher leads its own group."""
+    sid: int | None = None
+    """Session id."""
+    job: Job | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """One process on one GPU (merged over compute and graphics)."""
 
@@ -440,6 +493,10 @@ class GpuProcess:
     """Host resident memory, bytes."""
     create_time: float | None = None
     """Seconds since the epoch; together with the PID it identifies the process."""
+    job: Job | None = None
+    """The Slurm job, pod, container, unit or session it belongs to; None when unknown."""
+    launcher: int | None = None
+    """PID of its nearest ancestor that is a launcher (in `Snapshot.launchers`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -468,5 +525,7 @@ class Snapshot:
     gpus: tuple[GpuSample, ...] = ()
     processes: tuple[GpuProcess, ...] = ()
     host: HostSample | None = None
+    launchers: tuple[LauncherProcess, ...] = ()
+    """The launchers of the GPU processes (their `launcher` PIDs), and theirs."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""

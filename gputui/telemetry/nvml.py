@@ -448,6 +448,7 @@ class NvmlSource:
             gpus=tuple(gpus),
             processes=tuple(processes),
             host=host,
+            launchers=self._procs.launchers if self._enrich and self._procs is not None else (),
             sample_cost=time.perf_counter() - t0,
         )
 

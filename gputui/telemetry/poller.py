@@ -146,7 +146,9 @@ class Poller:
             self._report(exc)
 
     def _report(self, exc: BaseException) -> None:
-        log.exception("poller: %s", exc)
+        # the consumer says it in one line; the traceback only for whoever turns logging on
+        # (unconfigured logging would print it on stderr, over the TUI, at every loop)
+        log.debug("poller: %s", exc, exc_info=exc)
         if self._on_error is not None:
             self._on_error(exc)
 

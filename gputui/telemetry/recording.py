@@ -24,6 +24,7 @@ import datetime as _dt
 import gzip
 import io
 import json
+import math
 import os
 import types
 import typing
@@ -34,11 +35,21 @@ from typing import IO, Any
 
 from gputui import __version__
 from gputui.telemetry.model import MachineInfo, Snapshot, Topology
+from gputui.untrusted import label
 
 FORMAT_NAME = "gputui-recording"
 FORMAT_VERSION = 2
 READABLE_VERSIONS = (1, 2)
 """Versions this gputui reads: each later version only added fields with defaults."""
+
+MAX_LINE_CHARS = 8 * 2**20
+"""The longest line a reader accepts.  A tick of 16 GPUs with 256 processes is about 90 KB;
+a longer line is refused before it is read whole (a small gzip can hold a huge line)."""
+MAX_TIME = 253402300800.0
+"""Timestamps must lie in [0, MAX_TIME): 1970 to the end of year 9999, what every time
+formatter gputui uses can show."""
+MAX_INT = 2**64
+"""Integers in a recording are counters and sizes of 64 bits at most."""
 
 
 class RecordingError(ValueError):
@@ -169,6 +180,8 @@ def _make_converter(tp: Any) -> Converter:
         def conv_int(v: Any, where: str) -> Any:
             if not isinstance(v, int) or isinstance(v, bool):
                 raise _FieldError(where, f"expected an integer, got {_type_name(v)} {v!r:.40}")
+            if not -MAX_INT < v < MAX_INT:
+                raise _FieldError(where, "integer out of range (more than 64 bits)")
             return v
 
         return conv_int
@@ -177,6 +190,10 @@ def _make_converter(tp: Any) -> Converter:
         def conv_float(v: Any, where: str) -> Any:
             if not isinstance(v, int | float) or isinstance(v, bool):
                 raise _FieldError(where, f"expected a number, got {_type_name(v)} {v!r:.40}")
+            if isinstance(v, int) and not -MAX_INT < v < MAX_INT:
+                raise _FieldError(where, "number out of range")
+            if not math.isfinite(v):
+                raise _FieldError(where, f"expected a finite number, got {v!r}")
             return float(v)
 
         return conv_float
@@ -320,13 +337,24 @@ class RecordingWriter:
 _HEADER_KEYS = {"format", "version", "created", "gputui", "interval", "derived", "note", "machine"}
 
 
-def _parse_header(path: str | os.PathLike[str], line: str) -> RecordingHeader:
+def _loads(path: str | os.PathLike[str], lineno: int, line: str, not_json: str | None = None) -> Any:
+    """One line of JSON, or a RecordingError that says where and why (in one line)."""
     try:
-        obj = json.loads(line)
+        return json.loads(line)
     except json.JSONDecodeError as exc:
-        raise RecordingError(path, 1, f"not JSON ({exc.msg}); is this a gputui recording?") from None
+        message = not_json or f"not JSON: {exc.msg} at column {exc.colno}"
+        raise RecordingError(path, lineno, message) from None
+    except RecursionError:
+        raise RecordingError(path, lineno, "JSON nested too deeply") from None
+    except ValueError as exc:  # an integer of more digits than Python converts
+        raise RecordingError(path, lineno, f"number too long ({str(exc).split(':')[0]})") from None
+
+
+def _parse_header(path: str | os.PathLike[str], line: str, lineno: int = 1) -> RecordingHeader:
+    begins = label(line.strip()[:40])
+    obj = _loads(path, lineno, line, f"not JSON: not a gputui recording (it begins {begins!r})")
     if not isinstance(obj, dict) or obj.get("format") != FORMAT_NAME:
-        raise RecordingError(path, 1, f'not a gputui recording (no "format": "{FORMAT_NAME}")')
+        raise RecordingError(path, lineno, f'not a gputui recording (no "format": "{FORMAT_NAME}")')
     version = obj.get("version")
     if version not in READABLE_VERSIONS or isinstance(version, bool):
         raise RecordingError(
@@ -361,7 +389,20 @@ def _parse_header(path: str | os.PathLike[str], line: str) -> RecordingHeader:
     )
 
 
+def _check_time(where: str, ts: float | None) -> str | None:
+    if ts is None or 0 <= ts < MAX_TIME:
+        return None
+    return f"{where}: {ts:g} is not a time gputui can show (seconds since 1970, before year 10000)"
+
+
 def _check_snapshot(snap: Snapshot, machine: MachineInfo) -> str | None:
+    problem = _check_time("timestamp", snap.timestamp)
+    if problem:
+        return problem
+    for k, p in enumerate(snap.processes):
+        problem = _check_time(f"processes[{k}].create_time", p.create_time)
+        if problem:
+            return problem
     n = len(machine.devices)
     for g in snap.gpus:
         if not 0 <= g.index < n:
@@ -423,10 +464,7 @@ class _LazyTicks(Sequence[Snapshot]):
 
 
 def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: RecordingHeader) -> Snapshot:
-    try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise RecordingError(path, lineno, f"not JSON: {exc.msg} at column {exc.colno}") from None
+    obj = _loads(path, lineno, line)
     try:
         snap = decode_snapshot(obj)
     except _FieldError as exc:
@@ -452,15 +490,25 @@ def _read_lines(
         raise RecordingError(path, None, exc.strerror or str(exc)) from None
     lineno = 1  # the line being read, for errors from the decompressor
     lines: list[tuple[int, str]] = []
+
+    def readline() -> str:
+        line = f.readline(MAX_LINE_CHARS + 1)
+        if len(line) > MAX_LINE_CHARS:
+            raise RecordingError(path, lineno, f"line longer than {MAX_LINE_CHARS // 2**20} MiB")
+        return line
+
     with f:
         try:
-            first = f.readline()
+            first = readline()
+            while first and not first.strip() and lineno < 100:  # `nvidia-smi -q` begins blank
+                lineno += 1
+                first = readline()
             if not first.strip():
                 raise RecordingError(path, 1, "empty file: not a gputui recording")
-            header = _parse_header(path, first)
+            header = _parse_header(path, first, lineno)
             while True:
                 lineno += 1
-                line = f.readline()
+                line = readline()
                 if not line:
                     break
                 if line.strip():
@@ -477,6 +525,8 @@ def _read_lines(
             json.loads(lines[-1][1])
         except json.JSONDecodeError:
             lines.pop()  # the last line, cut short by an interrupted writer
+        except (ValueError, RecursionError):
+            pass  # complete but bad: reported with its line number when decoded
     if require_ticks and not lines:
         raise RecordingError(path, None, "the recording has a header but no ticks")
     return header, lines

@@ -19,6 +19,7 @@ NV#, as nvidia-smi shows them.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -122,19 +123,48 @@ def nvlink_count(topology: Topology, devices: Sequence[DeviceInfo], i: int, j: i
     links = topology.nvlinks
     if i >= len(links) or j >= len(links) or j >= len(devices) or i >= len(devices):
         return 0
-    target = bus_key(devices[j].bus_id)
-    direct = 0
-    if target is not None:
-        direct = sum(1 for lk in links[i] if lk.active and bus_key(lk.remote_bus_id) == target)
+    index = _link_index(topology, devices)
+    target = index.keys[j]
+    direct = index.direct[i].get(target, 0) if target is not None else 0
     if direct:
         return direct
     status = _pair(topology.p2p_nvlink, i, j)
     if status is not None and status != "OK":
         return 0
-    gpu_buses = {k for k in (bus_key(d.bus_id) for d in devices) if k is not None}
-    via_i = sum(1 for lk in links[i] if lk.active and _switch_link(lk, gpu_buses))
-    via_j = sum(1 for lk in links[j] if lk.active and _switch_link(lk, gpu_buses))
-    return min(via_i, via_j)
+    return min(index.via_switch[i], index.via_switch[j])
+
+
+@dataclass(frozen=True)
+class _LinkIndex:
+    """What `nvlink_count` needs of each GPU, read once per topology (not once per pair:
+    256 GPUs are 65,280 pairs)."""
+
+    keys: list[tuple[int, int, int, int] | None]
+    """Each GPU's bus id as numbers."""
+    direct: list[Counter[tuple[int, int, int, int] | None]]
+    """Per GPU: its active links, counted by the far end's bus id."""
+    via_switch: list[int]
+    """Per GPU: its active links that end at an NVSwitch."""
+
+
+_INDEX: dict[str, tuple[object, object, _LinkIndex]] = {}
+
+
+def _link_index(topology: Topology, devices: Sequence[DeviceInfo]) -> _LinkIndex:
+    hit = _INDEX.get("last")
+    if hit is not None and hit[0] is topology and hit[1] is devices:
+        return hit[2]
+    keys = [bus_key(d.bus_id) for d in devices]
+    gpu_buses = {k for k in keys if k is not None}
+    direct: list[Counter[tuple[int, int, int, int] | None]] = []
+    via: list[int] = []
+    for gpu_links in topology.nvlinks:
+        active = [lk for lk in gpu_links if lk.active]
+        direct.append(Counter(bus_key(lk.remote_bus_id) for lk in active))
+        via.append(sum(1 for lk in active if _switch_link(lk, gpu_buses)))
+    index = _LinkIndex(keys, direct, via)
+    _INDEX["last"] = (topology, devices, index)  # the objects are kept: an id is never reused
+    return index
 
 
 def _pair(matrix: tuple[tuple[str | None, ...], ...], i: int, j: int) -> str | None:
@@ -289,9 +319,9 @@ def remote_name(link: NvLink, devices: Sequence[DeviceInfo]) -> str:
     if link.remote_type == "switch":
         return "NVSwitch"
     key = bus_key(link.remote_bus_id)
-    for d in devices:
-        if key is not None and bus_key(d.bus_id) == key:
-            return f"GPU {d.index}"
+    index = _gpu_by_bus(devices).get(key) if key is not None else None
+    if index is not None:
+        return f"GPU {index}"
     if link.remote_type == "IBM NPU":
         return "IBM NPU"
     if key is not None:
@@ -300,6 +330,23 @@ def remote_name(link: NvLink, devices: Sequence[DeviceInfo]) -> str:
             return f"GPU {link.remote_bus_id} (not visible)"
         return "NVSwitch"
     return "unknown"
+
+
+_BY_BUS: dict[str, tuple[object, dict[tuple[int, int, int, int], int]]] = {}
+
+
+def _gpu_by_bus(devices: Sequence[DeviceInfo]) -> dict[tuple[int, int, int, int], int]:
+    """GPU index by bus id, once per device list (not once per link: 256 GPUs x 18 links)."""
+    hit = _BY_BUS.get("last")
+    if hit is not None and hit[0] is devices:
+        return hit[1]
+    out: dict[tuple[int, int, int, int], int] = {}
+    for d in devices:
+        key = bus_key(d.bus_id)
+        if key is not None:
+            out.setdefault(key, d.index)  # the first, as the scan before it found
+    _BY_BUS["last"] = (devices, out)
+    return out
 
 
 def link_groups(links: Sequence[NvLink], devices: Sequence[DeviceInfo]) -> list[LinkGroup]:

@@ -30,6 +30,7 @@ from gputui.ui import _textual_patch, theme
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
+from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import WholeKeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
@@ -276,7 +277,8 @@ class GpuTuiApp(App[int]):
         """The banner's parts, "|"-separated, each prefixed with its priority (0 = kept last)."""
         if self.source.live:
             return ""
-        what = "bundled demo" if self.demo else self.source.label
+        # the file name is untrusted, and "|" would split the banner's parts
+        what = "bundled demo" if self.demo else clean(self.source.label).replace("|", "¦")
         parts = ["0RECORDED SESSION", f"3{what}"]
         replay = self.source.seekable
         if replay is not None and replay.header.derived:
@@ -377,11 +379,12 @@ class GpuTuiApp(App[int]):
         if not self._current(message.generation):
             return
         self.error = message.error
-        self.notify(
-            f"{type(message.error).__name__}: {message.error}",
+        self.notify(  # the message quotes recording fields and file names: never markup
+            clean(f"{type(message.error).__name__}: {message.error}"),
             title="Telemetry error",
             severity="error",
             timeout=10,
+            markup=False,
         )
 
     # ---- actions ---------------------------------------------------------------------
@@ -457,7 +460,7 @@ class GpuTuiApp(App[int]):
         try:
             source = ReplaySource(DEMO_RECORDING)
         except RecordingError as exc:
-            self.notify(str(exc), title="Cannot open the demo", severity="error")
+            self.notify(clean(str(exc)), title="Cannot open the demo", severity="error", markup=False)
             return
         self.switch_source(source, demo=True)
 
@@ -503,19 +506,21 @@ class GpuTuiApp(App[int]):
     # ---- going away cleanly ----------------------------------------------------------
 
     def _start_terminal_watch(self) -> None:
-        """Exit when the terminal goes away (SSH dropped), even if the UI is stuck on it."""
+        """Exit when the terminal goes away (SSH dropped) or on SIGTERM, even if the UI is
+        stuck writing to a terminal nobody reads: both go through the watch thread, which
+        lives outside the event loop and forces the exit after its grace period."""
         loop = asyncio.get_running_loop()
         fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
 
         def on_lost() -> None:
+            kill_children(CHILD_KILL_WAIT_S)  # from the watch thread: never waits on the UI
             loop.call_soon_threadsafe(self._on_hangup)
 
         watch = self._terminal_watch = TerminalWatch(fd, on_lost, period=TERMINAL_CHECK_S)
         watch.start()
-        with contextlib.suppress(ValueError):  # not the main thread (embedded): skip
-            signal.signal(signal.SIGHUP, lambda signum, frame: watch.hangup())
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(signal.SIGTERM, self._on_hangup)
+        for sig in (signal.SIGHUP, signal.SIGTERM):
+            with contextlib.suppress(ValueError):  # not the main thread (embedded): skip
+                signal.signal(sig, lambda signum, frame: watch.hangup())
 
     def current_state(self) -> SavedState:
         """The settings to remember, as they are now."""
@@ -545,6 +550,7 @@ class GpuTuiApp(App[int]):
         self.save_state()
         if self.poller is not None:
             self.poller.stop(timeout=0)
+        kill_children(0)
         self.exit(0)
 
     async def action_quit(self) -> None:
@@ -553,4 +559,18 @@ class GpuTuiApp(App[int]):
             self.poller.stop(timeout=0.5)
         if self._terminal_watch is not None:
             self._terminal_watch.stop()
+        kill_children(0)  # SIGKILL now; `run_tui` waits for what they left once the UI is down
         self.exit(0)
+
+
+#: How long leaving gputui waits for the diagnosis and stress children (and what they
+#: started) to be killed and checked gone.
+CHILD_KILL_WAIT_S = 8.0
+
+
+def kill_children(wait: float) -> None:
+    """Kill every diagnosis or stress child still running (if any was ever started: the
+    runner is imported only then), waiting up to `wait` s for them to be checked gone."""
+    runner = sys.modules.get("gputui.diag.runner")
+    if runner is not None:
+        runner.kill_all(wait)

@@ -112,7 +112,7 @@ def driver_facts(info: MachineInfo, dev: DeviceInfo) -> list[Fact]:
         mig += f" ({_yes(dev.mig_mode_pending)} after the next GPU reset)"
     return [
         fact("Driver", clean(sys_.driver_version) if sys_.driver_version else NA),
-        fact("CUDA (driver)", f"up to {sys_.cuda_driver_version}" if sys_.cuda_driver_version else NA),
+        fact("CUDA (driver)", f"up to {clean(sys_.cuda_driver_version)}" if sys_.cuda_driver_version else NA),
         fact("NVML", clean(sys_.nvml_version) if sys_.nvml_version else NA),
         fact("Persistence", _yes(dev.persistence_mode)),
         fact("Compute mode", clean(dev.compute_mode) if dev.compute_mode else NA),

@@ -7,7 +7,9 @@ here imports torch: the monitor process never initialises CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import secrets
 import socket
 import textwrap
 import time
@@ -622,11 +624,11 @@ class DiagnosticsPane(Pane):
         try:
             md, js = save_report(diagnosis, self.report_dir, stress)
         except OSError as exc:
-            self.app.notify(f"Cannot save the report: {exc}", severity="error")
+            self.app.notify(clean(f"Cannot save the report: {exc}"), severity="error", markup=False)
             return
         self.saved = f"{md}  and  {js.name}"
         self.refresh_header()
-        self.app.notify(f"Report saved: {md} and {js}", title="Saved", timeout=8)
+        self.app.notify(clean(f"Report saved: {md} and {js}"), title="Saved", timeout=8, markup=False)
 
     def action_scroll(self, lines: int) -> None:
         self.query_one("#diag-body", VerticalScroll).scroll_relative(y=lines, animate=False)
@@ -647,12 +649,22 @@ def _label_for(path: str, candidates: list[Interpreter] | None = None) -> str:
     return "typed path"
 
 
+def report_stem(diagnosis: Diagnosis) -> str:
+    """The name a saved report starts with: host and time (predictable: see `save_report`)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(diagnosis.created))
+    return f"gputui-diag-{clean(socket.gethostname()).replace('/', '_')}-{stamp}"
+
+
 def save_report(
     diagnosis: Diagnosis, directory: Path | None = None, stress: dict[str, Any] | None = None
 ) -> tuple[Path, Path]:
-    """Write the report as Markdown and JSON; returns both paths."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(diagnosis.created))
-    name = f"gputui-diag-{clean(socket.gethostname()).replace('/', '_')}-{stamp}"
+    """Write the report as Markdown and JSON; returns both paths.
+
+    The name is predictable, so another user could plant a link there: each file is written
+    to a new temporary file (O_EXCL | O_NOFOLLOW, mode 0600), then linked to its name, which
+    fails rather than replace anything there (a link is never followed); a taken name gets a
+    "-2", "-3"... suffix.  Nothing half-written ever appears under the final name."""
+    stem = report_stem(diagnosis)
     candidates = [directory] if directory is not None else [Path.cwd(), Path.home()]
     last: OSError | None = None
     if stress is not None and not diagnosis.findings:
@@ -661,14 +673,56 @@ def save_report(
         report = diagnosis.to_json(stress)
         if stress is not None and EXIT_CODES[stress["status"]] > report["exit_code"]:
             report["status"], report["exit_code"] = stress["status"], EXIT_CODES[stress["status"]]
+    texts = {".md": report_markdown(report), ".json": report_json(report)}
     for folder in candidates:
-        md, js = folder / f"{name}.md", folder / f"{name}.json"
         try:
-            md.write_text(report_markdown(report), encoding="utf-8")
-            js.write_text(report_json(report), encoding="utf-8")
+            return _save_pair(folder, stem, texts)
         except OSError as exc:
             last = exc
-            continue
-        return md.resolve(), js.resolve()
     assert last is not None
     raise last
+
+
+def _save_pair(folder: Path, stem: str, texts: dict[str, str]) -> tuple[Path, Path]:
+    temps = {ext: _private_temp(folder, text) for ext, text in texts.items()}
+    try:
+        for n in range(1, 100):
+            name = stem if n == 1 else f"{stem}-{n}"
+            placed: list[Path] = []
+            try:
+                for ext, temp in temps.items():
+                    target = folder / f"{name}{ext}"
+                    os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there
+                    placed.append(target)
+            except FileExistsError:
+                for target in placed:
+                    target.unlink()
+                continue
+            md, js = (folder / f"{name}{ext}" for ext in texts)
+            return md.resolve(), js.resolve()
+        raise FileExistsError(f"{folder / stem}: 99 reports of this second already")
+    finally:
+        for temp in temps.values():
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+
+
+def _private_temp(folder: Path, text: str) -> Path:
+    """A new file in `folder` holding `text`, readable by its owner only."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    path = folder / f".gputui-diag-{secrets.token_hex(8)}.tmp"
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = -1
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return path

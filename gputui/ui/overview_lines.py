@@ -631,8 +631,8 @@ def header_line(
         items.append([("NVML unavailable", S.bad)])
     elif sys_:
         items.append([(clean(sys_.hostname), S.value)])
-        items.append(kv("driver", sys_.driver_version or NA))
-        items.append(kv("CUDA", sys_.cuda_driver_version or NA))
+        items.append(kv("driver", clean(sys_.driver_version or NA)))
+        items.append(kv("CUDA", clean(sys_.cuda_driver_version or NA)))
         n = len(info.devices) if info else 0
         items.append([(f"{n} GPU{'s' if n != 1 else ''}", S.label)])
     if paused:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from rich.style import Style
 
+from gputui.telemetry.jobs import job_facts
 from gputui.ui.process_lines import (
     NOT_VISIBLE,
     PS,
@@ -19,9 +20,9 @@ from gputui.ui.process_lines import (
     fmt_elapsed,
     fmt_mem,
     fmt_pct_cell,
-    literal,
 )
 from gputui.ui.render import Line, S, pad, pad_line, sparkline_rows
+from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from gputui.telemetry.host import ProcessDetail
@@ -126,6 +127,16 @@ def detail_lines(d: DetailData, width: int) -> list[Line]:
     kv("cwd", literal(facts.cwd) if facts is not None and facts.cwd else pending)
     user = (facts.user if facts is not None else None) or (proc.user if proc else None)
     kv("user", literal(user) if user else "N/A")
+    if proc is not None and proc.visible:
+        if proc.job is not None or d.live:  # a replay without one says nothing: older recordings lack it
+            for label, value in job_facts(proc.job):
+                kv(label, literal(value))
+        if row is not None and row.launcher is not None:
+            lp = row.launcher
+            kv("launcher", f"{lp.kind} · process group {lp.pgid} · session {lp.sid}")
+            kv("ranks on GPUs", ", ".join(map(str, row.gpus)) or "none shown")
+        elif proc.launcher is not None:
+            kv("launched by", f"PID {proc.launcher} (v: the tree; T/K/I on its row stop the whole job)")
     started = proc.create_time if proc is not None else None
     if started:
         local = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started))

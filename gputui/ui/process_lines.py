@@ -8,14 +8,18 @@ that fewer cells change from one tick to the next: what crosses SSH is the chang
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.style import Style
 
+from gputui.telemetry.cmdline import readable_command
+from gputui.telemetry.jobs import job_label
 from gputui.telemetry.metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, Unit, sort_field
-from gputui.telemetry.model import DeviceInfo, GpuProcess, MachineInfo, Snapshot
+from gputui.telemetry.model import DeviceInfo, GpuProcess, Job, LauncherProcess, MachineInfo, Snapshot
+from gputui.telemetry.proctree import forest
 from gputui.ui.render import (
     CURSOR,
     CURSOR_DIM,
@@ -36,10 +40,10 @@ from gputui.ui.render import (
     fmt_rate,
     fmt_temp,
     fmt_watts,
-    one_cell,
     pad,
     pad_line,
 )
+from gputui.untrusted import literal  # the one rule: escapes
 
 if TYPE_CHECKING:
     pass
@@ -55,26 +59,6 @@ NOT_VISIBLE = "not visible from this PID namespace"
 # --------------------------------------------------------------------------------------
 # untrusted text
 # --------------------------------------------------------------------------------------
-
-
-def literal(text: str) -> str:
-    """Untrusted text (a command line, an environment value) as cells that show exactly
-    what it holds: control and invisible characters become Python-style escapes
-    (ESC -> \\x1b, BEL -> \\x07), so an escape sequence is displayed, never obeyed; wide and
-    combining characters become \\u escapes so one character is one cell.  Markup such as
-    `[bold]` is plain text here (lines are runs of text, never parsed)."""
-    if text.isascii() and text.isprintable():
-        return text
-    out = []
-    for ch in text:
-        if one_cell(ch):
-            out.append(ch)
-        else:
-            code = ord(ch)
-            out.append(
-                f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
-            )
-    return "".join(out)
 
 
 def _quote(arg: str) -> str:
@@ -106,6 +90,14 @@ class ProcessRow:
     """What `/` searches: user and command line, lower case."""
     elapsed: float | None
     """Seconds since the process started, at the snapshot's time."""
+    job: str = ""
+    """The JOB column's text (escaped): `slurm 48213.0`, `pod ns/name`, ...; "" when unknown."""
+    prefix: str = ""
+    """In tree mode: the branch drawn before the command (`├─ `)."""
+    launcher: LauncherProcess | None = None
+    """Set on a launcher's row (tree mode): the launcher itself; its ranks are rows below it."""
+    gpus: tuple[int, ...] = ()
+    """On a launcher's row: the GPUs of its ranks."""
 
     @property
     def ident(self) -> Ident | None:
@@ -116,6 +108,11 @@ class ProcessRow:
     def is_compute(self) -> bool:
         return "C" in self.proc.type or self.proc.type == "M"
 
+    @property
+    def gpu_text(self) -> str:
+        """The GPU column: a launcher's row shows its ranks' GPUs."""
+        return _gpu_set(self.gpus) if self.launcher is not None else str(self.proc.gpu_index)
+
 
 class RowBuilder:
     """Turns a snapshot's processes into rows, remembering each command line's display
@@ -125,32 +122,59 @@ class RowBuilder:
 
     def __init__(self) -> None:
         self._commands: dict[tuple[tuple[str, ...] | None, str | None], tuple[str, str]] = {}
+        self._jobs: dict[Job, str] = {}
 
     def rows(self, snapshot: Snapshot | None) -> list[ProcessRow]:
         if snapshot is None:
             return []
+        return [self.row(p, snapshot.timestamp) for p in snapshot.processes]
+
+    def row(self, p: GpuProcess, now: float, key: RowKey | None = None) -> ProcessRow:
         cache = self._commands
         if len(cache) > self.MAX_CACHE:
             cache.clear()
-        now = snapshot.timestamp
+            self._jobs.clear()
+        ck = (p.cmdline, p.name)
+        texts = cache.get(ck)
+        if texts is None:
+            readable = readable_command(p.cmdline)
+            cmd = literal(readable) if readable else command_text(p.cmdline, p.name)
+            texts = cache[ck] = (cmd, f"{cmd} {command_text(p.cmdline, p.name)}".lower())
+        cmd, low = texts
+        job = ""
+        if p.job is not None:
+            job = self._jobs.get(p.job) or self._jobs.setdefault(p.job, literal(job_label(p.job)))
+        user = p.user or ""
+        return ProcessRow(
+            key or (p.gpu_index, p.pid),
+            p,
+            cmd if p.visible else NOT_VISIBLE,
+            f"{user.lower()} {low} {job.lower()}" if p.visible else "",
+            max(0.0, now - p.create_time) if p.create_time is not None else None,
+            job,
+        )
+
+    def launcher_rows(self, snapshot: Snapshot | None) -> list[ProcessRow]:
+        """One row per launcher of the snapshot (tree mode), keyed (-1, PID); its GPUs and
+        GPU memory are filled in by `arrange` from the ranks shown below it."""
+        if snapshot is None:
+            return []
         out = []
-        for p in snapshot.processes:
-            ck = (p.cmdline, p.name)
-            texts = cache.get(ck)
-            if texts is None:
-                cmd = command_text(p.cmdline, p.name)
-                texts = cache[ck] = (cmd, cmd.lower())
-            cmd, low = texts
-            user = p.user or ""
-            out.append(
-                ProcessRow(
-                    (p.gpu_index, p.pid),
-                    p,
-                    cmd if p.visible else NOT_VISIBLE,
-                    f"{user.lower()} {low}" if p.visible else "",
-                    max(0.0, now - p.create_time) if p.create_time is not None else None,
-                )
+        for lp in snapshot.launchers:
+            proc = GpuProcess(
+                gpu_index=-1,
+                pid=lp.pid,
+                type="job",
+                name=lp.name,
+                user=lp.user,
+                cmdline=lp.cmdline,
+                create_time=lp.create_time,
+                job=lp.job,
+                launcher=lp.launcher,
             )
+            row = self.row(proc, snapshot.timestamp, (-1, lp.pid))
+            row.launcher = lp
+            out.append(row)
         return out
 
 
@@ -169,6 +193,8 @@ MIN_COMMAND = 20
 
 def _sort_value(key: str) -> Callable[[ProcessRow], object]:
     col = COLUMN_BY_KEY[key]
+    if col.sort is not None:
+        return col.sort
     if col.unit in ("text", "command"):
         return lambda r: (col.value(r) or "").lower()
     return col.value
@@ -186,12 +212,22 @@ class ViewState:
     """Only this GPU."""
     compute_only: bool = False
     search: str = ""
-    """Case-insensitive text searched in user and command line."""
+    """Case-insensitive text searched in user, command line and job."""
+    job: str | None = None
+    """Only this job (its JOB column text)."""
+    tree: bool = False
+    """GPU processes under their launchers (torchrun, mpirun, ...)."""
+    by_job: bool = False
+    """Rows grouped by job (then sorted within each)."""
+    hscroll: int = 0
+    """Cells the command column is scrolled sideways (← →)."""
 
     def filters(self) -> list[str]:
         out = []
         if self.gpu is not None:
             out.append(f"GPU {self.gpu}")
+        if self.job is not None:
+            out.append(f"job {self.job}")
         if self.mine:
             out.append("mine")
         if self.compute_only:
@@ -226,6 +262,8 @@ def filter_rows(rows: Iterable[ProcessRow], state: ViewState, me: str | None) ->
             continue
         if needle and needle not in r.haystack:
             continue
+        if state.job is not None and r.job != state.job:
+            continue
         out.append(r)
     return out
 
@@ -241,9 +279,55 @@ def sort_rows(rows: Iterable[ProcessRow], key: str, descending: bool) -> list[Pr
     return known + unknown
 
 
-def arrange(rows: Iterable[ProcessRow], state: ViewState, me: str | None) -> list[ProcessRow]:
-    """Filter, then sort: the rows the table shows, in order."""
-    return sort_rows(filter_rows(rows, state, me), state.sort_key, state.descending)
+def arrange(
+    rows: Iterable[ProcessRow],
+    state: ViewState,
+    me: str | None,
+    launchers: Sequence[ProcessRow] = (),
+) -> list[ProcessRow]:
+    """Filter, then sort: the rows the table shows, in order.  In tree mode each GPU
+    process is under its launchers (rows from `RowBuilder.launcher_rows`), a launcher shown
+    only above a shown rank, with its ranks' GPUs and GPU memory summed."""
+    shown = filter_rows(rows, state, me)
+    if state.by_job:
+        shown = sorted(sort_rows(shown, state.sort_key, state.descending), key=lambda r: (not r.job, r.job))
+    else:
+        shown = sort_rows(shown, state.sort_key, state.descending)
+    if not state.tree:
+        for r in shown:
+            r.prefix = ""
+        return shown
+    by_pid = {r.key[1]: r for r in launchers}
+    used: dict[int, list[ProcessRow]] = {}
+    for r in shown:
+        parent = r.proc.launcher
+        hops = 0
+        while parent is not None and parent in by_pid and hops < 64:
+            used.setdefault(parent, []).append(r)
+            parent = by_pid[parent].proc.launcher
+            hops += 1
+    tops = []
+    for pid, ranks in used.items():
+        lr = by_pid[pid]
+        mems = [r.proc.gpu_memory for r in ranks if r.proc.gpu_memory is not None]
+        gpus = tuple(sorted({r.key[0] for r in ranks}))
+        lr.gpus = gpus
+        lr.proc = dataclasses.replace(
+            lr.proc, gpu_index=gpus[0] if gpus else -1, gpu_memory=sum(mems) if mems else None
+        )
+        tops.append(lr)
+
+    def parent_of(r: ProcessRow) -> RowKey | None:
+        return (-1, r.proc.launcher) if r.proc.launcher is not None else None
+
+    def order(sibs: list[ProcessRow]) -> list[ProcessRow]:
+        return sort_rows(sibs, state.sort_key, state.descending)
+
+    out = []
+    for r, prefix in forest([*tops, *shown], lambda r: r.key, parent_of, order):
+        r.prefix = prefix
+        out.append(r)
+    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -321,6 +405,18 @@ def fmt_elapsed(seconds: float | None) -> str:
     return f"{d}d{h:02d}h" if d < 100 else f"{d}d"
 
 
+def _gpu_set(gpus: Sequence[int]) -> str:
+    """A launcher's GPUs in a few cells: "3", "0-7", "0,2", "4×" (four, not contiguous)."""
+    if not gpus:
+        return ""
+    if len(gpus) == 1:
+        return str(gpus[0])
+    if list(gpus) == list(range(gpus[0], gpus[-1] + 1)):
+        return f"{gpus[0]}-{gpus[-1]}"
+    text = ",".join(map(str, gpus))
+    return text if len(text) <= 3 else f"{len(gpus)}×"
+
+
 def fmt_pct_cell(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.0f}"
 
@@ -352,6 +448,8 @@ def cell_text(row: ProcessRow, col: Column) -> str:
     """One cell: the column's value in its unit's format; a host-side fact of a process not
     visible from here is blank (not N/A: there is nothing to ask)."""
     p = row.proc
+    if col.cell is not None:
+        return col.cell(row)
     if col.host and not p.visible:
         return ""
     return CELL_TEXT[col.unit](col.value(row), p.visible)
@@ -381,6 +479,7 @@ class PS:
     note_warn = Style(color=YELLOW, bold=True)
     note_bad = Style(color=RED, bold=True)
     dim = Style(color=DIM)
+    launcher = Style(color=CYAN)
 
 
 _WITH_BG: dict[tuple[Style, str], Style] = {}
@@ -408,9 +507,10 @@ def merge_runs(line: Line) -> Line:
     return out
 
 
-def visible_columns(width: int) -> list[Column]:
-    """The columns that fit, dropping the highest priority numbers first."""
-    cols = list(COLUMNS)
+def visible_columns(width: int, jobs: bool = False) -> list[Column]:
+    """The columns that fit, dropping the highest priority numbers first; the JOB column
+    only when some row has a job (`jobs`)."""
+    cols = [c for c in COLUMNS if jobs or c.key != "job"]
     while True:
         used = 2 + sum(c.width + 1 for c in cols if c.width)
         if used + MIN_COMMAND <= width:
@@ -470,6 +570,7 @@ def row_line(
     focused: bool = True,
     marked: bool = False,
     note: RowNote | None = None,
+    hscroll: int = 0,
 ) -> Line:
     bg = (CURSOR_BG if focused else CURSOR_BG_UNFOCUSED) if cursor else None
     visible = row.proc.visible
@@ -493,9 +594,18 @@ def row_line(
             note_text = fit(note.text, rest) + " "
             line.append((note_text, _on(note.style, bg)))
             rest -= len(note_text)
+        if rest > 0 and row.prefix:
+            branch = row.prefix[:rest]
+            line.append((branch, _on(PS.dim, bg)))
+            rest -= len(branch)
         if rest > 0:
             style = PS.hidden if not visible else (PS.marked if marked else PS.command)
-            line.append((fit(row.command, rest), _on(style, bg)))
+            if row.launcher is not None:
+                style = PS.launcher
+            command = row.command
+            if hscroll > 0 and visible:
+                command = "…" + command[hscroll + 1 :] if hscroll < len(command) else "…"
+            line.append((fit(command, rest), _on(style, bg)))
     return merge_runs(pad_line(line, width, _on(base, bg) if bg else None))
 
 
@@ -514,7 +624,7 @@ def table_lines(
 ) -> tuple[list[Column], list[Line]]:
     """The header and the rows from `top` that fit in `height` lines (always `height`
     lines, so the widget's size does not change with the row count)."""
-    cols = visible_columns(width)
+    cols = visible_columns(width, any(r.job for r in rows))
     lines: list[Line] = [header_line(cols, state, width)]
     body = max(0, height - 1)
     for i in range(top, min(len(rows), top + body)):
@@ -529,6 +639,7 @@ def table_lines(
                 focused=focused,
                 marked=ident in marks if ident is not None else False,
                 note=notes.get(ident) if ident is not None else None,
+                hscroll=state.hscroll,
             )
         )
     if not rows and body > 0:
@@ -584,6 +695,7 @@ def summary_line(
     gpus: int = 0,
 ) -> Line:
     """What is shown, how it is sorted and filtered, and how many rows are marked."""
+    shown = [r for r in shown if r.launcher is None]
     mem = sum(r.proc.gpu_memory or 0 for r in shown)
     n = len(shown)
     what = f"{n} process{'es' if n != 1 else ''}" if n == total else f"{n} of {total} processes"
@@ -596,6 +708,10 @@ def summary_line(
         ("   sort ", S.label),
         (f"{col.title}{arrow}", S.value),
     ]
+    if state.tree:
+        line.append(("   tree", S.value))
+    if state.by_job:
+        line.append(("   grouped by job", S.value))
     filters = state.filters()
     line.append(("   filter ", S.label))
     line.append((literal(" · ".join(filters)) if filters else "none", PS.note_warn if filters else S.dim))

@@ -27,6 +27,7 @@ from gputui.ui.process_lines import (
 from gputui.ui.render import Line, S, fit
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.processes import TextLines
+from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
@@ -59,6 +60,8 @@ class SignalTarget:
     command: str = ""
     pinned: PinnedProcess | None = None
     """Held from the moment the confirmation is shown (see `gputui.control.signals.pin`)."""
+    role: str = ""
+    """In a whole-job signal: how it belongs to the job ("launcher", "child of 123", ...)."""
 
 
 @dataclass
@@ -102,14 +105,18 @@ class SignalDialog(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "Cancel", key_display="n/esc", tooltip="Send nothing"),
     ]
 
-    def __init__(self, targets: list[SignalTarget], sig: str) -> None:
+    def __init__(self, targets: list[SignalTarget], sig: str, job: str | None = None) -> None:
         super().__init__()
         self.targets = targets
         self.sig = sig
+        self.job = job
+        """A whole job's title (its launcher), or None for the selected processes."""
 
     def compose(self) -> ComposeResult:
         n = len(self.targets)
         what = f"{n} process{'es' if n != 1 else ''}"
+        if self.job is not None:
+            what = f"the whole job {self.job}: {what}"
         title = Text.assemble(
             ("Send ", "bold"),
             (f"SIG{self.sig}", "bold red" if self.sig == "KILL" else "bold yellow"),
@@ -120,19 +127,24 @@ class SignalDialog(ModalScreen[bool]):
         table.add_column("USER", no_wrap=True, max_width=16)
         table.add_column("GPU", no_wrap=True)
         table.add_column("GPU MEM", justify="right", no_wrap=True)
+        roles = any(t.role for t in self.targets)
+        if roles:
+            table.add_column("IN JOB", no_wrap=True, max_width=20)
         table.add_column("COMMAND", ratio=1, overflow="fold")
         for t in self.targets:
             ident = t.identity
             command = t.command
             if len(command) > COMMAND_IN_DIALOG:
                 command = command[: COMMAND_IN_DIALOG - 1] + "…"
-            table.add_row(
+            cells = [
                 Text(str(ident.pid)),
-                Text(ident.user or "?"),
-                Text(",".join(str(g) for g in t.gpus)),
-                Text(fmt_mem(t.gpu_memory)),
-                Text(command),
-            )
+                Text(literal(ident.user or "?")),
+                Text(",".join(str(g) for g in t.gpus) or "-"),
+                Text(fmt_mem(t.gpu_memory) if t.gpus else "-"),
+            ]
+            if roles:
+                cells.append(Text(t.role))
+            table.add_row(*cells, Text(command))
         started = ", ".join(
             time.strftime("%H:%M:%S", time.localtime(t.identity.create_time)) for t in self.targets
         )
@@ -259,8 +271,8 @@ class ProcessDetailScreen(ModalScreen[None]):
             self.query_one(DetailView).update_lines()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "signal":
-            return self.pane.check_signal()
+        if action == "signal":  # live in a replay too: pressing says why nothing is sent
+            return not self.pane.readonly
         return True
 
     def action_close(self) -> None:

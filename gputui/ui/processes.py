@@ -32,6 +32,7 @@ from gputui.ui.process_lines import (
     RowNote,
     ViewState,
     arrange,
+    column_spans,
     notice_lines,
     summary_line,
     unlisted_memory,
@@ -44,11 +45,13 @@ from gputui.ui.process_screens import (
     SignalWatch,
     signal_number,
 )
-from gputui.ui.render import Line, S
+from gputui.ui.render import Line, S, clean
 from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
+from gputui.untrusted import literal
 
 if TYPE_CHECKING:
-    from gputui.control.signals import ProcessIdentity, SignalResult
+    from gputui.control.jobs import JobMember, JobMembers
+    from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.telemetry.hub import Hub
 
 # gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
@@ -95,7 +98,28 @@ class ProcessesPane(Pane):
             "m",
             "mark",
             "Mark",
-            tooltip="Mark or unmark the process (to signal several at once)",
+            tooltip="Mark or unmark the process and move to the next row (m m m marks three in a row)",
+        ),
+        Binding("v,f5", "tree", "Tree", key_display="v", tooltip="Tree: GPU processes under their launchers"),
+        Binding("j", "by_job", "By job", show=False, tooltip="Group the rows by job (Slurm, pod, container)"),
+        Binding(
+            "J", "job_filter", "Job", show=False, tooltip="Only one job: each job in turn, then all again"
+        ),
+        Binding(
+            "left",
+            "hscroll(-8)",
+            "Scroll left",
+            key_display="←",
+            show=False,
+            tooltip="Scroll the commands left",
+        ),
+        Binding(
+            "right",
+            "hscroll(8)",
+            "Scroll right",
+            key_display="→",
+            show=False,
+            tooltip="Scroll the commands right",
         ),
         Binding(
             "enter",
@@ -146,6 +170,10 @@ class ProcessesPane(Pane):
         self.state = ViewState()
         self.builder = RowBuilder()
         self.all_rows: list[ProcessRow] = []
+        self.launcher_rows: list[ProcessRow] = []
+        """The launchers of the latest tick, as rows (shown in tree mode)."""
+        self.job_batch: tuple[str, list[Ident]] | None = None
+        """The latest whole-job signal: its title and its members (the status line's summary)."""
         self.shown: list[ProcessRow] = []
         self.marks: set[Ident] = set()
         self.watches: dict[Ident, SignalWatch] = {}
@@ -213,7 +241,8 @@ class ProcessesPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("signal", "mark"):
-            return self.check_signal()
+            # in a replay the keys stay live so that pressing one says why nothing happens
+            return not self.readonly
         return True
 
     # ---- data ------------------------------------------------------------------------
@@ -227,14 +256,15 @@ class ProcessesPane(Pane):
         self.info = info
         self.snapshot = snapshot
         self.all_rows = self.builder.rows(snapshot)
-        present = {r.ident for r in self.all_rows if r.ident is not None}
+        self.launcher_rows = self.builder.launcher_rows(snapshot)
+        present = {r.ident for r in [*self.all_rows, *self.launcher_rows] if r.ident is not None}
         self.marks &= present
         self._expire_watches(present)
         self._refresh()
 
-    def _refresh(self, *, reordered: bool = False) -> None:
+    def _refresh(self, *, reordered: bool = False, to_top: bool = False) -> None:
         """Arrange the rows and redraw what changed (a tick, a sort, a filter, a mark)."""
-        shown = arrange(self.all_rows, self.state, self.me)
+        shown = arrange(self.all_rows, self.state, self.me, self.launcher_rows)
         self.shown = shown
         table = self.table
         table.state = self.state
@@ -246,14 +276,14 @@ class ProcessesPane(Pane):
             )
         else:
             table.empty_text = "no process matches the filter (esc clears it)"
-        table.set_rows(shown, reordered=reordered)
+        table.set_rows(shown, reordered=reordered, to_top=to_top)
         self.query_one("#proc-summary", TextLines).update_lines()
         self.query_one("#proc-status", TextLines).update_lines()
         if self._detail is not None:
             self._detail.refresh_from(self.row_for(self._detail.key, self._detail.ident))
 
     def row_for(self, key: tuple[int, int], ident: Ident | None) -> ProcessRow | None:
-        for r in self.all_rows:
+        for r in [*self.all_rows, *self.launcher_rows]:
             if r.key == key and (ident is None or r.ident == ident):
                 return r
         return None
@@ -281,7 +311,34 @@ class ProcessesPane(Pane):
         return lines
 
     def _status_lines(self, width: int) -> list[Line]:
-        return list(self.status.values())[-4:]
+        lines = list(self.status.values())[-4:]
+        if self.job_batch is not None:
+            lines = [self._job_summary(*self.job_batch), *lines[-3:]]
+        return lines
+
+    def _job_summary(self, title: str, members: list[Ident]) -> Line:
+        """Which members of the latest signalled job exited, are still running, or were refused."""
+        exited, running, refused = [], [], []
+        for ident in members:
+            w = self.watches.get(ident)
+            if w is None or not w.result.sent:
+                refused.append(ident[0])
+            elif w.exited_after is not None:
+                exited.append(ident[0])
+            else:
+                running.append(ident[0])
+        parts = []
+        if exited:
+            parts.append((f"{len(exited)} exited ({', '.join(map(str, exited))})", PS.note_ok))
+        if running:
+            parts.append((f"{len(running)} still running ({', '.join(map(str, running))})", PS.note_warn))
+        if refused:
+            parts.append((f"{len(refused)} not signalled ({', '.join(map(str, refused))})", PS.note_bad))
+        line: Line = [(f" {title}: ", S.title)]
+        for i, part in enumerate(parts):
+            line.append(("; " if i else "", S.label))
+            line.append(part)
+        return line
 
     # ---- signals: what happened ------------------------------------------------------
 
@@ -364,6 +421,10 @@ class ProcessesPane(Pane):
         if not rows:
             self.notify("No process selected.", severity="warning")
             return
+        launcher = next((r for r in rows if r.launcher is not None), None)
+        if launcher is not None:
+            self._list_job(launcher, name)
+            return
         from gputui.control.signals import pin
 
         targets, problems = self._targets(rows)
@@ -380,7 +441,7 @@ class ProcessesPane(Pane):
                 continue
             ready.append(t)
         for problem in problems:
-            self.notify(problem, severity="warning", timeout=8)
+            self.notify(clean(problem), severity="warning", timeout=8, markup=False)
         if not ready:
             self._refresh()
             return
@@ -397,6 +458,76 @@ class ProcessesPane(Pane):
 
     def action_signal(self, name: str) -> None:
         self.ask_to_signal(self.selected_rows(), name)
+
+    # ---- a whole job ------------------------------------------------------------------
+
+    @work(thread=True, exit_on_error=False, group="job-list")
+    def _list_job(self, row: ProcessRow, name: str) -> None:
+        """Off the UI thread: list the launcher's job (descendants, its own process group
+        or session) and pin every member, then ask."""
+        from gputui.control.jobs import job_members
+        from gputui.control.signals import ProcessIdentity, pin
+
+        lp = row.launcher
+        assert lp is not None
+        members = job_members(ProcessIdentity(lp.pid, lp.create_time, lp.user, lp.name))
+        pinned = [(m, pin(m.identity)) for m in members.members]
+        if not self._tell_ui(self._confirm_job, row, name, members, pinned):
+            for _, p in pinned:
+                p.close()
+
+    def _confirm_job(
+        self, row: ProcessRow, name: str, members: JobMembers, pinned: list[tuple[JobMember, PinnedProcess]]
+    ) -> None:
+        from gputui.telemetry.cmdline import readable_command
+
+        lp = row.launcher
+        assert lp is not None
+        title = f"{lp.kind} (PID {lp.pid})"
+        if members.problem is not None:
+            self.notify(members.problem, severity="warning", timeout=8)
+            return
+        sig = signal_number(name)
+        ready: list[SignalTarget] = []
+        for m, p in pinned:
+            if p.problem is not None:
+                refused = dataclasses.replace(p.problem, signal=sig)
+                self.notify(refused.message, severity="warning", timeout=8)
+                self._record([refused], time.monotonic())
+                continue
+            rows = [r for r in self.all_rows if r.proc.pid == m.identity.pid]
+            mems = [r.proc.gpu_memory for r in rows if r.proc.gpu_memory is not None]
+            readable = readable_command(m.cmdline)
+            role = m.why
+            if members.group is not None and m.why.startswith("process group"):
+                role = f"group {members.group}"
+            ready.append(
+                SignalTarget(
+                    m.identity,
+                    gpus=[r.key[0] for r in rows],
+                    gpu_memory=sum(mems) if mems else None,
+                    command=literal(readable) if readable else f"[{literal(m.identity.name or '?')}]",
+                    pinned=p,
+                    role=role,
+                )
+            )
+        if not ready:
+            self._refresh()
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self.job_batch = (
+                    f"job {title} after SIG{name}",
+                    [(t.identity.pid, t.identity.create_time) for t in ready],
+                )
+                self._send(ready, sig)
+            else:
+                for t in ready:
+                    if t.pinned is not None:
+                        t.pinned.close()
+
+        self.app.push_screen(SignalDialog(ready, name, job=title), answered)
 
     @work(thread=True, exit_on_error=False, group="signals")
     def _send(self, targets: list[SignalTarget], sig: int) -> None:
@@ -422,7 +553,7 @@ class ProcessesPane(Pane):
             for identity in list(pending):
                 if not is_running(identity):
                     pending.remove(identity)
-                    if not self._tell_ui(self._on_exited, identity, time.monotonic() - sent_at):
+                    if not self._tell_ui(self._on_exited, identity, sig, time.monotonic()):
                         return
 
     def _tell_ui(self, callback: Callable[..., None], *args: object) -> bool:
@@ -442,16 +573,23 @@ class ProcessesPane(Pane):
 
     def _on_sent(self, results: list[SignalResult], at: float) -> None:
         self.status = {}
+        if self.job_batch is not None and {(r.identity.pid, r.identity.create_time) for r in results} != set(
+            self.job_batch[1]
+        ):
+            self.job_batch = None  # a later signal to other processes
         self._record(results, at)
         for r in results:
             if not r.sent:
-                self.notify(r.message, severity="warning", timeout=8)
+                self.notify(clean(r.message), severity="warning", timeout=8, markup=False)
         self.marks.clear()
         self._refresh()
 
-    def _on_exited(self, identity: ProcessIdentity, after: float) -> None:
+    def _on_exited(self, identity: ProcessIdentity, sig: int, at: float) -> None:
+        """The process is gone (seen at monotonic time `at`): counted from the latest signal
+        sent to it (a SIGKILL after an ignored SIGTERM counts from the SIGKILL)."""
         w = self.watches.get((identity.pid, identity.create_time))
-        if w is not None:
+        if w is not None and w.exited_after is None:
+            after = max(0.0, at - w.at)
             w.exited_after = after
             name = _signal_name(w.result.signal)
             self.status[identity.pid] = [
@@ -462,12 +600,19 @@ class ProcessesPane(Pane):
     # ---- marks, sorting, filtering ---------------------------------------------------
 
     def action_mark(self) -> None:
+        if not self.signals_possible:
+            self.notify(
+                "Marking is disabled: this is a recording, not this machine's processes.", severity="warning"
+            )
+            return
         row = self.table.current
         if row is None:
             return
         ident = row.ident
         if ident is None:
-            self.notify(f"PID {row.proc.pid} is {row.command}: it cannot be marked.", severity="warning")
+            self.notify(
+                f"PID {row.proc.pid} is {row.command}: it cannot be marked.", severity="warning", markup=False
+            )
             return
         if ident in self.marks:
             self.marks.discard(ident)
@@ -483,6 +628,7 @@ class ProcessesPane(Pane):
             self.state.gpu = None
             self.state.mine = False
             self.state.compute_only = False
+            self.state.job = None
             self.state.search = ""
             self.query_one(SearchInput).value = ""
         self._refresh(reordered=True)
@@ -496,11 +642,41 @@ class ProcessesPane(Pane):
         col = next(c for c in COLUMNS if c.key == key)
         self.state.sort_key = key
         self.state.descending = col.descending
-        self._refresh(reordered=True)
+        self._refresh(reordered=True, to_top=True)
 
     def action_reverse(self) -> None:
         self.state.descending = not self.state.descending
+        self._refresh(reordered=True, to_top=True)
+
+    def action_tree(self) -> None:
+        self.state.tree = not self.state.tree
+        if self.state.tree and not self.launcher_rows:
+            self.notify("No launcher (torchrun, mpirun, srun, deepspeed, accelerate) above any GPU process.")
         self._refresh(reordered=True)
+
+    def action_by_job(self) -> None:
+        self.state.by_job = not self.state.by_job
+        self._refresh(reordered=True, to_top=True)
+
+    def action_job_filter(self) -> None:
+        jobs = sorted({r.job for r in self.all_rows if r.job})
+        if not jobs:
+            self.notify("No process has a job (Slurm, Kubernetes pod, container, unit) that gputui can read.")
+            return
+        choices: list[str | None] = [None, *jobs]
+        current = choices.index(self.state.job) if self.state.job in choices else 0
+        self.state.job = choices[(current + 1) % len(choices)]
+        self._refresh(reordered=True)
+
+    def action_hscroll(self, step: int) -> None:
+        """Scroll the commands sideways, no further than the end of the longest in view."""
+        table = self.table
+        shown = table.rows[table.top : table.top + table.body_height]
+        longest = max((len(r.prefix) + len(r.command) for r in shown), default=0)
+        spans = column_spans(table.columns, table.size.width)
+        width = next((x1 - x0 for c, x0, x1 in spans if c.key == "command"), 0)
+        self.state.hscroll = max(0, min(self.state.hscroll + step, max(0, longest - width + 1)))
+        table.update_lines()
 
     def on_process_table_sort_requested(self, message: ProcessTable.SortRequested) -> None:
         if message.key == self.state.sort_key:

@@ -9,7 +9,6 @@ sparkline row is one.
 from __future__ import annotations
 
 import math
-import unicodedata
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -17,6 +16,7 @@ from rich.style import Style
 
 from gputui.palette import DEFAULT_PALETTE
 from gputui.telemetry.metrics import Tint, Unit
+from gputui.untrusted import label
 
 Run = tuple[str, Style | None]
 Line = list[Run]
@@ -92,24 +92,12 @@ def bar_styles(color: str) -> tuple[Style, Style]:
 # --------------------------------------------------------------------------------------
 
 
-def one_cell(ch: str) -> bool:
-    """A printable character that takes exactly one terminal cell (not a control, not
-    zero-width or combining, not double-width): what untrusted text may show as itself."""
-    return (ch.isascii() and ch.isprintable()) or (
-        ch.isprintable()
-        and not unicodedata.combining(ch)
-        and unicodedata.east_asian_width(ch) not in ("W", "F")
-    )
-
-
 def clean(text: str) -> str:
-    """Make untrusted text safe to draw as cells, for labels (GPU and host names): no
-    control characters (escape sequences lose their ESC and show as text), whitespace
-    controls as spaces, anything else not one cell wide as "?".  Where the exact content
-    matters (command lines, environment values) `process_lines.literal` escapes instead."""
-    if text.isascii() and text.isprintable():
-        return text
-    return "".join(ch if one_cell(ch) else " " if ch in "\t\n\r" else "?" for ch in text)
+    """Make untrusted text safe to draw as cells, for labels (GPU and host names): the
+    rule of `gputui.untrusted.label` (controls lose their power and show as "?", whitespace
+    controls as spaces, one character per cell).  Where the exact content matters (command
+    lines, environment values) `process_lines.literal` escapes instead."""
+    return label(text)
 
 
 def fit(text: str, width: int) -> str:

@@ -9,7 +9,9 @@ the counters (a LineWidget sends only the cells that changed).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import threading
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from textual.app import ComposeResult
@@ -18,12 +20,12 @@ from textual.containers import VerticalScroll
 
 from gputui.telemetry.cuda_visible import CudaVisibility, cuda_visibility
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
-from gputui.telemetry.topology import link_matrix
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import Pane
 from gputui.ui.render import Line, S, pad_line
 from gputui.ui.topology_lines import (
+    classes_of,
     cuda_lines,
     legend_lines,
     link_row,
@@ -33,11 +35,16 @@ from gputui.ui.topology_lines import (
     p2p_lines,
     problem_lines,
     section,
+    warm,
 )
 from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
+
+
+#: From this many GPUs, the matrices are worked out on a worker thread (8 GPUs: 0.3 ms).
+PREPARE_FROM_GPUS = 32
 
 
 class TopologyStatic(LineWidget):
@@ -53,6 +60,8 @@ class TopologyStatic(LineWidget):
         self.info: MachineInfo | None = None
         self.topology: Topology | None = None
         self.reading = False
+        self.preparing = False
+        """Set while a worker works out the matrix of many GPUs."""
         self.selected: int | None = 0
         self.cuda: CudaVisibility | None = None
         """Set while the CUDA view is on."""
@@ -72,9 +81,13 @@ class TopologyStatic(LineWidget):
             note = "reading the topology from NVML…"
         elif self.topology is None:
             note = "NVML gave no topology for these GPUs (N/A)"
+        if self.preparing:
+            note = f"working out the links of {len(info.devices)} GPUs…"
         out.append(section("GPU links", width, note))
+        if self.preparing:
+            return out
         out += matrix_lines(info, self.topology, width, self.selected, self.cuda)
-        classes = {c for row in link_matrix(info, self.topology) for c in row if c not in ("X", "N/A")}
+        classes = {c for row in classes_of(info, self.topology) for c in row if c not in ("X", "N/A")}
         if classes:
             out += legend_lines(classes, width)
         out.append([])
@@ -97,10 +110,12 @@ class TopologyLinks(LineWidget):
         self.topology: Topology | None = None
         self.snapshot: Snapshot | None = None
         self.selected: int | None = 0
+        self.preparing = False
+        """Set while a worker works out what many GPUs' links need (drawn after)."""
 
     def build(self, width: int, height: int) -> list[Line]:
         info = self.info
-        if info is None or not info.devices:
+        if info is None or not info.devices or self.preparing:
             return []
         gpus: dict[int, GpuSample] = {g.index: g for g in self.snapshot.gpus} if self.snapshot else {}
         topo = self.topology
@@ -171,6 +186,8 @@ class TopologyPane(Pane):
         self.topology: Topology | None = None
         self._requested = False
         self._generation = 0
+        self._prepared: tuple[MachineInfo, Topology | None] | None = None
+        self._preparing: tuple[MachineInfo, Topology | None] | None = None
         self.selected = 0
         self.cuda_view = False
         self.environ = {
@@ -247,6 +264,8 @@ class TopologyPane(Pane):
     def _refresh_static(self) -> None:
         if not self.is_mounted:
             return
+        if self._prepare():
+            return
         static = self.query_one(TopologyStatic)
         static.info = self.info
         static.topology = self.topology
@@ -258,6 +277,40 @@ class TopologyPane(Pane):
         links.topology = self.topology
         links.selected = self.selected
         links.update_lines()
+
+    def _prepare(self) -> bool:
+        """With many GPUs, work out the link and P2P matrices (quadratic in the GPU count)
+        on a worker thread the first time, so the UI keeps answering (256 GPUs froze it for
+        over a minute); the tab says so meanwhile.  True while that is under way."""
+        info, topology = self.info, self.topology
+        if info is None or len(info.devices) <= PREPARE_FROM_GPUS or _same(self._prepared, info, topology):
+            return False
+        static = self.query_one(TopologyStatic)
+        if static.preparing and _same(self._preparing, info, topology):
+            return True
+        self._preparing = (info, topology)
+        static.info, static.topology, static.preparing = info, topology, True
+        static.update_lines()
+        self.query_one(TopologyLinks).preparing = True
+
+        app = self.app
+
+        def work() -> None:
+            warm(info, topology)
+            with contextlib.suppress(RuntimeError):  # the app has gone meanwhile
+                app.call_from_thread(self._prepared_now, info, topology)
+
+        # a plain daemon thread, not a Textual worker: quitting never waits for it
+        threading.Thread(target=work, name="gputui-topology-prepare", daemon=True).start()
+        return True
+
+    def _prepared_now(self, info: MachineInfo, topology: Topology | None) -> None:
+        if info is not self.info or topology is not self.topology:
+            return  # another machine or topology came meanwhile: its own worker runs
+        self._prepared = (info, topology)
+        self.query_one(TopologyStatic).preparing = False
+        self.query_one(TopologyLinks).preparing = False
+        self._refresh_static()
 
     def cuda_visibility(self) -> CudaVisibility | None:
         info = self.info
@@ -289,3 +342,9 @@ class TopologyPane(Pane):
         self._refresh_static()
         if self.cuda_view:
             self.query_one(TopologyView).scroll_home(animate=False)
+
+
+def _same(
+    pair: tuple[MachineInfo, Topology | None] | None, info: MachineInfo, topology: Topology | None
+) -> bool:
+    return pair is not None and pair[0] is info and pair[1] is topology

@@ -58,22 +58,64 @@ RANK_STYLES = {
 PLAIN_WORDS = {code: words for code, _, words in LEGEND}
 
 
-_MEMO: dict[tuple[str, int], tuple[object, object]] = {}
+_MEMO: dict[tuple[str, tuple[int, ...]], tuple[tuple[object, ...], object]] = {}
 T = TypeVar("T")
 
 
 def memo(kind: str, obj: object, compute: Callable[[], T]) -> T:
     """`compute()` once per (kind, object): for what depends only on the static topology but
     is drawn every tick (an object's identity is the key, and the object is kept with the
-    value, so a recycled id is never mistaken for it)."""
-    hit = _MEMO.get((kind, id(obj)))
-    if hit is not None and hit[0] is obj:
+    value, so a recycled id is never mistaken for it).  A tuple `obj` keys on each of its
+    items' identities."""
+    objs = obj if isinstance(obj, tuple) else (obj,)
+    key = (kind, tuple(id(o) for o in objs))
+    hit = _MEMO.get(key)
+    if hit is not None and all(a is b for a, b in zip(hit[0], objs, strict=True)):
         return hit[1]  # type: ignore[return-value]
-    if len(_MEMO) > 1024:
+    if len(_MEMO) > 4096:
         _MEMO.clear()
     value = compute()
-    _MEMO[(kind, id(obj))] = (obj, value)
+    _MEMO[key] = (objs, value)
     return value
+
+
+def classes_of(info: MachineInfo, topology: Topology | None) -> list[list[str]]:
+    """`link_matrix` once per (machine, topology): the matrix, the legend and each key press
+    draw from it (256 GPUs are 65,536 cells)."""
+    return memo("classes", (info, topology), partial(link_matrix, info, topology))
+
+
+def p2p_cells(topology: Topology | None, n: int) -> dict[tuple[int, int], tuple[str, Style]]:
+    """Every pair's P2P cell, once per topology."""
+    return memo(
+        "p2p-cells",
+        (topology, n),
+        lambda: {(i, j): p2p_cell(topology, i, j) for i in range(n) for j in range(n) if i != j},
+    )
+
+
+def warm(info: MachineInfo, topology: Topology | None) -> None:
+    """Compute what the tab draws from the topology alone (for a worker thread: many GPUs)."""
+    classes_of(info, topology)
+    n = len(info.devices)
+    p2p_cells(topology, n)
+    if topology is not None:
+        problems_of(topology, n)
+        for links in topology.nvlinks:
+            summary_of(links, info.devices)
+            inactive_of(links)
+
+
+def problems_of(topology: Topology | None, n: int) -> list[tuple[int, int, str]]:
+    return memo("p2p", topology, partial(p2p_problems, topology, n))
+
+
+def summary_of(links: Sequence[NvLink], devices: Sequence[DeviceInfo]) -> Line:
+    return memo("summary", links, partial(nvlink_summary, links, devices))
+
+
+def inactive_of(links: Sequence[NvLink]) -> list[int]:
+    return memo("inactive", links, partial(inactive_links, links))
 
 
 def class_style(cls: str) -> Style:
@@ -114,7 +156,7 @@ def matrix_lines(
     cells are 4 columns with 3-letter codes (N18 for NV18) and the header has bare indices."""
     devices = info.devices
     n = len(devices)
-    classes = link_matrix(info, topology)
+    classes = classes_of(info, topology)
     cuda_w = 7 if cuda is not None else 0
     label_w = 7
     aff = [affinity(d) for d in devices]
@@ -127,10 +169,12 @@ def matrix_lines(
     if narrow:
         cell_w = 4
     inline_affinity = label_w + cuda_w + n * cell_w + tail_w <= width
+    # the columns that fit (the rest would be cropped): 256 GPUs need not draw 65,536 cells
+    shown = min(n, max(0, (width - label_w - cuda_w) // cell_w + 1))
     head: Line = [(" " * label_w, None)]
     if cuda is not None:
         head.append((pad("CUDA", cuda_w), S.label))
-    for d in devices:
+    for d in devices[:shown]:
         head.append((pad(str(d.index) if narrow else f"GPU{d.index}", cell_w, "^"), S.label))
     if inline_affinity:
         head += [("  ", None), (pad("CPU affinity", cpu_w), S.label), ("NUMA  GPU NUMA", S.label)]
@@ -145,7 +189,7 @@ def matrix_lines(
         if cuda is not None:
             k = cuda.cuda_index_of(d.index)
             row.append((pad(f"cuda:{k}" if k is not None else "—", cuda_w), S.ok if k is not None else S.dim))
-        for j in range(n):
+        for j in range(shown):
             cls = classes[i][j]
             text = short_class(cls) if narrow else cls
             row.append((pad(text, cell_w, "^"), class_style(cls)))
@@ -235,7 +279,7 @@ def p2p_lines(info: MachineInfo, topology: Topology | None, width: int) -> list[
     n = len(info.devices)
     if n < 2:
         return [pad_line([(" one GPU: no peer-to-peer", S.dim)], width)]
-    cells = {(i, j): p2p_cell(topology, i, j) for i in range(n) for j in range(n) if i != j}
+    cells = p2p_cells(topology, n)
     distinct = {text for text, _ in cells.values()}
     if len(distinct) == 1:
         text, style = next(iter(cells.values()))
@@ -250,17 +294,19 @@ def p2p_lines(info: MachineInfo, topology: Topology | None, width: int) -> list[
     narrow = 7 + n * cell_w > width
     if narrow:  # many GPUs in a narrow terminal: bare indices, "✗" without the reason
         cell_w = 4
-        cells = {k: (("✗", st) if t.startswith("✗") else (t, st)) for k, (t, st) in cells.items()}
+    shown = min(n, max(0, (width - 7) // cell_w + 1))  # the columns that fit
     out: list[Line] = []
     head: Line = [(" " * 7, None)]
-    for d in info.devices:
+    for d in info.devices[:shown]:
         head.append((pad(str(d.index) if narrow else f"GPU{d.index}", cell_w, "^"), S.label))
     head.append(("  R read · W write · A atomics · ✗ not possible", S.label))
     out.append(pad_line(head, width))
     for i, d in enumerate(info.devices):
         row: Line = [(pad(f" GPU{d.index}", 7), S.index)]
-        for j in range(n):
+        for j in range(shown):
             text, style = ("X", S.dim) if i == j else cells[(i, j)]
+            if narrow and text.startswith("✗"):
+                text = "✗"
             row.append((pad(text, cell_w, "^"), style))
         out.append(pad_line(row, width))
     problems = p2p_problems(topology, n)
@@ -357,7 +403,7 @@ def link_row(
         ]
     else:
         row.append((" " * 22, None))
-    summary = memo("summary", links, partial(nvlink_summary, links, devices))
+    summary = summary_of(links, devices)
     if line_len(row) + line_len(summary) <= width:
         return [pad_line(row + summary, width)]
     return [pad_line(row, width), pad_line([(" " * 7, None), *summary], width)]
@@ -416,7 +462,7 @@ def problem_lines(
                 f"GPU{d.index} Gen{state.gen} x{state.width} (max Gen{state.max_gen} x{state.max_width})"
             )
         links = topology.nvlinks[d.index] if topology and d.index < len(topology.nvlinks) else ()
-        inactive = memo("inactive", links, partial(inactive_links, links))
+        inactive = inactive_of(links)
         if inactive:
             down.append(f"GPU{d.index} links {ranges(inactive)} ({len(inactive)} of {len(links)})")
         if g is not None and g.pcie_replay_counter:
@@ -447,7 +493,7 @@ def problem_lines(
             lead=" ",
             mark="⚠ ",
         )
-    problems = memo("p2p", topology, partial(p2p_problems, topology, len(info.devices)))
+    problems = problems_of(topology, len(info.devices))
     if problems:
         out.append(
             pad_line(

@@ -16,6 +16,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from gputui.ui.render import Line, pad_line
+from gputui.untrusted import inert
 
 #: Unchanged cells between two changed spans below which one span is sent: a cursor move
 #: costs about as many bytes as re-sending a few cells.
@@ -105,7 +106,7 @@ class LineWidget(Widget):
         segments = []
         for text, style in pad_line(line, width):
             if text:
-                segments.append(Segment(text, self._style(style)))
+                segments.append(Segment(inert(text), self._style(style)))
         return Strip(segments, width)
 
     # ---- Textual hooks ---------------------------------------------------------------

@@ -25,7 +25,7 @@ from gputui.ui.overview_lines import (
     header_line,
     host_lines,
 )
-from gputui.ui.render import Line, S, clean
+from gputui.ui.render import NA, Line, S, clean
 from gputui.ui.widgets.lines import LineWidget
 
 
@@ -284,7 +284,8 @@ class NoGpuPanel(LineWidget):
             title = [("No GPUs found", S.bad)]
             sys_ = info.system
             para(
-                f"NVML works (driver {sys_.driver_version}, CUDA {sys_.cuda_driver_version}) "
+                f"NVML works (driver {clean(sys_.driver_version or NA)}, "
+                f"CUDA {clean(sys_.cuda_driver_version or NA)}) "
                 "but reports 0 GPUs.",
                 S.warn,
             )

@@ -81,9 +81,11 @@ class ProcessTable(LineWidget, can_focus=True):
     def current(self) -> ProcessRow | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
-    def set_rows(self, rows: list[ProcessRow], *, reordered: bool = False) -> None:
+    def set_rows(self, rows: list[ProcessRow], *, reordered: bool = False, to_top: bool = False) -> None:
         """New rows (a tick, or a new sort or filter: `reordered`): keep the cursor on its
-        process."""
+        process; after a new sort (`to_top`) show the first rows, the cursor on the first."""
+        if to_top:
+            self.cursor, self.top, self.cursor_key = 0, 0, rows[0].key if rows else None
         keys = [r.key for r in rows]
         screen_row = self.cursor - self.top
         self.cursor, self.top = place_cursor(
@@ -207,7 +209,8 @@ class SearchInput(Input):
     """`/`: the text typed filters the table as it is typed; enter keeps it, esc clears it."""
 
     DEFAULT_CSS = """
-    SearchInput { height: 1; border: none; padding: 0 1; dock: bottom; }
+    /* :focus too: Textual's Input:focus border would take the one row, leaving no text */
+    SearchInput, SearchInput:focus { height: 1; border: none; padding: 0 1; dock: bottom; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [

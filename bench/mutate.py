@@ -1,0 +1,416 @@
+"""Break the dangerous code on purpose and check that the tests notice (issue 13, item 9).
+
+    python bench/mutate.py [--only ID] [--list] [--keep]
+
+Each mutation is (file, exact old text, new text) plus the tests that guard it.  The
+repository's files (tracked and untracked, not ignored) are copied to a temporary directory
+once; for each mutation the copy gets the one change, the tests run there (`python -m
+pytest -x -q`, with PYTHONPATH pointing at the copy, checked), and the file is put back.
+The checkout itself is never modified.
+
+Outcomes, one line each, then a summary:
+  killed                          a test failed: the guard is pinned
+  SURVIVED                        every test passed with the code broken
+  not applied: snippet not found  the old text is not in the file (moved or rewritten: the
+                                  mutation must be updated; never counted as killed)
+  not applied: file not found     the file itself is gone (moved)
+  not applied: snippet ambiguous  the old text occurs more than once
+  error                           pytest could not run (exit status 2-5)
+Exit status: 0 when every mutation was applied and killed, else 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class Mutation:
+    id: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+    why: str
+
+
+GUARDS = "tests/test_safety_guards.py"
+CHILDREN = "tests/test_children.py"
+UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
+
+MUTATIONS: list[Mutation] = [
+    # ---- the exporter's bind -----------------------------------------------------------
+    Mutation(
+        "export-bind-all",
+        "gputui/export/prometheus.py",
+        "httpd = make_server(host, port, app,",
+        'httpd = make_server("", port, app,',
+        (f"{GUARDS}::test_the_server_binds_the_loopback_address_it_was_given", "tests/test_export.py"),
+        "binds every interface while printing 127.0.0.1",
+    ),
+    Mutation(
+        "export-loopback-any",
+        "gputui/export/address.py",
+        "return bool(addresses) and all(",
+        "return bool(addresses) and any(",
+        (GUARDS, "tests/test_export.py"),
+        "a name with a loopback and a routable address passes as loopback",
+    ),
+    Mutation(
+        "export-loopback-empty",
+        "gputui/export/address.py",
+        "return bool(addresses) and all(",
+        "return not addresses or all(",
+        (GUARDS, "tests/test_export.py"),
+        "a name that resolves to nothing passes as loopback",
+    ),
+    Mutation(
+        "export-refusal-off",
+        "gputui/commands/export.py",
+        "if not is_loopback(host) and not args.allow_remote:",
+        "if False and not is_loopback(host) and not args.allow_remote:",
+        ("tests/test_export.py",),
+        "a public bind is no longer refused",
+    ),
+    # ---- the untrusted-text filter (one rule, gputui/untrusted.py: the fast paths of
+    # ui/render.py and ui/process_lines.py moved there) ------------------------------------
+    Mutation(
+        "untrusted-fast-path",
+        "gputui/untrusted.py",
+        "    return text.isascii() and text.isprintable()\n",
+        "    return text.isprintable()\n",
+        (GUARDS, *UNTRUSTED_TESTS),
+        "any isprintable() text (wide, combining) passes every filter as it is",
+    ),
+    Mutation(
+        "untrusted-one-cell-wide",
+        "gputui/untrusted.py",
+        "    if not visible(ch) or unicodedata.east_asian_width(ch) in _WIDE:",
+        "    if not visible(ch):",
+        (GUARDS, *UNTRUSTED_TESTS),
+        "double-width characters count as one cell",
+    ),
+    Mutation(
+        "untrusted-zero-width",
+        "gputui/untrusted.py",
+        "    if unicodedata.category(ch) in _ZERO_WIDTH_CATEGORIES:\n        return False\n",
+        "",
+        (GUARDS, *UNTRUSTED_TESTS),
+        "combining and zero-width characters count as visible",
+    ),
+    # ---- the stress and diagnosis verdicts ----------------------------------------------
+    Mutation(
+        "stress-ecc-threshold",
+        "gputui/diag/verdicts/stress.py",
+        "    if new_ecc > 0:",
+        "    if new_ecc > 1:",
+        ("tests/test_stress.py",),
+        "one new uncorrected ECC error passes",
+    ),
+    Mutation(
+        "stress-remapped-rows-threshold",
+        "gputui/diag/verdicts/stress.py",
+        "if new_unc_rows > 0 or",
+        "if new_unc_rows > 1 or",
+        ("tests/test_stress.py",),
+        "one new uncorrectable remapped row passes",
+    ),
+    Mutation(
+        "stress-xid-ignored",
+        "gputui/diag/verdicts/stress.py",
+        "    if xids:\n",
+        "    if False:\n",
+        ("tests/test_stress.py",),
+        "Xid events during the burn pass",
+    ),
+    Mutation(
+        "stress-miscompare-ignored",
+        "gputui/diag/verdicts/stress.py",
+        'if _count(burn.get("reference_mismatches")):',
+        "if False:",
+        ("tests/test_stress.py",),
+        "results off the float64 reference pass",
+    ),
+    Mutation(
+        "stress-exit-after-done",
+        "gputui/diag/session.py",
+        "or (result.returncode not in (0, None) and not result.cancelled)",
+        "or False",
+        (f"{GUARDS}::test_stress_child_exiting_non_zero_after_done_fails", "tests/test_stress.py"),
+        "a stress child exiting non-zero after its done event passes",
+    ),
+    Mutation(
+        "diag-exit-after-done",
+        "gputui/diag/verdicts/diagnosis.py",
+        'if not self.done or child.get("returncode"):',
+        "if not self.done:",
+        (f"{GUARDS}::test_diagnosis_child_exiting_non_zero_after_done_fails", "tests/test_diag.py"),
+        "a diagnosis child exiting non-zero after its done event passes",
+    ),
+    Mutation(
+        "diag-leftover-unreported",
+        "gputui/diag/session.py",
+        '    left = leftover_message(result, "diagnosis")\n',
+        "    left = None\n",
+        (f"{CHILDREN}::test_a_survivor_is_reported_and_the_diagnosis_fails",),
+        "processes that survived the kill are not reported",
+    ),
+    # ---- the kill path: the Processes tab's signals ----------------------------------------
+    Mutation(
+        "signal-os-kill",
+        "gputui/control/signals.py",
+        "            signal.pidfd_send_signal(pidfd, sig)\n",
+        "            os.kill(pid, sig)\n",
+        (GUARDS, "tests/test_signals.py"),
+        "the signal goes by PID (kill(2)), not through the pidfd checked against the start time",
+    ),
+    Mutation(
+        "signal-pid-reuse",
+        "gputui/control/signals.py",
+        "    if abs(started - identity.create_time) > START_TIME_TOLERANCE:\n        return result(",
+        "    if False:\n        return result(",
+        ("tests/test_signals.py",),
+        "a PID now naming another process is signalled",
+    ),
+    Mutation(
+        "signal-pid-1",
+        "gputui/control/signals.py",
+        "    if pid == 1:\n",
+        "    if pid == -1:\n",
+        ("tests/test_signals.py",),
+        "PID 1 may be signalled",
+    ),
+    Mutation(
+        "signal-self",
+        "gputui/control/signals.py",
+        "    if pid == os.getpid():\n",
+        "    if pid == -1:\n",
+        (GUARDS, "tests/test_signals.py"),
+        "gputui may signal itself",
+    ),
+    Mutation(
+        "signal-parent",
+        "gputui/control/signals.py",
+        "    if pid == os.getppid():\n",
+        "    if pid == -1:\n",
+        (GUARDS, "tests/test_signals.py"),
+        "gputui may signal its parent (the shell)",
+    ),
+    Mutation(
+        "signal-thread",
+        "gputui/control/signals.py",
+        'if os.path.exists(f"/proc/self/task/{pid}"):',
+        "if False:",
+        ("tests/test_signals.py",),
+        "gputui may signal one of its own threads",
+    ),
+    Mutation(
+        "signal-zombie",
+        "gputui/control/signals.py",
+        "    if status == psutil.STATUS_ZOMBIE:\n        return result(",
+        "    if False:\n        return result(",
+        ("tests/test_signals.py",),
+        "a zombie is reported as signalled",
+    ),
+    # ---- the kill path: the diagnosis and stress children -------------------------------
+    Mutation(
+        "runner-kill-reuse",
+        "gputui/diag/runner.py",
+        "        if _start_ticks(pid) != ticks:\n            return False\n",
+        "",
+        (f"{GUARDS}::test_kill_exact_refuses_another_start_time_and_gputui_itself",),
+        "the runner kills a PID whatever process has it now",
+    ),
+    Mutation(
+        "runner-kill-self",
+        "gputui/diag/runner.py",
+        "    if pid <= 1 or pid == os.getpid():\n        return False\n",
+        "",
+        (f"{GUARDS}::test_kill_exact_refuses_another_start_time_and_gputui_itself",),
+        "the runner may kill PID 1 or gputui itself",
+    ),
+    Mutation(
+        "runner-no-orphans",
+        "gputui/diag/runner.py",
+        "if row.pgrp == proc.pid or (orphan and _has_token(pid, self.token)):",
+        "if row.pgrp == proc.pid:",
+        (CHILDREN,),
+        "a grandchild that left the group and lost its parent before a scan is not found",
+    ),
+    Mutation(
+        "runner-no-subreaper",
+        "gputui/diag/runner.py",
+        "on = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0",
+        "on = False",
+        (CHILDREN,),
+        "orphans go to init, out of reach",
+    ),
+    Mutation(
+        "runner-no-descendants",
+        "gputui/diag/runner.py",
+        "            todo += children.get(pid, [])\n",
+        "",
+        (CHILDREN,),
+        "descendants outside the group are not tracked",
+    ),
+    Mutation(
+        "runner-leftovers-unchecked",
+        "gputui/diag/runner.py",
+        "            result.leftover_pids = self._leftovers()\n",
+        "            result.leftover_pids = []\n",
+        (f"{CHILDREN}::test_a_survivor_is_reported_and_the_diagnosis_fails",),
+        "survivors are never looked for",
+    ),
+    Mutation(
+        "runner-unbounded-lines",
+        "gputui/diag/runner.py",
+        "raw = stream.readline(MAX_LINE_BYTES)",
+        "raw = stream.readline()",
+        (
+            f"{CHILDREN}::test_an_endless_line_is_cut_and_what_was_dropped_is_counted",
+            f"{CHILDREN}::test_the_reader_never_holds_more_than_a_line_cap_of_one_line",
+        ),
+        "one endless line of child output is read whole",
+    ),
+    Mutation(
+        "runner-recursion",
+        "gputui/diag/runner.py",
+        "except (ValueError, RecursionError):",
+        "except ValueError:",
+        (f"{CHILDREN}::test_a_line_nested_too_deep_is_stray_output_not_a_crash",),
+        "a deeply nested line kills the reader thread",
+    ),
+    Mutation(
+        "command-signals-default",
+        "gputui/commands/common.py",
+        "            previous[sig] = signal.signal(sig, raise_it)\n",
+        "            pass\n",
+        (f"{CHILDREN}::test_the_command_killed_by_a_signal_kills_its_children",),
+        "SIGTERM/SIGHUP end gputui diag/stress with their children left running",
+    ),
+    Mutation(
+        "tui-sigterm-in-loop",
+        "gputui/ui/app.py",
+        "        for sig in (signal.SIGHUP, signal.SIGTERM):\n",
+        "        for sig in (signal.SIGHUP,):\n",
+        (
+            "tests/test_terminal.py::test_sigterm_is_honoured_while_the_terminal_is_not_read",
+            f"{CHILDREN}::test_leaving_the_tui_while_a_diagnosis_runs_kills_it",
+        ),
+        "SIGTERM handled only by the event loop (ignored while output blocks)",
+    ),
+    # ---- saved reports --------------------------------------------------------------------
+    Mutation(
+        "report-follows-links",
+        "gputui/ui/diagnostics.py",
+        "os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there",
+        "os.replace(temp, target)",
+        ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
+        "a planted link or an existing report is replaced",
+    ),
+    Mutation(
+        "report-world-readable",
+        "gputui/ui/diagnostics.py",
+        "        os.fchmod(fd, 0o600)  # whatever the umask\n",
+        "        os.fchmod(fd, 0o644)\n",
+        ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
+        "reports readable by every user",
+    ),
+]
+
+
+def copy_repo(dest: Path) -> None:
+    """The tracked and untracked (not ignored) files of the checkout."""
+    names = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for raw in names:
+        if not raw:
+            continue
+        rel = raw.decode()
+        src = ROOT / rel
+        if not src.is_file():
+            continue  # deleted in the work tree
+        (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(src, dest / rel)
+
+
+def run_tests(copy: Path, tests: tuple[str, ...], env: dict[str, str]) -> int:
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--no-header", *tests]
+    return subprocess.run(cmd, cwd=copy, env=env, capture_output=True, check=False).returncode
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    ap.add_argument("--only", action="append", help="run only this mutation id (repeatable)")
+    ap.add_argument("--list", action="store_true", help="list the mutations and exit")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary copy (for debugging)")
+    a = ap.parse_args()
+    chosen = [m for m in MUTATIONS if not a.only or m.id in a.only]
+    if a.list:
+        for m in chosen:
+            print(f"{m.id:30} {m.file}: {m.why}")
+        return 0
+    tmp = Path(tempfile.mkdtemp(prefix="gputui-mutate-"))
+    copy = tmp / "repo"
+    copy.mkdir()
+    copy_repo(copy)
+    env = dict(os.environ, PYTHONPATH=str(copy), PYTHONDONTWRITEBYTECODE="1")
+    where = subprocess.run(
+        [sys.executable, "-c", "import gputui; print(gputui.__file__)"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    if not where.startswith(str(copy)):
+        print(f"mutate: the tests would import gputui from {where}, not the copy", file=sys.stderr)
+        return 2
+    counts: dict[str, int] = {}
+    try:
+        for m in chosen:
+            path = copy / m.file
+            original = path.read_text(encoding="utf-8") if path.is_file() else None
+            n = original.count(m.old) if original is not None else 0
+            t0 = time.monotonic()
+            if original is None:
+                outcome = "not applied: file not found"
+            elif n == 0:
+                outcome = "not applied: snippet not found"
+            elif n > 1:
+                outcome = "not applied: snippet ambiguous"
+            else:
+                path.write_text(original.replace(m.old, m.new), encoding="utf-8")
+                try:
+                    rc = run_tests(copy, m.tests, env)
+                finally:
+                    path.write_text(original, encoding="utf-8")
+                outcome = {0: "SURVIVED", 1: "killed"}.get(rc, f"error (pytest exit {rc})")
+                if rc < 0:  # the test process was killed by a signal: the guard is gone
+                    outcome = "killed"
+            key = outcome.split(" (")[0]
+            counts[key] = counts.get(key, 0) + 1
+            print(f"{m.id:30} {outcome:32} {time.monotonic() - t0:6.1f} s  {m.why}", flush=True)
+    finally:
+        if not a.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print("summary: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    return 0 if counts.get("killed", 0) == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""The cluster's GPUs as gputui's own model types, built from Prometheus series.
+
+A series of dcgm-exporter or `gputui export` (same names: gputui/export/prometheus.py) maps
+onto a `GpuSample` field; its labels give the host, the GPU's index, UUID and model, and the
+Kubernetes pod that holds it.  The UI then draws a remote GPU with the Overview's own cards.
+
+DCGM reports a value the GPU does not support as a "blank" sentinel (0x7ffffffffffffff0 and
+up for integers, 2**47 and up for floats, e.g. `DCGM_FI_DEV_MEMORY_TEMP ... 9223372036854775794`
+in dcgm-exporter's README): those read as N/A, never as numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.gpm import METRICS as GPM_METRICS
+from gputui.telemetry.gpm import GpmMetric
+from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
+
+MIB = 2**20
+DCGM_BLANK = float(2**47)
+"""DCGM_FP64_BLANK; every integer blank (0x7ffffffffffffff0...) is larger too."""
+POWER_CAP = 0x004
+THROTTLED_MASK = CLOCK_EVENT_SLOWDOWN_MASK | POWER_CAP
+"""Clock-event reasons that count as throttled: power cap, HW slowdown, thermal, power brake."""
+
+
+def _int(v: float) -> int:
+    return round(v)
+
+
+def _mib(v: float) -> int:
+    return round(v * MIB)
+
+
+def _kb(v: float) -> int:
+    return round(v * 1024)
+
+
+def _bool(v: float) -> bool:
+    return v != 0
+
+
+#: metric name -> (GpuSample field, conversion from the exported unit).  The inverse of
+#: gputui/export/prometheus.py's GPU_EXPORTS, the registry's /metrics names (a test checks both ways).
+SAMPLE_FIELDS: dict[str, tuple[str, Callable[[float], Any]]] = {
+    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock", _int),
+    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock", _int),
+    "DCGM_FI_DEV_GPU_TEMP": ("temperature", _int),
+    "DCGM_FI_DEV_MEMORY_TEMP": ("memory_temperature", _int),
+    "DCGM_FI_DEV_POWER_USAGE": ("power_draw", float),
+    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy", _int),
+    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": ("pcie_tx", _kb),
+    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": ("pcie_rx", _kb),
+    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", _int),
+    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util", _int),
+    "DCGM_FI_DEV_ENC_UTIL": ("encoder_util", _int),
+    "DCGM_FI_DEV_DEC_UTIL": ("decoder_util", _int),
+    "DCGM_FI_DEV_FB_FREE": ("mem_free", _mib),
+    "DCGM_FI_DEV_FB_USED": ("mem_used", _mib),
+    "DCGM_FI_DEV_FB_RESERVED": ("mem_reserved", _mib),
+    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("ecc_volatile_corrected", _int),
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_volatile_uncorrected", _int),
+    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": ("ecc_aggregate_corrected", _int),
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": ("ecc_aggregate_uncorrected", _int),
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("clock_event_reasons", _int),
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", _int),  # dcgm-exporter 3.3+ name
+    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit", float),
+    "DCGM_FI_DEV_PCIE_LINK_GEN": ("pcie_gen", _int),
+    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_width", _int),
+    "DCGM_FI_DEV_FAN_SPEED": ("fan_speed", _int),
+    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie_replay_counter", _int),
+    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows_uncorrected", _int),
+    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows_corrected", _int),
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remapped_rows_failure", _bool),
+    "DCGM_FI_DEV_XID_ERRORS": ("xid_last", _int),
+    "DCGM_FI_DEV_RETIRED_SBE": ("retired_pages_sbe", _int),
+    "DCGM_FI_DEV_RETIRED_DBE": ("retired_pages_dbe", _int),
+    "gputui_gpu_row_remap_pending": ("remapped_rows_pending", _bool),
+    "gputui_gpu_xid_events": ("xid_count", _int),
+    "gputui_gpu_nvlink_receive_bytes_per_second": ("nvlink_rx", _int),
+    "gputui_gpu_nvlink_transmit_bytes_per_second": ("nvlink_tx", _int),
+    "gputui_gpu_lost": ("lost", _bool),
+    "gputui_gpu_pstate": ("pstate", _int),
+}
+FB_TOTAL = "DCGM_FI_DEV_FB_TOTAL"
+"""Memory total in MiB: `gputui export` has it; dcgm-exporter's default set does not (then
+total = used + free + reserved)."""
+PROCESSES = "gputui_gpu_processes"
+PROCESS_MEMORY = "gputui_process_gpu_memory_bytes"
+"""`gputui export`'s per-process series (labels pid, process_name, user, type)."""
+GPM_BY_NAME: dict[str, GpmMetric] = {m.dcgm: m for m in GPM_METRICS}
+"""DCGM's profiling ("DCP") metrics, DCGM_FI_PROF_*: gputui's GPM figures under dcgm-exporter's
+names (gputui/telemetry/gpm.py's table); the `_ACTIVE` ones are ratios 0-1 there."""
+
+#: Every metric name the cluster view reads (for a Prometheus query).
+WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *GPM_BY_NAME)
+#: What the list of every GPU needs (its columns, flags and summary): a Prometheus refresh
+#: asks only for these; a host's view asks for everything of that host.
+LIST_WANTED: tuple[str, ...] = (
+    "DCGM_FI_DEV_GPU_UTIL",
+    "DCGM_FI_DEV_FB_USED",
+    "DCGM_FI_DEV_FB_FREE",
+    "DCGM_FI_DEV_FB_RESERVED",
+    FB_TOTAL,
+    "DCGM_FI_DEV_GPU_TEMP",
+    "DCGM_FI_DEV_POWER_USAGE",
+    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
+    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
+    "DCGM_FI_DEV_XID_ERRORS",
+    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
+    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
+    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
+    "DCGM_FI_DEV_RETIRED_DBE",
+    "gputui_gpu_lost",
+    "gputui_gpu_xid_events",
+    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+)
+
+
+@dataclass(frozen=True)
+class LabelMap:
+    """Which label carries each fact (dcgm-exporter's names by default)."""
+
+    host: str = "Hostname"
+    gpu: str = "gpu"
+    uuid: str = "UUID"
+    model: str = "modelName"
+    pod: str = "pod"
+    namespace: str = "namespace"
+    container: str = "container"
+    driver: str = "DCGM_FI_DRIVER_VERSION"
+
+
+def usable(v: float) -> bool:
+    """Not NaN/inf, not a DCGM blank."""
+    return math.isfinite(v) and abs(v) < DCGM_BLANK
+
+
+# --------------------------------------------------------------------------------------
+# the model
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClusterGpu:
+    host: str
+    """The host's key (see HostState.key)."""
+    device: DeviceInfo
+    sample: GpuSample
+    pod: str = ""
+    namespace: str = ""
+    container: str = ""
+    processes: int | None = None
+    """How many processes use it (`gputui export` only)."""
+    procs: tuple[GpuProcess, ...] = ()
+
+    @property
+    def key(self) -> str:
+        return f"{self.host}\0{self.device.uuid or self.device.index}"
+
+    @property
+    def workload(self) -> str:
+        """namespace/pod (container), or the empty string."""
+        if not self.pod:
+            return ""
+        text = f"{self.namespace}/{self.pod}" if self.namespace else self.pod
+        return f"{text} ({self.container})" if self.container else text
+
+
+@dataclass(frozen=True)
+class HostState:
+    key: str
+    """Unique per scrape target and host name ("instance" + Hostname)."""
+    name: str
+    """What to show: the host name, with the target when two targets share one."""
+    instance: str
+    up: bool
+    error: str | None = None
+    """Why it is down: the scrape error (direct), "up == 0" (Prometheus)."""
+    gpus: tuple[ClusterGpu, ...] = ()
+    driver: str = ""
+    stale: bool = False
+    """The GPUs are the last ones seen before the host went down."""
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    hosts: tuple[HostState, ...] = ()
+    fetched_at: float = 0.0
+    duration: float = 0.0
+    """Seconds the refresh took."""
+    source: str = ""
+    error: str | None = None
+    """The whole source failed (Prometheus unreachable): `hosts` are the last good ones."""
+    queries: int = 0
+    """HTTP requests this refresh made."""
+    bytes: int = 0
+    """Bytes received this refresh."""
+
+    @property
+    def gpus(self) -> list[ClusterGpu]:
+        return [g for h in self.hosts for g in h.gpus]
+
+
+# --------------------------------------------------------------------------------------
+# series -> GPUs
+# --------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Gpu:
+    labels: Mapping[str, str]
+    values: dict[str, float] = field(default_factory=dict)
+    procs: list[GpuProcess] = field(default_factory=list)
+
+
+def _index(text: str) -> int | None:
+    try:
+        return int(text)
+    except ValueError:
+        return None
+
+
+def gpu_identity(labels: Mapping[str, str], lm: LabelMap) -> str | None:
+    """A GPU's key within its host, or None for a series of no GPU."""
+    uuid = labels.get(lm.uuid, "")
+    gpu = labels.get(lm.gpu, "")
+    if not uuid and _index(gpu) is None:
+        return None
+    return uuid or gpu
+
+
+def build_gpus(
+    host: str, series: Iterable[tuple[str, Mapping[str, str], float]], lm: LabelMap
+) -> list[ClusterGpu]:
+    """The GPUs of one host from (name, labels, value) series."""
+    gpus: dict[str, _Gpu] = {}
+    for name, labels, value in series:
+        ident = gpu_identity(labels, lm)
+        if ident is None:
+            continue
+        g = gpus.get(ident)
+        if g is None:
+            g = gpus[ident] = _Gpu(labels)
+        if name == PROCESS_MEMORY:
+            pid = _index(labels.get("pid", ""))
+            if pid is not None and usable(value):
+                g.procs.append(
+                    GpuProcess(
+                        gpu_index=_index(labels.get(lm.gpu, "")) or 0,
+                        pid=pid,
+                        type=labels.get("type", "C")[:3],
+                        gpu_memory=round(value),
+                        name=labels.get("process_name") or None,
+                        user=labels.get("user") or None,
+                        visible=False,
+                    )
+                )
+            continue
+        if usable(value):
+            g.values[name] = value
+    out = [_to_gpu(host, g, lm) for g in gpus.values()]
+    out.sort(key=lambda c: (c.device.index, c.device.uuid or ""))
+    return out
+
+
+def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
+    v = g.values
+    fields: dict[str, Any] = {}
+    for name, (attr, conv) in SAMPLE_FIELDS.items():
+        if name in v:
+            fields[attr] = conv(v[name])
+    gpm: dict[str, Any] = {
+        m.field: v[name] * 100.0 if m.unit == "%" else round(v[name])
+        for name, m in GPM_BY_NAME.items()
+        if name in v
+    }
+    if gpm:
+        fields["gpm"] = GpmSample(**gpm)
+    xid = fields.get("xid_last")
+    if xid is not None:
+        # dcgm-exporter exports the last Xid (0: none); gputui export also its count
+        fields["xid_last"] = xid or None
+        fields.setdefault("xid_count", 1 if xid else 0)
+    index = _index(g.labels.get(lm.gpu, "")) or 0
+    sample = GpuSample(index=index, **fields)
+    total: int | None = None
+    if FB_TOTAL in v:
+        total = round(v[FB_TOTAL] * MIB)
+    elif sample.mem_used is not None and sample.mem_free is not None:
+        total = sample.mem_used + sample.mem_free + (sample.mem_reserved or 0)
+    device = DeviceInfo(
+        index=index,
+        name=g.labels.get(lm.model, "") or "GPU",
+        uuid=g.labels.get(lm.uuid) or None,
+        bus_id=g.labels.get("pci_bus_id") or None,
+        memory_total=total,
+        power_limit=sample.power_limit,
+    )
+    procs = tuple(replace(p, gpu_index=index) for p in g.procs)
+    return ClusterGpu(
+        host=host,
+        device=device,
+        sample=sample,
+        pod=g.labels.get(lm.pod, ""),
+        namespace=g.labels.get(lm.namespace, ""),
+        container=g.labels.get(lm.container, ""),
+        processes=round(v[PROCESSES]) if PROCESSES in v else None,
+        procs=procs,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# what state a GPU is in (for filters and the summary line)
+# --------------------------------------------------------------------------------------
+
+FLAGS = ("busy", "idle", "held_idle", "throttled", "xid", "ecc", "down", "unhealthy")
+
+
+def gpu_flags(g: ClusterGpu, up: bool, rule: IdleRule) -> frozenset[str]:
+    """busy / idle / held_idle (memory held, nothing running: "reserved but idle"),
+    throttled, xid, ecc, down; unhealthy = down, Xid, ECC or row-remap failure, GPU lost.
+    Idle follows the alerts' idle_memory rule (max_util, min_memory_mib)."""
+    s = g.sample
+    out: set[str] = set()
+    if not up:
+        out |= {"down", "unhealthy"}
+        return frozenset(out)
+    if s.gpu_util is not None:
+        if s.gpu_util > rule.max_util:
+            out.add("busy")
+        elif (s.mem_used or 0) >= rule.min_memory_mib * MIB:
+            out.add("held_idle")
+        else:
+            out.add("idle")
+    if s.clock_event_reasons and s.clock_event_reasons & THROTTLED_MASK:
+        out.add("throttled")
+    if s.xid_last:
+        out.add("xid")
+    if (
+        (s.ecc_volatile_uncorrected or 0) > 0
+        or (s.ecc_aggregate_uncorrected or 0) > 0
+        or s.remapped_rows_failure
+        or (s.retired_pages_dbe or 0) > 0
+    ):
+        out.add("ecc")
+    if out & {"xid", "ecc"} or s.lost:
+        out.add("unhealthy")
+    return frozenset(out)
+
+
+@dataclass(frozen=True)
+class Summary:
+    hosts: int
+    hosts_down: int
+    gpus: int
+    busy: int
+    idle: int
+    held_idle: int
+    unhealthy: int
+    throttled: int
+
+
+def summarize(state: ClusterState, rule: IdleRule) -> Summary:
+    counts = dict.fromkeys(FLAGS, 0)
+    for h in state.hosts:
+        for g in h.gpus:
+            for f in gpu_flags(g, h.up, rule):
+                counts[f] += 1
+    return Summary(
+        hosts=len(state.hosts),
+        hosts_down=sum(1 for h in state.hosts if not h.up),
+        gpus=len(state.gpus),
+        busy=counts["busy"],
+        idle=counts["idle"],
+        held_idle=counts["held_idle"],
+        unhealthy=counts["unhealthy"],
+        throttled=counts["throttled"],
+    )
+
+
+def host_names(keys: Iterable[tuple[str, str, str]]) -> dict[str, str]:
+    """(key, hostname, instance) -> key: display name; a host name that two targets share
+    gets its target appended."""
+    items = list(keys)
+    seen: dict[str, int] = {}
+    for _, name, _ in items:
+        seen[name] = seen.get(name, 0) + 1
+    return {
+        key: (name if seen[name] == 1 and name else f"{name or '?'} ({inst})") for key, name, inst in items
+    }

@@ -1,0 +1,491 @@
+"""Where the cluster's GPUs come from: a Prometheus server's HTTP API, or the exporters
+scraped directly.  Both run on a worker thread (`ClusterPoller`) and return `ClusterState`s;
+nothing here blocks the UI, and every request has a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.parse
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from gputui.cluster import expfmt
+from gputui.cluster.http import FetchError, HttpClient, display_url
+from gputui.cluster.model import (
+    LIST_WANTED,
+    PROCESS_MEMORY,
+    SAMPLE_FIELDS,
+    WANTED,
+    ClusterGpu,
+    ClusterState,
+    HostState,
+    LabelMap,
+    build_gpus,
+    host_names,
+    usable,
+)
+
+WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
+IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
+"""A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
+HISTORY_FIELDS = ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
+"""What the drill-in's charts draw (gputui/ui/detail_lines.py's chart metrics)."""
+
+
+@dataclass(frozen=True)
+class History:
+    times: list[float] = field(default_factory=list)
+    series: dict[tuple[str, str], list[float]] = field(default_factory=dict)
+    """(GPU key, GpuSample field) -> values aligned with `times` (NaN where missing)."""
+    error: str | None = None
+
+
+class ClusterSource(Protocol):
+    description: str
+    client: HttpClient
+
+    def fetch(self) -> ClusterState: ...
+
+    def history(self, host: HostState, seconds: float, points: int) -> History: ...
+
+    def details(self, host: HostState) -> tuple[ClusterGpu, ...]: ...
+
+
+# --------------------------------------------------------------------------------------
+# direct: scrape each exporter's /metrics
+# --------------------------------------------------------------------------------------
+
+
+def normalize_target(text: str) -> str:
+    """ "n1:9400" -> "http://n1:9400/metrics"; a URL without a path gets /metrics."""
+    text = text.strip()
+    if "://" not in text:
+        text = "http://" + text
+    parts = urllib.parse.urlsplit(text)
+    if parts.path in ("", "/"):
+        parts = parts._replace(path="/metrics")
+    return urllib.parse.urlunsplit(parts)
+
+
+def read_targets_file(path: str) -> list[str]:
+    """One target per line; blank lines and # comments skipped."""
+    with open(path, encoding="utf-8") as f:
+        lines = [line.split("#", 1)[0].strip() for line in f]
+    return [t for t in lines if t]
+
+
+class DirectSource:
+    """Scrapes every target in parallel, each with the client's timeout; a target that fails
+    is a host shown down (with the error and the GPUs it had)."""
+
+    def __init__(
+        self,
+        targets: Sequence[str],
+        client: HttpClient,
+        labels: LabelMap | None = None,
+        history_points: int = 720,
+    ) -> None:
+        self.targets = [normalize_target(t) for t in targets]
+        self.client = client
+        self.labels = labels or LabelMap()
+        self.description = f"{len(self.targets)} exporter{'s' if len(self.targets) != 1 else ''} (direct)"
+        self._pool = ThreadPoolExecutor(
+            max_workers=min(32, max(1, len(self.targets))), thread_name_prefix="scrape"
+        )
+        self._last: dict[str, HostState] = {}
+        self._history: dict[str, deque[tuple[float, ClusterGpu]]] = {}
+        self._history_points = history_points
+        self._lock = threading.Lock()
+
+    def _scrape(self, target: str) -> tuple[str, list[expfmt.Sample] | str]:
+        try:
+            body = self.client.get(target, accept="text/plain;version=0.0.4")
+        except FetchError as exc:
+            return target, str(exc)
+        text = body.decode("utf-8", "replace")
+        return target, expfmt.parse(text, names=WANTED_SET).samples
+
+    def fetch(self) -> ClusterState:
+        t0 = time.monotonic()
+        req0, bytes0 = self.client.requests, self.client.bytes_received
+        results = list(self._pool.map(self._scrape, self.targets))
+        now = time.time()
+        lm = self.labels
+        raw: list[tuple[str, str, str, list[expfmt.Sample] | str]] = []
+        for target, got in results:
+            instance = urllib.parse.urlsplit(target).netloc
+            hostname = ""
+            if not isinstance(got, str):
+                hostname = next((s.labels[lm.host] for s in got if s.labels.get(lm.host)), "")
+            elif target in self._last:
+                hostname = self._last[target].name.split(" (")[0]
+            raw.append((target, hostname or instance, instance, got))
+        names = host_names((t, h, i) for t, h, i, _ in raw)
+        hosts: list[HostState] = []
+        for target, _hostname, instance, got in raw:
+            if isinstance(got, str):
+                last = self._last.get(target)
+                hosts.append(
+                    HostState(
+                        key=target,
+                        name=names[target],
+                        instance=instance,
+                        up=False,
+                        error=got,
+                        gpus=last.gpus if last else (),
+                        driver=last.driver if last else "",
+                        stale=last is not None,
+                    )
+                )
+                continue
+            gpus = build_gpus(target, ((s.name, s.labels, s.value) for s in got), lm)
+            driver = next((s.labels[lm.driver] for s in got if s.labels.get(lm.driver)), "")
+            host = HostState(target, names[target], instance, True, None, tuple(gpus), driver)
+            self._last[target] = host
+            with self._lock:
+                for g in gpus:
+                    ring = self._history.get(g.key)
+                    if ring is None:
+                        ring = self._history[g.key] = deque(maxlen=self._history_points)
+                    ring.append((now, g))
+            hosts.append(host)
+        return ClusterState(
+            hosts=tuple(hosts),
+            fetched_at=now,
+            duration=time.monotonic() - t0,
+            source=self.description,
+            queries=self.client.requests - req0,
+            bytes=self.client.bytes_received - bytes0,
+        )
+
+    def history(self, host: HostState, seconds: float, points: int) -> History:
+        """The samples this session has scraped (direct mode keeps no other history)."""
+        cutoff = time.time() - seconds
+        with self._lock:
+            rings = {g.key: [e for e in self._history.get(g.key, ()) if e[0] >= cutoff] for g in host.gpus}
+        times = sorted({t for ring in rings.values() for t, _ in ring})
+        pos = {t: i for i, t in enumerate(times)}
+        series: dict[tuple[str, str], list[float]] = {}
+        for key, ring in rings.items():
+            for name in HISTORY_FIELDS:
+                values = [float("nan")] * len(times)
+                for t, g in ring:
+                    v = getattr(g.sample, name)
+                    if v is not None:
+                        values[pos[t]] = float(v)
+                series[(key, name)] = values
+        return History(times, series)
+
+    def details(self, host: HostState) -> tuple[ClusterGpu, ...]:
+        """Every field of a host's GPUs: a scrape has them all already."""
+        return host.gpus
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+# --------------------------------------------------------------------------------------
+# Prometheus HTTP API
+# --------------------------------------------------------------------------------------
+
+
+def promql_string(text: str) -> str:
+    """A PromQL double-quoted string literal."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def regex_escape(text: str) -> str:
+    """Escape RE2 metacharacters (for a `=~` matcher)."""
+    return "".join("\\" + c if c in r"\.+*?()|[]{}^$" else c for c in text)
+
+
+class PrometheusError(Exception):
+    pass
+
+
+def _series(data: Any, kind: str) -> list[dict[str, Any]]:
+    """The result list of an API answer, checked: untrusted JSON."""
+    if not isinstance(data, dict):
+        raise PrometheusError("the answer is not a JSON object")
+    if data.get("status") != "success":
+        err = data.get("error")
+        raise PrometheusError(f"query failed: {str(err)[:200] if err else data.get('status')!s:.60}")
+    d = data.get("data")
+    if not isinstance(d, dict) or d.get("resultType") != kind or not isinstance(d.get("result"), list):
+        raise PrometheusError(f"expected a {kind} result")
+    return [r for r in d["result"] if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
+
+
+def _labels(r: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in r["metric"].items() if isinstance(v, str)}
+
+
+def _float(v: Any) -> float | None:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        return None
+
+
+class PrometheusSource:
+    """Current values by instant queries, history by range queries.
+
+    One refresh asks two queries: the series the list needs (`{__name__=~"..."}`, LIST_WANTED)
+    and `up`; a third only when some target is down (its GPUs as last seen, `last_over_time`
+    over `lookback`).  A host's view asks for every series of that host (`details`)."""
+
+    def __init__(
+        self,
+        url: str,
+        client: HttpClient,
+        labels: LabelMap | None = None,
+        selector: str = "",
+        lookback: str = "1h",
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.client = client
+        self.labels = labels or LabelMap()
+        self.selector = selector.strip().strip("{}").strip()
+        self.lookback = lookback
+        self.description = f"Prometheus {display_url(self.url)}"
+        self._last: ClusterState | None = None
+
+    def _matchers(self, *extra: str) -> str:
+        parts = [p for p in (*extra, self.selector) if p]
+        return "{" + ",".join(parts) + "}"
+
+    def _get(self, path: str, params: Mapping[str, str]) -> Any:
+        url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
+        body = self.client.get(url, accept="application/json")
+        try:
+            return json.loads(body)
+        except ValueError:
+            raise PrometheusError(f"{display_url(self.url)}{path}: the answer is not JSON") from None
+
+    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+        params = {"query": promql}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
+        return _series(self._get("/api/v1/query", params), "vector")
+
+    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+        params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
+        return _series(self._get("/api/v1/query_range", params), "matrix")
+
+    def wanted_query(self, *extra: str, metrics: Sequence[str] = LIST_WANTED) -> str:
+        names = "|".join(regex_escape(n) for n in metrics)
+        return self._matchers(f"__name__=~{promql_string(names)}", *extra)
+
+    def _host_matchers(self, host: HostState) -> list[str]:
+        inst, _, hostname = host.key.partition("\0")
+        out = [f"instance={promql_string(inst)}"]
+        if hostname:
+            out.append(f"{self.labels.host}={promql_string(hostname)}")
+        return out
+
+    def details(self, host: HostState) -> tuple[ClusterGpu, ...]:
+        """Every series of one host's GPUs (for its cards); the list's GPUs when that fails."""
+        try:
+            result = self.query(self.wanted_query(*self._host_matchers(host), metrics=WANTED))
+        except (FetchError, PrometheusError):
+            return host.gpus
+        series = []
+        for r in result:
+            v = r.get("value")
+            f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
+            if f is not None:
+                labels = _labels(r)
+                series.append((labels.get("__name__", ""), labels, f))
+        return tuple(build_gpus(host.key, series, self.labels)) or host.gpus
+
+    def fetch(self) -> ClusterState:
+        t0 = time.monotonic()
+        req0, bytes0 = self.client.requests, self.client.bytes_received
+        now = time.time()
+        try:
+            values = self.query(self.wanted_query(), now)
+            ups = self.query("up" + self._matchers(), now)
+            hosts = self._hosts(values, ups, now)
+        except (FetchError, PrometheusError) as exc:
+            last = self._last
+            return ClusterState(
+                hosts=last.hosts if last else (),
+                fetched_at=last.fetched_at if last else 0.0,
+                duration=time.monotonic() - t0,
+                source=self.description,
+                error=str(exc),
+                queries=self.client.requests - req0,
+                bytes=self.client.bytes_received - bytes0,
+            )
+        state = ClusterState(
+            hosts=hosts,
+            fetched_at=now,
+            duration=time.monotonic() - t0,
+            source=self.description,
+            queries=self.client.requests - req0,
+            bytes=self.client.bytes_received - bytes0,
+        )
+        self._last = state
+        return state
+
+    def _hosts(
+        self, values: list[dict[str, Any]], ups: list[dict[str, Any]], now: float
+    ) -> tuple[HostState, ...]:
+        lm = self.labels
+        up_by_instance: dict[str, bool] = {}
+        for r in ups:
+            labels = _labels(r)
+            v = r.get("value")
+            if isinstance(v, list) and len(v) == 2 and (f := _float(v[1])) is not None:
+                inst = labels.get("instance", "")
+                up_by_instance[inst] = up_by_instance.get(inst, False) or f == 1.0
+        groups: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+        for r in values:
+            labels = _labels(r)
+            v = r.get("value")
+            if not (isinstance(v, list) and len(v) == 2):
+                continue
+            f = _float(v[1])
+            if f is None:
+                continue
+            where = (labels.get("instance", ""), labels.get(lm.host, ""))
+            groups.setdefault(where, []).append((labels.get("__name__", ""), labels, f))
+        down = sorted(i for i, ok in up_by_instance.items() if not ok)
+        stale: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+        if down:
+            pattern = "|".join(regex_escape(i) for i in down)
+            # the GPUs the down exporters had, as last seen (one series per GPU; a range
+            # function drops the metric name, so ask for one metric only)
+            q = (
+                f"last_over_time({IDENTITY_METRIC}"
+                + self._matchers(f"instance=~{promql_string(pattern)}")
+                + f"[{self.lookback}])"
+            )
+            for r in self.query(q, now):
+                labels = _labels(r)
+                v = r.get("value")
+                f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
+                if f is None:
+                    continue
+                where = (labels.get("instance", ""), labels.get(lm.host, ""))
+                if where not in groups:
+                    stale.setdefault(where, []).append(("", labels, float("nan")))
+        keys = sorted(set(groups) | set(stale))
+        names = host_names((f"{i}\0{h}", h or i, i) for i, h in keys)
+        hosts: list[HostState] = []
+        for inst, hostname in keys:
+            key = f"{inst}\0{hostname}"
+            series = groups.get((inst, hostname)) or stale.get((inst, hostname), [])
+            gpus = build_gpus(key, series, lm)
+            up = up_by_instance.get(inst, True) if (inst, hostname) in groups else False
+            driver = next((lab[lm.driver] for _, lab, _ in series if lab.get(lm.driver)), "")
+            hosts.append(
+                HostState(
+                    key=key,
+                    name=names[key],
+                    instance=inst,
+                    up=up,
+                    error=None if up else "exporter down (Prometheus up == 0)",
+                    gpus=tuple(gpus),
+                    driver=driver,
+                    stale=not up,
+                )
+            )
+        return tuple(hosts)
+
+    def history(self, host: HostState, seconds: float, points: int) -> History:
+        """Range queries for one host's GPUs: one query for every charted metric."""
+        end = time.time()
+        start = end - seconds
+        step = max(1.0, round(seconds / max(1, points), 3))
+        wanted = {name: attr for name, (attr, _) in SAMPLE_FIELDS.items() if attr in HISTORY_FIELDS}
+        names = "|".join(regex_escape(n) for n in wanted)
+        matchers = [f"__name__=~{promql_string(names)}", *self._host_matchers(host)]
+        try:
+            result = self.query_range(self._matchers(*matchers), start, end, step)
+        except (FetchError, PrometheusError) as exc:
+            return History(error=str(exc))
+        n = int((end - start) // step) + 1
+        times = [start + k * step for k in range(n)]
+        series: dict[tuple[str, str], list[float]] = {}
+        by_ident = {gpu_key_of(g): g.key for g in host.gpus}
+        for r in result:
+            labels = _labels(r)
+            name = labels.get("__name__", "")
+            attr = wanted.get(name)
+            ident = by_ident.get(labels.get(self.labels.uuid) or labels.get(self.labels.gpu, ""))
+            vals = r.get("values")
+            if attr is None or ident is None or not isinstance(vals, list):
+                continue
+            conv = SAMPLE_FIELDS[name][1]
+            out = series.setdefault((ident, attr), [float("nan")] * n)
+            for pair in vals:
+                if not (isinstance(pair, list) and len(pair) == 2):
+                    continue
+                t, v = _float(pair[0]), _float(pair[1])
+                if t is None or v is None or not usable(v):
+                    continue
+                k = round((t - start) / step)
+                if 0 <= k < n:
+                    out[k] = float(conv(v))
+        return History(times, series)
+
+    def close(self) -> None:
+        pass
+
+
+def gpu_key_of(g: ClusterGpu) -> str:
+    return g.device.uuid or str(g.device.index)
+
+
+# --------------------------------------------------------------------------------------
+# the worker thread
+# --------------------------------------------------------------------------------------
+
+
+class ClusterPoller:
+    """Calls `source.fetch()` every `interval` seconds on its own thread and hands each state
+    to `deliver`; a refresh never overlaps the previous one.  `refresh_now()` wakes it."""
+
+    def __init__(
+        self, source: ClusterSource, interval: float, deliver: Callable[[ClusterState], None]
+    ) -> None:
+        self.source = source
+        self.interval = interval
+        self.deliver = deliver
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.busy_since: float | None = None
+        """monotonic time the running refresh began (the UI shows a slow one)."""
+        self._thread = threading.Thread(target=self._run, name="gputui-cluster", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def refresh_now(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            self.busy_since = t0
+            try:
+                state = self.source.fetch()
+            except Exception as exc:  # a bug must not kill the thread silently
+                state = ClusterState(source=self.source.description, error=f"{type(exc).__name__}: {exc}")
+            self.busy_since = None
+            if self._stop.is_set():
+                return
+            self.deliver(state)
+            self._wake.wait(max(0.0, self.interval - (time.monotonic() - t0)))
+            self._wake.clear()

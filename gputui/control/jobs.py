@@ -1,0 +1,160 @@
+"""A whole distributed job as processes to signal: the launcher, its descendants (ranks and
+their children: data loaders, compile workers), and, where the launcher set up its own
+process group or session, every process still in it (ranks re-parented after a crash).
+
+Each member is signalled by its own identity (PID + start time, through a pidfd, as
+`gputui.control.signals` does), never by `killpg`: a PID reused between the confirmation
+and the signal is refused for that PID alone.  No UI here.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import psutil
+
+from gputui.control.signals import ProcessIdentity, SignalResult, identity_of, is_running, protected_reason
+from gputui.telemetry.starttime import start_time
+
+
+@dataclass(frozen=True, slots=True)
+class JobMember:
+    identity: ProcessIdentity
+    why: str
+    """How it belongs to the job: "launcher", "child of 123", "process group 123", "session 123"."""
+    cmdline: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JobMembers:
+    members: tuple[JobMember, ...]
+    problem: str | None = None
+    """Why the job could not be listed (the launcher has gone or is another process)."""
+    group: int | None = None
+    """The launcher's own process group, when it leads one (its members are included)."""
+    session: int | None = None
+    """The launcher's own session, when it leads one (its members are included)."""
+
+
+def _identity(proc: psutil.Process) -> ProcessIdentity | None:
+    try:
+        with proc.oneshot():
+            try:
+                user: str | None = proc.username()
+            except (psutil.Error, KeyError):
+                user = None
+            return ProcessIdentity(proc.pid, start_time(proc), user, proc.name())
+    except psutil.Error:
+        return None
+
+
+def _cmdline(proc: psutil.Process) -> tuple[str, ...] | None:
+    try:
+        return tuple(proc.cmdline())
+    except psutil.Error:
+        return None
+
+
+def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMembers:
+    """Everything that belongs to the job led by `root`, launcher first, as identities read
+    now.  Blocking (a walk of the process table): call off the UI thread."""
+    try:
+        top = psutil.Process(root.pid)
+        ident = _identity(top)
+    except psutil.Error:
+        ident = None
+    if ident is None or abs(ident.create_time - root.create_time) > 0.005:
+        return JobMembers((), problem=f"PID {root.pid} is no longer the process you selected: nothing listed")
+    members: dict[int, JobMember] = {root.pid: JobMember(ident, "launcher", _cmdline(top))}
+    try:
+        descendants = top.children(recursive=True)
+    except psutil.Error:
+        descendants = []
+    for child in descendants:
+        cid = _identity(child)
+        if cid is None or cid.pid in members:
+            continue
+        try:
+            parent = child.ppid()
+        except psutil.Error:
+            continue
+        members[cid.pid] = JobMember(cid, f"child of {parent}", _cmdline(child))
+    group = session = None
+    try:
+        pgid, sid = os.getpgid(root.pid), os.getsid(root.pid)
+    except OSError:
+        pgid = sid = -1
+    ours = {os.getpgid(0), os.getsid(0)}
+    if pgid == root.pid and pgid not in ours:
+        group = pgid
+    if sid == root.pid and sid not in ours:
+        session = sid
+    if group is not None or session is not None:
+        for pid, pg, sd in _groups(proc_root):
+            if pid in members or (pg != group and sd != session):
+                continue
+            extra = identity_of(pid)
+            if extra is None:
+                continue
+            why = f"process group {group}" if pg == group else f"session {session}"
+            try:
+                cmd = _cmdline(psutil.Process(pid))
+            except psutil.Error:
+                cmd = None
+            members[pid] = JobMember(extra, why, cmd)
+    listed = tuple(m for m in members.values() if protected_reason(m.identity.pid) is None)
+    return JobMembers(listed, group=group, session=session)
+
+
+def _groups(proc_root: str) -> Iterable[tuple[int, int, int]]:
+    """(PID, process group, session) of every process, from /proc/PID/stat."""
+    try:
+        names = os.listdir(proc_root)
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc_root}/{name}/stat", "rb") as f:
+                tail = f.read().rpartition(b")")[2].split()
+            yield int(name), int(tail[2]), int(tail[3])
+        except (OSError, IndexError, ValueError):
+            continue
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """What became of each member after the signal."""
+
+    exited: tuple[int, ...]
+    running: tuple[int, ...]
+    refused: tuple[SignalResult, ...]
+    """Members that were not signalled (gone, reused, denied), with why."""
+
+    def summary(self, signal_name: str) -> str:
+        parts = []
+        if self.exited:
+            parts.append(f"{len(self.exited)} exited ({', '.join(map(str, self.exited))})")
+        if self.running:
+            parts.append(f"{len(self.running)} still running ({', '.join(map(str, self.running))})")
+        if self.refused:
+            parts.append(
+                f"{len(self.refused)} not signalled ({', '.join(str(r.identity.pid) for r in self.refused)})"
+            )
+        return f"job after {signal_name}: " + ("; ".join(parts) or "nothing to signal")
+
+
+def outcome(results: Iterable[SignalResult]) -> JobOutcome:
+    """Which members exited and which are still running, now."""
+    exited, running, refused = [], [], []
+    for r in results:
+        if not r.sent:
+            refused.append(r)
+        elif is_running(r.identity):
+            running.append(r.identity.pid)
+        else:
+            exited.append(r.identity.pid)
+    return JobOutcome(tuple(exited), tuple(running), tuple(refused))

@@ -1,0 +1,372 @@
+"""Real processes for the cluster tests and benchmark: `gputui export --replay` exporters on free
+loopback ports, a real Prometheus server (Debian's `prometheus`) scraping them, and a fleet of
+exporters that serves one real recording's expositions under many host names.
+
+Everything listens on 127.0.0.1 only; every process is stopped by the fixture that started it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.server
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from gputui.export.prometheus import build_families
+from gputui.telemetry.model import MachineInfo, Snapshot, SystemInfo
+from gputui.telemetry.recording import read_recording
+
+PROMETHEUS = shutil.which("prometheus")
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class Exporter:
+    recording: Path
+    proc: subprocess.Popen[str]
+    port: int
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def start_exporter(recording: Path, interval: float = 3600.0) -> Exporter:
+    """`gputui export --replay RECORDING` on a port the kernel picks.  With the default interval
+    it serves the recording's first tick for the whole test."""
+    proc = subprocess.Popen(
+        [
+            sys.executable, "-m", "gputui", "export", "--replay", str(recording),
+            "--listen", "127.0.0.1:0", "--interval", str(interval),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    assert proc.stderr is not None
+    line = proc.stderr.readline()
+    m = re.search(r"http://127\.0\.0\.1:(\d+)/metrics", line)
+    if m is None:
+        proc.kill()
+        raise RuntimeError(f"gputui export did not start: {line!r}{proc.stderr.read()}")
+    return Exporter(recording, proc, int(m.group(1)))
+
+
+@contextlib.contextmanager
+def exporters(recordings: Sequence[Path]) -> Iterator[list[Exporter]]:
+    started: list[Exporter] = []
+    try:
+        for r in recordings:
+            started.append(start_exporter(r))
+        yield started
+    finally:
+        for e in started:
+            e.stop()
+
+
+@dataclass
+class Prometheus:
+    proc: subprocess.Popen[bytes]
+    port: int
+    workdir: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def query(self, promql: str) -> list[dict[str, object]]:
+        q = urllib.parse.urlencode({"query": promql})
+        with urllib.request.urlopen(f"{self.url}/api/v1/query?{q}", timeout=5) as resp:
+            return list(json.load(resp)["data"]["result"])
+
+    def wait_for(self, promql: str, count: int, timeout: float = 90.0) -> None:
+        """Until `promql` returns `count` series (first scrapes take a scrape interval or two)."""
+        deadline = time.monotonic() + timeout
+        last: object = None
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                got = self.query(promql)
+                last = got
+                if len(got) == count:
+                    return
+            time.sleep(0.5)
+        raise AssertionError(f"Prometheus: {promql} never had {count} series (last: {last!r:.300})")
+
+
+@contextlib.contextmanager
+def prometheus(targets: Sequence[str], scrape_interval: str = "1s") -> Iterator[Prometheus]:
+    """A real Prometheus server on a free loopback port scraping `targets` (job "gpu")."""
+    assert PROMETHEUS is not None
+    workdir = Path(tempfile.mkdtemp(prefix="gputui-prom-"))
+    config = workdir / "prometheus.yml"
+    config.write_text(
+        "global:\n"
+        f"  scrape_interval: {scrape_interval}\n"
+        f"  scrape_timeout: {scrape_interval}\n"
+        "scrape_configs:\n"
+        "  - job_name: gpu\n"
+        "    static_configs:\n"
+        f"      - targets: [{', '.join(json.dumps(t) for t in targets)}]\n"
+    )
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={workdir / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--web.console.templates=/dev/null",
+            "--web.console.libraries=/dev/null",
+            "--log.level=warn",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=open(workdir / "log.txt", "wb"),  # noqa: SIM115 - closed with the process
+    )
+    server = Prometheus(proc, port, workdir)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with urllib.request.urlopen(f"{server.url}/-/ready", timeout=2):
+                    break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(
+                        "prometheus did not start: " + (workdir / "log.txt").read_text()[-2000:]
+                    ) from None
+                time.sleep(0.3)
+        yield server
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------------------
+# a fleet: one real recording's expositions under many host names
+# --------------------------------------------------------------------------------------
+
+
+class _Families(Collector):
+    def __init__(self, families: list[object]) -> None:
+        self.families = families
+
+    def collect(self):  # type: ignore[no-untyped-def]
+        yield from self.families
+
+
+def exposition(info: MachineInfo, snap: Snapshot, hostname: str, processes: bool = True) -> bytes:
+    """What `gputui export` serves for `snap`, as if the machine were called `hostname`."""
+    renamed = MachineInfo(
+        SystemInfo(**{**{f: getattr(info.system, f) for f in info.system.__slots__}, "hostname": hostname}),
+        info.devices,
+        info.topology,
+    )
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Families(build_families(renamed, snap, processes=processes)))  # type: ignore[arg-type]
+    return generate_latest(registry)
+
+
+def host_name(k: int) -> str:
+    return f"gpu-node-{k + 1:02d}"
+
+
+@dataclass
+class Fleet:
+    """`hosts` exporters in one process, each on its own loopback port, host k serving the
+    recording's tick (k * 7 + the seconds since start) so the hosts differ and move."""
+
+    recording: Path
+    hosts: int
+    processes: bool = True
+    servers: list[http.server.ThreadingHTTPServer] = field(default_factory=list)
+    requests: list[int] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    frozen: bool = False
+    """Serve a fixed tick per host (tests)."""
+
+    def __post_init__(self) -> None:
+        self.header, self.ticks = read_recording(self.recording)
+        self._cache: dict[tuple[int, int], bytes] = {}
+        self._lock = threading.Lock()
+
+    def tick_of(self, k: int) -> int:
+        moved = 0 if self.frozen else int(time.monotonic() - self.started)
+        return (k * 7 + moved) % len(self.ticks)
+
+    def body(self, k: int) -> bytes:
+        t = self.tick_of(k)
+        with self._lock:
+            hit = self._cache.get((k, t))
+        if hit is None:
+            hit = exposition(self.header.machine, self.ticks[t], host_name(k), self.processes)
+            with self._lock:
+                if len(self._cache) > 8 * self.hosts:
+                    self._cache.clear()
+                self._cache[(k, t)] = hit
+        return hit
+
+    def gzipped(self, k: int, body: bytes) -> bytes:
+        import gzip
+
+        from gputui.export.prometheus import GZIP_LEVEL
+
+        key = (-1 - k, self.tick_of(k))
+        with self._lock:
+            hit = self._cache.get(key)
+        if hit is None:
+            hit = gzip.compress(body, compresslevel=GZIP_LEVEL, mtime=0)
+            with self._lock:
+                self._cache[key] = hit
+        return hit
+
+    def start(self) -> list[str]:
+        fleet = self
+        for k in range(self.hosts):
+            self.requests.append(0)
+
+            class Handler(http.server.BaseHTTPRequestHandler):
+                index = k
+
+                def do_GET(self) -> None:
+                    body = fleet.body(self.index)
+                    fleet.requests[self.index] += 1
+                    self.send_response(200)
+                    if "gzip" in (self.headers.get("Accept-Encoding") or ""):  # as gputui export does
+                        body = fleet.gzipped(self.index, body)
+                        self.send_header("Content-Encoding", "gzip")
+                    self.send_header("Content-Type", "text/plain; version=0.0.4")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+
+                def log_message(self, format: str, *args: object) -> None:
+                    pass
+
+            srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+            srv.daemon_threads = True
+            threading.Thread(target=srv.serve_forever, daemon=True).start()
+            self.servers.append(srv)
+        return [f"127.0.0.1:{s.server_address[1]}" for s in self.servers]
+
+    def stop(self) -> None:
+        for s in self.servers:
+            s.shutdown()
+            s.server_close()
+
+
+def env_with_path() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    return env
+
+
+# --------------------------------------------------------------------------------------
+# a fixed cluster state from a recording (screens: snapshots and key presses)
+# --------------------------------------------------------------------------------------
+
+
+class RecordedCluster:
+    """A ClusterSource over one real recording shown as `hosts` hosts (host k at tick
+    k * 7 + `tick`): `fetch()` parses the expositions `gputui export` would serve, and
+    `history()` gives the recorded ticks before it.  Host names in `down` are reported down
+    (their GPUs as last seen).  No clock: states carry fetched_at 0, for stable pictures."""
+
+    def __init__(self, recording: Path, hosts: int, tick: int = 0, down: Sequence[int] = ()) -> None:
+        from gputui.cluster.http import HttpClient
+
+        self.header, self.ticks = read_recording(recording)
+        self.hosts = hosts
+        self.tick = tick
+        self.down = set(down)
+        self.description = f"recorded: {recording.name} as {hosts} hosts"
+        self.client = HttpClient()
+        self.fetches = 0
+
+    def tick_of(self, k: int) -> int:
+        return (k * 7 + self.tick) % len(self.ticks)
+
+    def fetch(self):  # type: ignore[no-untyped-def]
+        from gputui.cluster import expfmt
+        from gputui.cluster.model import ClusterState, HostState, LabelMap, build_gpus
+
+        self.fetches += 1
+        out = []
+        for k in range(self.hosts):
+            key = f"{host_name(k)}:9400"
+            text = exposition(self.header.machine, self.ticks[self.tick_of(k)], host_name(k)).decode()
+            samples = expfmt.parse(text).samples
+            gpus = build_gpus(key, ((s.name, s.labels, s.value) for s in samples), LabelMap())
+            up = k not in self.down
+            out.append(
+                HostState(
+                    key=key,
+                    name=host_name(k),
+                    instance=key,
+                    up=up,
+                    error=None if up else f"http://{key}/metrics: Connection refused",
+                    gpus=tuple(gpus),
+                    driver=self.header.machine.system.driver_version or "",
+                    stale=not up,
+                )
+            )
+        return ClusterState(hosts=tuple(out), source=self.description, queries=self.hosts)
+
+    def details(self, host):  # type: ignore[no-untyped-def]
+        return host.gpus
+
+    def history(self, host, seconds, points):  # type: ignore[no-untyped-def]
+        from gputui.cluster.sources import HISTORY_FIELDS, History
+
+        k = int(host.name.rsplit("-", 1)[1]) - 1
+        end = self.tick_of(k)
+        ticks = self.ticks[max(0, end - points + 1) : end + 1]
+        times = [t.timestamp for t in ticks]
+        series = {}
+        for g in host.gpus:
+            for name in HISTORY_FIELDS:
+                vals = []
+                for t in ticks:
+                    s = next((x for x in t.gpus if x.index == g.device.index), None)
+                    v = None if s is None else getattr(s, name)
+                    vals.append(float("nan") if v is None else float(v))
+                series[(g.key, name)] = vals
+        return History(times, series)
+
+    def close(self) -> None:
+        pass
