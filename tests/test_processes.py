@@ -483,7 +483,15 @@ def test_escape_sequences_and_markup_render_literally_everywhere(children):
 
 
 def test_detail_view_shows_what_the_process_is(children, tmp_path):
-    env = dict(os.environ, CUDA_VISIBLE_DEVICES="3", NCCL_DEBUG="INFO", MY_API_TOKEN="s3cr3t", OTHER_VAR="x")
+    # a small environment of its own: the expanded list must fit the screen on any machine
+    # (a GPU host's environment holds dozens of variables that sort before OTHER_VAR)
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "CUDA_VISIBLE_DEVICES": "3",
+        "NCCL_DEBUG": "INFO",
+        "MY_API_TOKEN": "s3cr3t",
+        "OTHER_VAR": "x",
+    }
     kid = subprocess.Popen(
         ["python3", "-c", "import os, time; os.fork() or time.sleep(600); time.sleep(600)", "detail-child"],
         cwd=tmp_path,

@@ -473,3 +473,31 @@ def test_many_gpus_matrices_worked_out_off_the_ui_thread_and_q_answers(many_gpus
     finally:
         release.set()
     assert app.return_code == 0
+
+
+def test_a_prepare_that_ends_after_the_tab_is_gone_is_ignored(many_gpus, monkeypatch) -> None:
+    """The worker can finish after the app has begun to quit (seen on a real H100: the
+    tab's widgets were gone and its thread died with NoMatches).  Its result must then be
+    dropped quietly, never raised from the thread."""
+    from gputui.ui import topology as topology_ui
+
+    release = threading.Event()
+    monkeypatch.setattr(topology_ui, "warm", lambda info, topology: release.wait(60))
+    panes: list[TopologyPane] = []
+
+    async def go():
+        app = replay_app(many_gpus)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 2)
+            await pilot.press("3")
+            await wait_for(pilot, lambda: "working out the links of 64 GPUs" in screen_text(app))
+            panes.append(app.query_one(TopologyPane))
+            await pilot.press("q")
+        return app
+
+    try:
+        run(go())
+    finally:
+        release.set()
+    pane = panes[0]
+    pane._prepared_now(pane.info, pane.topology)  # the worker's late call: no exception

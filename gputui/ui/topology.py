@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.css.query import NoMatches
 
 from gputui.telemetry.cuda_visible import CudaVisibility, cuda_visibility
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
@@ -297,7 +298,9 @@ class TopologyPane(Pane):
 
         def work() -> None:
             warm(info, topology)
-            with contextlib.suppress(RuntimeError):  # the app has gone meanwhile
+            if not app.is_running:
+                return  # the app has quit meanwhile: nothing to hand the result to
+            with contextlib.suppress(RuntimeError):  # it quit just now
                 app.call_from_thread(self._prepared_now, info, topology)
 
         # a plain daemon thread, not a Textual worker: quitting never waits for it
@@ -308,8 +311,11 @@ class TopologyPane(Pane):
         if info is not self.info or topology is not self.topology:
             return  # another machine or topology came meanwhile: its own worker runs
         self._prepared = (info, topology)
-        self.query_one(TopologyStatic).preparing = False
-        self.query_one(TopologyLinks).preparing = False
+        try:
+            static, links = self.query_one(TopologyStatic), self.query_one(TopologyLinks)
+        except NoMatches:
+            return  # the tab is gone (the app is quitting): nothing left to draw
+        static.preparing = links.preparing = False
         self._refresh_static()
 
     def cuda_visibility(self) -> CudaVisibility | None:
