@@ -201,7 +201,7 @@ def test_other_tabs_load_only_when_opened():
         import asyncio, sys
         sys.path.insert(0, {str(H200_X2.parents[2])!r})
         from conftest import H200_X2, replay_app, run_to_tick
-        from gputui.ui.panes import OverviewPane
+        from gputui.ui.overview import OverviewPane
         LAZY = ("gputui.ui.processes", "gputui.ui.topology", "gputui.ui.diagnostics")
         first = []
         show = OverviewPane.show_snapshot

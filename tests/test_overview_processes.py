@@ -11,7 +11,7 @@ from conftest import FROZEN, H200_X2, X16_256, replay_app, run_to_tick, screen_l
 from gpu_children import ReplayOntoChildren, alive, start_child
 
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.panes import OverviewPane
+from gputui.ui.overview import OverviewPane
 from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
 from gputui.ui.processes import OverviewProcesses
 from gputui.ui.widgets.overview import GpuBoard

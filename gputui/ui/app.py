@@ -29,7 +29,8 @@ from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import OpenGpuDetail
-from gputui.ui.panes import OverviewPane, Pane, PanePlaceholder, PaneSpec, TabBar
+from gputui.ui.overview import OverviewPane
+from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import WholeKeyFooter

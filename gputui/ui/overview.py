@@ -1,0 +1,204 @@
+"""The Overview tab: every GPU (cards or compact rows), the processes on them, and the
+host.  Its own module so that `panes.py` (the base every tab imports) imports no tab: the
+Overview's process list is the Processes tab's pane (`processes.py`), loaded after the
+first frame."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+
+from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.messages import GpuSelected
+from gputui.ui.panes import Pane
+from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
+
+if TYPE_CHECKING:
+    from gputui.telemetry.hub import Hub
+    from gputui.ui.processes import OverviewProcesses
+
+
+PROC_ROWS = 6
+"""Lines the Overview keeps for its process list under the cards (its summary, the column
+titles and four rows) before the cards may grow taller sparklines."""
+
+
+class OverviewPane(Pane):
+    """Every GPU (cards or compact rows), the processes on them, and the host; the no-GPU
+    explanation instead of the GPUs when there are none.
+
+    The cards are planned for the pane's height less PROC_ROWS, so the process list below
+    them always has its rows; it takes the rest (its height never follows its row count, so
+    nothing moves as the list grows).  When the cards need more than that, the list is one
+    line saying how many processes there are and which key lists them; when the cards need
+    exactly every line, not even that."""
+
+    PANE_ID = "overview"
+    TAB_TITLE = "Overview"
+    TAB_KEY = "1"
+    KEYS = GpuBoard.BINDINGS
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # the process list's signal and search keys, from the cards too
+        Binding("T", "processes('signal', 'TERM')", "SIGTERM", show=False),
+        Binding("K", "processes('signal', 'KILL')", "SIGKILL", show=False),
+        Binding("I", "processes('signal', 'INT')", "SIGINT", show=False),
+        Binding("slash", "processes('search')", "Search", key_display="/", show=False),
+    ]
+
+    @classmethod
+    def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
+        from gputui.ui.detail import GpuDetailScreen
+
+        return [
+            (
+                f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})",
+                [
+                    *cls.KEYS,
+                    Binding(
+                        "tab",
+                        "focus_next",
+                        "Processes",
+                        tooltip="Move between the cards and the process list below them "
+                        "(T K I / enter work there as on the Processes tab; T K I / from the cards too)",
+                    ),
+                ],
+            ),
+            ("GPU detail view (enter on a card)", list(GpuDetailScreen.BINDINGS)),
+        ]
+
+    DEFAULT_CSS = """
+    OverviewPane { layout: vertical; }
+    OverviewPane #gpus { height: 1fr; scrollbar-size-vertical: 1; }
+    """
+
+    def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
+        super().__init__(hub, context)
+        self.processes: OverviewProcesses | None = None
+        """The process list, mounted once the first frame with GPUs is up (its modules
+        are not on the first frame's path)."""
+        self._info: MachineInfo | None = None
+        self._snapshot: Snapshot | None = None
+        self._mounting = False
+        self._host_height: tuple[tuple[int, bool], int] = ((-1, False), 0)
+        """((width, sampled), the host panel's lines then)."""
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="gpus"):
+            yield NoGpuPanel(id="nogpu")
+            yield GpuBoard(self.hub, id="board", card=self.context.config.cards)
+        yield HostPanel(id="host")
+
+    async def _mount_processes(self) -> None:
+        if self._mounting or not self.is_mounted or not self.app.is_running:
+            return  # (once; the app may be shutting down)
+        self._mounting = True
+        from gputui.ui.processes import OverviewProcesses
+
+        procs = OverviewProcesses(self.hub, self.context)
+        await self.mount(procs, before=self.query_one(HostPanel))
+        self.processes = procs  # ticks reach it from now on
+        if self._info is not None:
+            procs.show_info(self._info)
+        procs.narrow_to(self.query_one(GpuBoard).selected)
+        if self._snapshot is not None:
+            procs.show_snapshot(self._info, self._snapshot)
+        self._fit()
+
+    def on_mount(self) -> None:
+        self.query_one(NoGpuPanel).display = False
+        # the board takes the arrow keys (GPU selection); the container still scrolls
+        # with the mouse and page keys
+        self.query_one("#gpus").can_focus = False
+        self.query_one(GpuBoard).budget = self._board_budget
+
+    def on_show(self) -> None:
+        self.query_one(GpuBoard).focus()
+
+    def _board_budget(self) -> int:
+        """Lines the cards may plan for: the pane less the host panel and PROC_ROWS."""
+        return self._room() - PROC_ROWS
+
+    def _room(self) -> int:
+        """Lines for the cards and the process list together."""
+        host = self.query_one(HostPanel)
+        key = (self.size.width, host.snapshot is not None)
+        if self._host_height[0] != key:  # (not rebuilt every tick: its lines follow the width)
+            self._host_height = (key, len(host.build(key[0], 0)) if key[0] > 0 else 0)
+        return max(0, self.size.height - self._host_height[1])
+
+    def _fit(self) -> None:
+        """The cards get what their plan needs, the process list the rest (or its one line)."""
+        board = self.query_one(GpuBoard)
+        procs = self.processes
+        if not board.display or board.plan is None or procs is None:
+            return
+        room = self._room()
+        need = board.plan.lines
+        fits = need <= room - PROC_ROWS
+        # every GPU on screen comes first: when the cards need exactly the room, the
+        # process line goes (the tab bar still says 2 lists them); when they need more,
+        # they scroll anyway and the line stays
+        procs.display = need != room
+        height = need if need < room else room - (need > room)
+        gpus = self.query_one("#gpus")
+        if gpus.styles.height is None or gpus.styles.height.value != height:
+            gpus.styles.height = height
+        procs.set_room(fits)
+
+    def action_processes(self, action: str, *args: str) -> None:
+        procs = self.processes
+        if procs is None or not procs.display:
+            return
+        if action == "signal":
+            procs.action_signal(args[0])
+        elif procs.room:
+            procs.action_search()
+        else:
+            self.notify(f"No room for the process list here: press {procs.SHOWN_BY} to list them.", timeout=3)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "processes" and parameters and parameters[0] == "signal":
+            return None if self.processes is None else self.processes.check_signal()
+        return True
+
+    def on_gpu_selected(self, message: GpuSelected) -> None:
+        if self.processes is not None:
+            self.processes.narrow_to(message.index)
+
+    def show_info(self, info: MachineInfo) -> None:
+        no_gpus = not info.devices
+        nogpu = self.query_one(NoGpuPanel)
+        nogpu.info = info
+        nogpu.demo_available = self.context.sources.demo_available
+        nogpu.display = no_gpus
+        self.query_one(GpuBoard).display = not no_gpus
+        self._info = info
+        if self.processes is not None:
+            self.processes.display = not no_gpus
+        if no_gpus:
+            self.query_one("#gpus").styles.height = "1fr"
+            nogpu.relayout()
+
+    def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
+        board = self.query_one(GpuBoard)
+        self._info, self._snapshot = info, snapshot
+        if board.display:
+            board.show(info, snapshot)
+            if self.processes is None:
+                self.call_after_refresh(self._mount_processes)  # after this first frame
+            else:
+                self.processes.show_snapshot(info, snapshot)
+                self._fit()
+        self.query_one(HostPanel).show(info.system.hostname if info else "", snapshot)
+
+    def on_resize(self) -> None:
+        def again() -> None:
+            self.query_one(GpuBoard).relayout()
+            self._fit()
+
+        self.call_after_refresh(again)
