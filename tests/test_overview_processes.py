@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import signal
 
-from conftest import FROZEN, H200_X2, X16_256, replay_app, run_to_tick, screen_lines, wait_for
+from conftest import FROZEN, H200_X2, X8_240, X16_256, replay_app, run_to_tick, screen_lines, wait_for
 from gpu_children import ReplayOntoChildren, alive, start_child
 
 from gputui.ui.app import GpuTuiApp
@@ -244,5 +244,31 @@ def test_clicking_a_tab_label_switches_tab():
             x0, _x1, pane_id = tabs.spans[1]
             await pilot.click("TabBar", offset=(x0 + 1, 0))
             await wait_for(pilot, lambda: pilot.app.current_pane().PANE_ID == "processes")
+
+    run(go())
+
+
+def test_the_list_shows_its_largest_rows_until_the_user_moves_into_it():
+    """The Overview's list shows its first rows (largest GPU memory) whichever tick it was
+    mounted at: the view does not follow a process as memory changes reorder the rows
+    (under load, the 8-GPU snapshot came out scrolled by one row).  Once the user moves
+    into the list (tab), it follows the cursor as the Processes tab does."""
+
+    async def go():
+        app = replay_app(X8_240)
+        async with app.run_test(size=(160, 50)) as pilot:
+            for tick in (5, 20, 35, 50, 65):
+                await at_tick(pilot, tick)
+                t = table(app)
+                assert (t.top, t.cursor) == (0, 0), tick
+                mems = [r.proc.gpu_memory or 0 for r in t.rows]
+                assert t.rows[0].proc.gpu_memory == max(mems)
+            # into the list, two rows down: the cursor's process is then kept in view
+            await pilot.press("tab")
+            await wait_for(pilot, lambda: table(app).has_focus)
+            await pilot.press("down", "down")
+            key = table(app).cursor_key
+            await at_tick(pilot, 70)
+            assert table(app).cursor_key == key
 
     run(go())

@@ -801,6 +801,17 @@ class OverviewProcesses(ProcessesPane):
         super().__init__(hub, context)
         self.room = True
         """False: no room for the table, only the one line that says how to see it."""
+        self.followed = False
+        """True once the user has moved into the list: from then on the view follows the
+        cursor's process (as in the Processes tab); until then it shows the first rows, the
+        largest GPU memory, whatever order the last tick brought."""
+
+    def on_descendant_focus(self, event: events.DescendantFocus) -> None:
+        if event.widget is self.table:
+            self.followed = True
+
+    def _refresh(self, *, reordered: bool = False, to_top: bool = False) -> None:
+        super()._refresh(reordered=reordered, to_top=to_top or not self.followed)
 
     def initial_sort(self) -> str | None:
         return OVERVIEW_SORT
