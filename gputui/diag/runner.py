@@ -573,14 +573,4 @@ atexit.register(kill_all)
 
 def group_members(pgid: int) -> list[int]:
     """Live (non-zombie) processes whose process group is `pgid` (Linux /proc)."""
-    out: list[int] = []
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for entry in entries:
-        if entry.isdigit():
-            fields = _stat_fields(entry)
-            if fields and fields[0] != "Z" and int(fields[2]) == pgid:
-                out.append(int(entry))
-    return out
+    return [pid for pid, row in process_table().items() if row.state != "Z" and row.pgrp == pgid]
