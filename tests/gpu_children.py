@@ -39,10 +39,20 @@ def alive(pid: int) -> bool:
         return False
 
 
-def start_child(tag: str, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
-    """`python -c 'sleep' MARKER-tag *extra`, returned once its command line is readable."""
+SLEEP_INTERRUPTIBLE = (
+    "import signal, time; signal.pthread_sigmask(signal.SIG_SETMASK, []); "
+    "signal.signal(signal.SIGINT, signal.default_int_handler); time.sleep(600)"
+)
+"""A sleeper that SIGINT ends whatever its launcher left: a shell's background job starts
+with SIGINT ignored, and `su` can leave it blocked (seen running the suite as a user)."""
+
+
+def start_child(
+    tag: str, *extra: str, env: dict[str, str] | None = None, code: str = SLEEP
+) -> subprocess.Popen[bytes]:
+    """`python -c CODE MARKER-tag *extra`, returned once its command line is readable."""
     child = subprocess.Popen(
-        [sys.executable, "-c", SLEEP, f"{MARKER}-{tag}", *extra],
+        [sys.executable, "-c", code, f"{MARKER}-{tag}", *extra],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from gpu_children import alive, can_choose_pids, start_child, start_child_with_pid
+from gpu_children import SLEEP_INTERRUPTIBLE, alive, can_choose_pids, start_child, start_child_with_pid
 
 from gputui.control import signals
 from gputui.control.signals import Outcome, ProcessIdentity, identity_of, is_running, send_signal
@@ -92,10 +92,22 @@ def test_sends_to_the_process_the_user_saw(children) -> None:
     assert child.wait(timeout=10) == -signal.SIGTERM
 
 
+def caught(pid: int, sig: int) -> bool:
+    """Whether process `pid` has a handler for `sig` (SigCgt in /proc/PID/status)."""
+    with open(f"/proc/{pid}/status") as f:
+        line = next(ln for ln in f if ln.startswith("SigCgt:"))
+    return bool(int(line.split()[1], 16) >> (sig - 1) & 1)
+
+
 def test_without_pidfd_it_falls_back_to_kill(children, monkeypatch) -> None:
     monkeypatch.delattr(os, "pidfd_open")
-    child = start_child("nopidfd")
+    child = start_child("nopidfd", code=SLEEP_INTERRUPTIBLE)
     children.append(child)
+    # until its handler is in place a SIGINT could be lost (ignored by the launcher)
+    deadline = time.monotonic() + 30
+    while not caught(child.pid, signal.SIGINT):
+        assert time.monotonic() < deadline, "the child never caught SIGINT"
+        time.sleep(0.01)
     ident = identity_of(child.pid)
     assert ident is not None
     assert send_signal(ident, signal.SIGINT).sent
