@@ -62,6 +62,21 @@ def start_child(
     return child
 
 
+def start_stubborn() -> subprocess.Popen[bytes]:
+    """A child that ignores SIGTERM (only SIGKILL ends it), returned once that is set up."""
+    child = subprocess.Popen(
+        [
+            "python3",
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
+            "time.sleep(600)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None and child.stdout.readline().strip() == b"ready"
+    return child
+
+
 def wait_started(pid: int, marker: str) -> None:
     # Popen can return while the child is still inside exec, with an empty command line
     deadline = time.monotonic() + 30

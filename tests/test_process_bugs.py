@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import subprocess
 import time
 
 from conftest import X8_240, screen_lines, wait_for
+from gpu_children import start_stubborn
 from test_processes import (
     H200_X2,
     HOLDER,
@@ -52,17 +52,8 @@ def test_the_search_box_shows_what_is_typed(children):
 
 def test_time_to_exit_after_sigkill_counts_from_the_sigkill(children):
     """T, wait, K: the note said "exited 7.1 s after SIGKILL", counted from the SIGTERM."""
-    stubborn = subprocess.Popen(
-        [
-            "python3",
-            "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
-            "time.sleep(600)",
-        ],
-        stdout=subprocess.PIPE,
-    )
+    stubborn = start_stubborn()
     children.append(stubborn)
-    assert stubborn.stdout is not None and stubborn.stdout.readline().strip() == b"ready"
 
     async def go():
         async with tab_on_children({HOLDER: stubborn.pid}) as (app, pilot):

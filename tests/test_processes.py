@@ -14,7 +14,14 @@ import subprocess
 import psutil
 import pytest
 from conftest import FROZEN, H200_X2, X8_240, replay_app, run_to_tick, screen_lines, wait_for
-from gpu_children import ReplayOntoChildren, alive, can_choose_pids, start_child, start_child_with_pid
+from gpu_children import (
+    ReplayOntoChildren,
+    alive,
+    can_choose_pids,
+    start_child,
+    start_child_with_pid,
+    start_stubborn,
+)
 
 from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.recording import read_recording
@@ -370,17 +377,8 @@ def test_mark_several_and_kill_them_together(children):
 
 
 def test_a_process_that_ignores_sigterm_offers_sigkill(children):
-    stubborn = subprocess.Popen(
-        [
-            "python3",
-            "-c",
-            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); print('ready', flush=True); "
-            "time.sleep(600)",
-        ],
-        stdout=subprocess.PIPE,
-    )
+    stubborn = start_stubborn()
     children.append(stubborn)
-    assert stubborn.stdout is not None and stubborn.stdout.readline().strip() == b"ready"
 
     async def go():
         async with tab_on_children({HOLDER: stubborn.pid}) as (app, pilot):
