@@ -6,7 +6,6 @@ Imports are deferred so headless subcommands never pay for Textual, and the TUI 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import os
 import sys
@@ -139,10 +138,6 @@ def run_tui(args: argparse.Namespace) -> int:
     loaded = load(args.config)
     settings = loaded.config
     saved, state_warning, state_path = remembered(args, settings)
-    if saved.sparklines is not None:
-        settings = dataclasses.replace(
-            settings, cards=dataclasses.replace(settings.cards, sparklines=saved.sparklines)
-        )
     replay_path = DEMO_RECORDING if args.demo else args.replay
     if replay_path is not None:
         from gputui.telemetry.recording import RecordingError, ReplaySource

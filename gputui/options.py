@@ -24,3 +24,10 @@ def option(
     if factory is not None:
         return dataclasses.field(default_factory=factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
+
+
+def limits(cls: type, name: str) -> tuple[Any, Any]:
+    """(min, max) of a config field, for whatever else is held to the config file's limits
+    (the state file, the chart picker)."""
+    meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
+    return meta.get("min"), meta.get("max")

@@ -17,7 +17,6 @@ exit).  Pure stdlib (no Textual).
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import stat
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig
+from gputui.options import limits
 from gputui.telemetry.metrics import sort_field
 
 LAYOUTS = ("auto", "cards", "compact")
@@ -66,12 +66,6 @@ class StateError(ValueError):
     pass
 
 
-def _limits(cls: type, name: str) -> tuple[Any, Any]:
-    """(min, max) of a config field: the state file is held to the config file's limits."""
-    meta = next(f.metadata for f in dataclasses.fields(cls) if f.name == name)
-    return meta["min"], meta["max"]
-
-
 def _want(cond: bool, what: str) -> None:
     if not cond:
         raise StateError(what)
@@ -85,7 +79,7 @@ def from_json(data: Any) -> SavedState:
     _want(not unknown, "unknown key " + (repr(sorted(unknown)[0])[:40] if unknown else ""))
     interval = data.get("interval")
     if interval is not None:
-        lo, hi = _limits(UiConfig, "interval")
+        lo, hi = limits(UiConfig, "interval")
         _want(
             isinstance(interval, (int, float)) and not isinstance(interval, bool) and lo <= interval <= hi,
             f"interval must be a number from {lo:g} to {hi:g}",
@@ -119,7 +113,7 @@ def from_json(data: Any) -> SavedState:
     )
     sparklines = data.get("sparklines")
     if sparklines is not None:
-        lo, hi = _limits(CardConfig, "sparklines")
+        lo, hi = limits(CardConfig, "sparklines")
         _want(
             isinstance(sparklines, list)
             and lo <= len(sparklines) <= hi

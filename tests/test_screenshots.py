@@ -26,6 +26,7 @@ PICTURES = {
     "overview-8gpu-160x50.svg": "test_overview_8gpu_160x50.svg",
     "overview-16gpu-80x24.svg": "test_overview_16gpu_80x24.svg",
     "help.svg": "test_help_screen.svg",
+    "chart-picker-120x40.svg": "test_chart_picker_over_the_cards.svg",
     "processes-8gpu-160x50.svg": "test_processes_8gpu_160x50.svg",
     "processes-2gpu-80x24.svg": "test_processes_2gpu_80x24.svg",
     "processes-sorted-filtered-160x50.svg": "test_processes_sorted_filtered_160x50.svg",

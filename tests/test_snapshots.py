@@ -110,6 +110,12 @@ def test_help_screen(snap_compare):
     )
 
 
+def test_chart_picker_over_the_cards(snap_compare):
+    """`C`: the charts ticked as they are (power off, temp on), the cards behind it."""
+    keys = ("C", "down", "down", "space", "down", "space")
+    assert snap_compare(replay_app(H200_X2), terminal_size=(120, 40), run_before=at_tick(60, press=keys))
+
+
 def test_no_gpu_panel(snap_compare):
     async def run_before(pilot) -> None:
         await run_to_tick(pilot, 5)

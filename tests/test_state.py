@@ -8,11 +8,12 @@ import json
 import stat
 
 import pytest
-from conftest import H200_X2, replay_app, run_to_tick
+from conftest import H200_X2, replay_app, run_to_tick, screen_lines, wait_for
 
 from gputui import state
 from gputui.config import Config, UiConfig
 from gputui.state import Filters, SavedState
+from gputui.ui.chart_picker import ChartPicker
 from gputui.ui.processes import ProcessesPane
 from gputui.ui.widgets.overview import GpuBoard
 
@@ -177,3 +178,66 @@ def test_an_app_given_nowhere_to_save_writes_nothing(tmp_path, monkeypatch):
 
     run(go())
     assert list(tmp_path.iterdir()) == []
+
+
+def test_chosen_sparklines_show_at_once_and_survive_a_restart(tmp_path):
+    """`C` on the Overview ticks the cards' charts; the cards follow at once, and the next
+    run starts with them (the config file's [cards] sparklines is only the first default)."""
+    path = tmp_path / "state.json"
+
+    def charts(app) -> str:
+        return "\n".join(screen_lines(app))
+
+    async def first():
+        app, _ = app_with(path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 60)
+            assert "│ PWR   " in charts(app) and "│ TEMP  " not in charts(app)
+            await pilot.press("C")
+            await wait_for(pilot, lambda: isinstance(app.screen, ChartPicker))
+            # in the registry's order: util, mem, power, temp, ..., tensor_active (12th)
+            await pilot.press("down", "down", "space")  # power off
+            await pilot.press("down", "space")  # temp on
+            await pilot.press(*["down"] * 8, "space")  # tensor_active on
+            await wait_for(pilot, lambda: app.query_one(GpuBoard).card.sparklines[-1] == "tensor_active")
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: not isinstance(app.screen, ChartPicker))
+            await wait_for(pilot, lambda: "│ TENSR " in charts(app))
+            assert "│ TEMP  " in charts(app) and "│ PWR   " not in charts(app)
+            await pilot.press("q")
+
+    run(first())
+    assert json.loads(path.read_text())["sparklines"] == ["util", "mem", "temp", "tensor_active"]
+
+    async def second():
+        app, _ = app_with(path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 60)
+            assert app.query_one(GpuBoard).card.sparklines == ("util", "mem", "temp", "tensor_active")
+            assert "│ TENSR " in charts(app) and "│ PWR   " not in charts(app)
+
+    run(second())
+
+
+def test_the_chart_picker_keeps_one_to_four_and_says_why():
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 5)
+            board = app.query_one(GpuBoard)
+            await pilot.press("C")
+            await wait_for(pilot, lambda: isinstance(app.screen, ChartPicker))
+            await pilot.press("space", "down", "space")  # util, mem off: power is left
+            await pilot.press("down", "space")  # power: the last one stays
+            await wait_for(pilot, lambda: "at least 1 chart" in "\n".join(screen_lines(app)))
+            assert board.card.sparklines == ("power",)
+            await pilot.press("down", "space", "down", "space", "down", "space")  # temp, mem_temp, sm_clock
+            assert board.card.sparklines == ("power", "temp", "mem_temp", "sm_clock")
+            await pilot.press("down", "space")  # a fifth: refused
+            await wait_for(pilot, lambda: "at most 4 charts" in "\n".join(screen_lines(app)))
+            assert board.card.sparklines == ("power", "temp", "mem_temp", "sm_clock")
+            await pilot.press("C")  # the same key closes it
+            await wait_for(pilot, lambda: not isinstance(app.screen, ChartPicker))
+            assert app.saved.sparklines == ("power", "temp", "mem_temp", "sm_clock")
+
+    run(go())

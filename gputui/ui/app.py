@@ -8,7 +8,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -28,7 +28,7 @@ from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source
 from gputui.ui import _textual_patch, theme
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
-from gputui.ui.messages import OpenGpuDetail
+from gputui.ui.messages import ChartsChosen, OpenGpuDetail
 from gputui.ui.overview import OverviewPane
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.render import clean
@@ -148,8 +148,12 @@ class GpuTuiApp(App[int]):
     ) -> None:
         super().__init__()
         _textual_patch.install()
-        self.config = config or Config()
-        """Settings from the config file (or the defaults)."""
+        config = config or Config()
+        if saved is not None and saved.sparklines is not None:  # the charts last ticked (C)
+            config = replace(config, cards=replace(config.cards, sparklines=saved.sparklines))
+        self.config = config
+        """Settings from the config file (or the defaults), with the cards' charts as the
+        last run left them."""
         self.config_errors = tuple(config_errors)
         """Problems with the config file, shown once the screen is up."""
         self.context = PaneContext(
@@ -488,6 +492,9 @@ class GpuTuiApp(App[int]):
 
     async def on_tab_bar_clicked(self, message: TabBar.Clicked) -> None:
         await self.action_show_tab(message.pane_id)
+
+    def on_charts_chosen(self, message: ChartsChosen) -> None:
+        self.saved = replace(self.saved, sparklines=message.sparklines)  # saved at exit
 
     def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
         from gputui.ui.detail import open_gpu_detail

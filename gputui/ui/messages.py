@@ -20,3 +20,10 @@ class GpuSelected(Message):
     """A card (or compact row) was selected on the Overview (None: no GPU selected)."""
 
     index: int | None
+
+
+@dataclass(eq=False)
+class ChartsChosen(Message):
+    """The cards' charts were ticked (`C` on the Overview): the app remembers them."""
+
+    sparklines: tuple[str, ...]

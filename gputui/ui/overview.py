@@ -5,6 +5,7 @@ first frame."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
@@ -13,7 +14,7 @@ from textual.containers import VerticalScroll
 
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
-from gputui.ui.messages import GpuSelected
+from gputui.ui.messages import ChartsChosen, GpuSelected
 from gputui.ui.panes import Pane
 from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
 
@@ -25,6 +26,9 @@ if TYPE_CHECKING:
 PROC_ROWS = 6
 """Lines the Overview keeps for its process list under the cards (its summary, the column
 titles and four rows) before the cards may grow taller sparklines."""
+
+
+CHARTS = Binding("C", "charts", "Charts", show=False, tooltip="Choose the GPU cards' charts (remembered)")
 
 
 class OverviewPane(Pane):
@@ -48,6 +52,7 @@ class OverviewPane(Pane):
         Binding("K", "processes('signal', 'KILL')", "SIGKILL", show=False),
         Binding("I", "processes('signal', 'INT')", "SIGINT", show=False),
         Binding("slash", "processes('search')", "Search", key_display="/", show=False),
+        CHARTS,
     ]
 
     @classmethod
@@ -59,6 +64,7 @@ class OverviewPane(Pane):
                 f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})",
                 [
                     *cls.KEYS,
+                    CHARTS,
                     Binding(
                         "tab",
                         "focus_next",
@@ -160,6 +166,20 @@ class OverviewPane(Pane):
             procs.action_search()
         else:
             self.notify(f"No room for the process list here: press {procs.SHOWN_BY} to list them.", timeout=3)
+
+    def action_charts(self) -> None:
+        from gputui.ui.chart_picker import ChartPicker
+
+        board = self.query_one(GpuBoard)
+        self.app.push_screen(ChartPicker(board.card.sparklines, self.show_charts))
+
+    def show_charts(self, chosen: tuple[str, ...]) -> None:
+        """Draw `chosen` on the cards from now on, and remember them."""
+        board = self.query_one(GpuBoard)
+        board.card = replace(board.card, sparklines=chosen)
+        self.post_message(ChartsChosen(chosen))
+        board.relayout()
+        self._fit()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "processes" and parameters and parameters[0] == "signal":
