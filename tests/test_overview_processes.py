@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import signal
+from pathlib import Path
 
 from conftest import FROZEN, H200_X2, X8_240, X16_256, replay_app, run_to_tick, screen_lines, wait_for
 from gpu_children import ReplayOntoChildren, alive, start_child
 
+import gputui.ui.app
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.overview import OverviewPane
 from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
@@ -272,3 +274,28 @@ def test_the_list_shows_its_largest_rows_until_the_user_moves_into_it():
             assert table(app).cursor_key == key
 
     run(go())
+
+
+def test_quitting_as_the_first_frame_is_drawn_is_clean():
+    """`q` (or a hang-up) right after the first frame, before the process list is mounted
+    under the cards: the app ends without a MountError traceback."""
+
+    class QuitsAtOnce(GpuTuiApp):
+        CSS_PATH = str(Path(gputui.ui.app.__file__).with_name("gputui.tcss"))
+
+        def on_snapshot_ready(self, message) -> None:  # type: ignore[no-untyped-def]
+            first = self.snapshot is None
+            super().on_snapshot_ready(message)
+            if first:  # queued behind the pane's mount of its process list
+                self.call_after_refresh(self.exit, 0)
+
+    async def go():
+        from gputui.telemetry.recording import ReplaySource
+
+        app = QuitsAtOnce(source=ReplaySource(H200_X2), interval=FROZEN, watch_terminal=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: not app.is_running, timeout=10)
+        return app
+
+    app = run(go())
+    assert app.return_code == 0

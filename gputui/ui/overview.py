@@ -100,8 +100,8 @@ class OverviewPane(Pane):
         yield HostPanel(id="host")
 
     async def _mount_processes(self) -> None:
-        if self._mounting or not self.is_mounted or not self.app.is_running:
-            return  # (once; the app may be shutting down)
+        if self._mounting or not self.is_attached or not self.app.is_running:
+            return  # (once; the app may be shutting down: `q` as the first frame is drawn)
         self._mounting = True
         from gputui.ui.processes import OverviewProcesses
 

@@ -1,0 +1,82 @@
+"""Where the first frame's time goes: run gputui in this terminal (use a pseudo-terminal:
+`script -qc 'T0=$(date +%s.%N) python bench/first_frame_profile.py --demo' /dev/null`), profile it from the
+interpreter's start until the first snapshot is on screen, then quit and print the top
+functions by cumulative time and the moments of the start-up.
+
+    python bench/first_frame_profile.py [--out FILE.prof] [gputui arguments...]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import cProfile
+import os
+import pstats
+import sys
+import time
+
+import psutil
+
+T0 = float(os.environ.get("T0") or psutil.Process().create_time())
+"""The start: $T0 (`T0=$(date +%s.%N) python ...`), else the process's creation time
+(which the kernel gives to about a second)."""
+marks: list[tuple[str, float]] = []
+
+
+def mark(what: str) -> None:
+    marks.append((what, time.time() - T0))
+
+
+def main() -> int:
+    out = "/tmp/gputui-first-frame.prof"
+    argv = sys.argv[1:]
+    if argv[:1] == ["--out"]:
+        out, argv = argv[1], argv[2:]
+    mark("interpreter up, profiler starts")
+    prof = cProfile.Profile()
+    prof.enable()
+    from gputui import cli
+
+    mark("gputui.cli imported")
+    from gputui.ui import app as app_module
+
+    mark("gputui.ui.app imported (Textual)")
+    cls = app_module.GpuTuiApp
+    original = cls.on_snapshot_ready
+
+    def on_snapshot_ready(self, message):  # type: ignore[no-untyped-def]
+        first = self.snapshot is None
+        original(self, message)
+        if first:
+            mark("first snapshot handled")
+
+            def drawn() -> None:
+                mark("first snapshot drawn")
+                self.exit(0)
+
+            self.call_after_refresh(drawn)
+
+    cls.on_snapshot_ready = on_snapshot_ready  # type: ignore[method-assign]
+    real_mount = cls.on_mount if hasattr(cls, "on_mount") else None
+    if real_mount is not None:
+
+        def on_mount(self):  # type: ignore[no-untyped-def]
+            mark("app mounted")
+            return real_mount(self)
+
+        cls.on_mount = on_mount  # type: ignore[method-assign]
+    os.environ.setdefault("GPUTUI_ALLOW_NOTTY", "1")
+    sys.argv = ["gputui", "--no-remember", *argv]
+    with contextlib.suppress(SystemExit):
+        cli.main()
+    prof.disable()
+    prof.dump_stats(out)
+    for what, t in marks:
+        print(f"{t:7.3f} s  {what}", file=sys.stderr)
+    stats = pstats.Stats(out, stream=sys.stderr)
+    stats.sort_stats("cumulative").print_stats(45)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
