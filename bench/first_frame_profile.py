@@ -3,7 +3,9 @@
 interpreter's start until the first snapshot is on screen, then quit and print the top
 functions by cumulative time and the moments of the start-up.
 
-    python bench/first_frame_profile.py [--out FILE.prof] [gputui arguments...]
+    python bench/first_frame_profile.py [--out FILE.prof | --no-profile] [gputui arguments...]
+
+--no-profile: only the moments (the profiler roughly doubles the import time).
 """
 
 from __future__ import annotations
@@ -30,11 +32,15 @@ def mark(what: str) -> None:
 def main() -> int:
     out = "/tmp/gputui-first-frame.prof"
     argv = sys.argv[1:]
+    profile = True
     if argv[:1] == ["--out"]:
         out, argv = argv[1], argv[2:]
+    elif argv[:1] == ["--no-profile"]:
+        profile, argv = False, argv[1:]
     mark("interpreter up, profiler starts")
     prof = cProfile.Profile()
-    prof.enable()
+    if profile:
+        prof.enable()
     from gputui import cli
 
     mark("gputui.cli imported")
@@ -70,9 +76,11 @@ def main() -> int:
     with contextlib.suppress(SystemExit):
         cli.main()
     prof.disable()
-    prof.dump_stats(out)
     for what, t in marks:
         print(f"{t:7.3f} s  {what}", file=sys.stderr)
+    if not profile:
+        return 0
+    prof.dump_stats(out)
     stats = pstats.Stats(out, stream=sys.stderr)
     stats.sort_stats("cumulative").print_stats(45)
     return 0

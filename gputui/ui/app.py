@@ -33,7 +33,7 @@ from gputui.ui.overview import OverviewPane
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
-from gputui.ui.widgets.footer import WholeKeyFooter
+from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
@@ -213,7 +213,7 @@ class GpuTuiApp(App[int]):
                     yield pane(self.hub, self.context)
                 else:
                     yield PanePlaceholder(self.hub, pane, self.context)
-        yield WholeKeyFooter()
+        yield KeyFooter()
 
     @property
     def source(self) -> Source:

@@ -18,7 +18,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer
 
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, summarize
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
@@ -29,6 +28,7 @@ from gputui.ui.cluster_lines import host_width as _host_width
 from gputui.ui.detail_lines import chart_lines
 from gputui.ui.overview_lines import MIN_CARD_WIDTH, gpu_card
 from gputui.ui.render import Line, S, clean, line_len, pad, pad_line
+from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.processes import TextLines
 
@@ -89,7 +89,6 @@ class ClusterApp(App[int]):
     ENABLE_COMMAND_PALETTE = False
     CSS = """
     Screen { background: $background; }
-    Footer { height: 1; }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -160,7 +159,7 @@ class ClusterApp(App[int]):
         yield TextLines(self._summary_lines, id="cluster-summary")
         yield TextLines(self._status_lines, id="cluster-status")
         yield self.table
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.table.focus()
@@ -312,7 +311,7 @@ class HostScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="host-scroll"):
             yield self.board
-        yield Footer()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#host-scroll").focus()

@@ -36,7 +36,7 @@ from gputui.ui.detail_lines import (
     title_line,
 )
 from gputui.ui.render import Line, S
-from gputui.ui.widgets.footer import WholeKeyFooter
+from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.overview import Banner, HeaderBar
 
@@ -181,7 +181,7 @@ class GpuDetailScreen(Screen[None]):
             charts = DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
             charts.info = app.info
             yield charts
-        yield WholeKeyFooter()
+        yield KeyFooter()
 
     def on_mount(self) -> None:
         self.query_one("#detail-body").can_focus = False

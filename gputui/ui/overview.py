@@ -1,7 +1,7 @@
 """The Overview tab: every GPU (cards or compact rows), the processes on them, and the
 host.  Its own module so that `panes.py` (the base every tab imports) imports no tab: the
-Overview's process list is the Processes tab's pane (`processes.py`), loaded after the
-first frame."""
+Overview's process list is the Processes tab's pane (`processes.py`), drawn in the first
+frame with the cards."""
 
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.messages import ChartsChosen, GpuSelected
 from gputui.ui.panes import Pane
+from gputui.ui.processes import OverviewProcesses
 from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
-    from gputui.ui.processes import OverviewProcesses
 
 
 PROC_ROWS = 6
@@ -84,12 +84,9 @@ class OverviewPane(Pane):
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
         super().__init__(hub, context)
-        self.processes: OverviewProcesses | None = None
-        """The process list, mounted once the first frame with GPUs is up (its modules
-        are not on the first frame's path)."""
-        self._info: MachineInfo | None = None
-        self._snapshot: Snapshot | None = None
-        self._mounting = False
+        self.processes = OverviewProcesses(hub, context)
+        """The process list under the cards, in the first frame (mounted later, it drew the
+        whole screen a second time a few hundred ms after the first)."""
         self._host_height: tuple[tuple[int, bool], int] = ((-1, False), 0)
         """((width, sampled), the host panel's lines then)."""
 
@@ -97,23 +94,8 @@ class OverviewPane(Pane):
         with VerticalScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
             yield GpuBoard(self.hub, id="board", card=self.context.config.cards)
+        yield self.processes
         yield HostPanel(id="host")
-
-    async def _mount_processes(self) -> None:
-        if self._mounting or not self.is_attached or not self.app.is_running:
-            return  # (once; the app may be shutting down: `q` as the first frame is drawn)
-        self._mounting = True
-        from gputui.ui.processes import OverviewProcesses
-
-        procs = OverviewProcesses(self.hub, self.context)
-        await self.mount(procs, before=self.query_one(HostPanel))
-        self.processes = procs  # ticks reach it from now on
-        if self._info is not None:
-            procs.show_info(self._info)
-        procs.narrow_to(self.query_one(GpuBoard).selected)
-        if self._snapshot is not None:
-            procs.show_snapshot(self._info, self._snapshot)
-        self._fit()
 
     def on_mount(self) -> None:
         self.query_one(NoGpuPanel).display = False
@@ -141,8 +123,10 @@ class OverviewPane(Pane):
         """The cards get what their plan needs, the process list the rest (or its one line)."""
         board = self.query_one(GpuBoard)
         procs = self.processes
-        if not board.display or board.plan is None or procs is None:
+        if not board.display or board.plan is None:
             return
+        if not self.size.height:
+            return  # not laid out yet: on_resize fits it
         room = self._room()
         need = board.plan.lines
         fits = need <= room - PROC_ROWS
@@ -154,11 +138,16 @@ class OverviewPane(Pane):
         gpus = self.query_one("#gpus")
         if gpus.styles.height is None or gpus.styles.height.value != height:
             gpus.styles.height = height
+        # a scroll bar only where the cards scroll: one that comes and goes while the sizes
+        # settle takes a column from the cards and redraws them twice more
+        overflow = "auto" if need > room else "hidden"
+        if gpus.styles.overflow_y != overflow:
+            gpus.styles.overflow_y = overflow
         procs.set_room(fits)
 
     def action_processes(self, action: str, *args: str) -> None:
         procs = self.processes
-        if procs is None or not procs.display:
+        if not procs.display:
             return
         if action == "signal":
             procs.action_signal(args[0])
@@ -183,12 +172,11 @@ class OverviewPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action == "processes" and parameters and parameters[0] == "signal":
-            return None if self.processes is None else self.processes.check_signal()
+            return self.processes.check_signal()
         return True
 
     def on_gpu_selected(self, message: GpuSelected) -> None:
-        if self.processes is not None:
-            self.processes.narrow_to(message.index)
+        self.processes.narrow_to(message.index)
 
     def show_info(self, info: MachineInfo) -> None:
         no_gpus = not info.devices
@@ -197,23 +185,18 @@ class OverviewPane(Pane):
         nogpu.demo_available = self.context.sources.demo_available
         nogpu.display = no_gpus
         self.query_one(GpuBoard).display = not no_gpus
-        self._info = info
-        if self.processes is not None:
-            self.processes.display = not no_gpus
+        self.processes.show_info(info)
+        self.processes.display = not no_gpus
         if no_gpus:
             self.query_one("#gpus").styles.height = "1fr"
             nogpu.relayout()
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         board = self.query_one(GpuBoard)
-        self._info, self._snapshot = info, snapshot
         if board.display:
             board.show(info, snapshot)
-            if self.processes is None:
-                self.call_after_refresh(self._mount_processes)  # after this first frame
-            else:
-                self.processes.show_snapshot(info, snapshot)
-                self._fit()
+            self.processes.show_snapshot(info, snapshot)
+            self._fit()
         self.query_one(HostPanel).show(info.system.hostname if info else "", snapshot)
 
     def on_resize(self) -> None:
@@ -221,4 +204,4 @@ class OverviewPane(Pane):
             self.query_one(GpuBoard).relayout()
             self._fit()
 
-        self.call_after_refresh(again)
+        self.call_after_refresh(again)  # (at once, the board's new height may be lost)

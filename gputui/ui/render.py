@@ -67,6 +67,7 @@ class S:
     spark_util = Style(color=GREEN)
     spark_mem = Style(color=MAGENTA)
     spark_power = Style(color=ORANGE)
+    footer_key = Style(color=ORANGE, bold=True)
     spark_temp = Style(color=RED)
     spark_cpu = Style(color=CYAN)
     spark_clock = Style(color=BLUE)
