@@ -321,3 +321,24 @@ def test_a_tick_arriving_while_the_app_shuts_down_is_dropped():
         app.on_snapshot_ready(SnapshotReady(snap, gen, (3, 100)))
 
     run(go())
+
+
+def test_clicking_a_footer_key_presses_it():
+    async def go():
+        from gputui.ui.widgets.footer import KeyFooter, fitting
+        from gputui.ui.widgets.overview import GpuBoard
+
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 5)
+            footer = app.query_one(KeyFooter)
+            x = next(x for x, key in fitting(footer.keys, 160) if key.description == "Layout")
+            assert app.query_one(GpuBoard).mode == "auto"
+            await pilot.click(KeyFooter, offset=(x + 3, 0))  # on its description
+            await wait_for(pilot, lambda: app.query_one(GpuBoard).mode == "cards")
+            # the footer follows the focus: the Processes tab's keys
+            await pilot.press("2")
+            await wait_for(pilot, lambda: any(k.description == "Sort" for k in footer.keys))
+            assert "s Sort" in screen_lines(app)[-1]
+
+    run(go())
