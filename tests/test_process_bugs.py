@@ -25,7 +25,7 @@ from test_processes import (
     three,
 )
 
-from gputui.ui.processes import SignalDialog
+from gputui.ui.process_screens import SignalDialog
 from gputui.ui.widgets.processes import SearchInput
 
 

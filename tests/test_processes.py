@@ -27,7 +27,8 @@ from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.recording import read_recording
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.process_lines import NOT_VISIBLE, RowBuilder, ViewState, arrange, column_spans, fmt_mem
-from gputui.ui.processes import ProcessDetailScreen, ProcessesPane, SignalDialog
+from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
+from gputui.ui.processes import ProcessesPane
 from gputui.ui.widgets.processes import ProcessTable
 
 HOLDER, RANK0, RANK1 = 567, 650, 651

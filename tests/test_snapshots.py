@@ -162,7 +162,8 @@ def test_kill_dialog(snap_compare):
     recording.  A replay's PIDs are not this machine's, so `T` is disabled there; the dialog
     is opened with the recorded rows instead (tests/test_processes.py opens it with `T` on
     real child processes, whose PIDs differ on every run)."""
-    from gputui.ui.processes import ProcessesPane, SignalDialog
+    from gputui.ui.process_screens import SignalDialog
+    from gputui.ui.processes import ProcessesPane
 
     async def run_before(pilot) -> None:
         await at_tick(60, press=("2", "down", "down"))(pilot)  # GPU memory order: the holder is third

@@ -38,13 +38,6 @@ from gputui.ui.process_lines import (
     unlisted_memory,
     view_state_for,
 )
-from gputui.ui.process_screens import (
-    ProcessDetailScreen,
-    SignalDialog,
-    SignalTarget,
-    SignalWatch,
-    signal_number,
-)
 from gputui.ui.render import Line, S, clean
 from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
 from gputui.untrusted import literal
@@ -53,9 +46,12 @@ if TYPE_CHECKING:
     from gputui.control.jobs import JobMember, JobMembers
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.telemetry.hub import Hub
+    from gputui.ui.process_screens import ProcessDetailScreen, SignalTarget, SignalWatch
 
 # gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
-# a replay never needs them, and the first frame comes ~15 ms sooner.
+# a replay never needs them, and the first frame comes ~15 ms sooner.  So are the dialogs
+# and the detail screen (process_screens): the Overview's list is in the first frame, and
+# they are only needed at a key press (~10 ms less before it).
 
 WATCH_S = 120.0
 """How long after a signal gputui watches for the process to exit."""
@@ -378,6 +374,8 @@ class ProcessesPane(Pane):
 
     def _targets(self, rows: list[ProcessRow]) -> tuple[list[SignalTarget], list[str]]:
         """Merge rows into processes (one per PID and start time); say why others are left out."""
+        from gputui.ui.process_screens import SignalTarget  # (not on the first frame's path)
+
         targets: dict[Ident, SignalTarget] = {}
         problems: list[str] = []
         for r in rows:
@@ -409,6 +407,8 @@ class ProcessesPane(Pane):
         return [current] if current is not None else []
 
     def ask_to_signal(self, rows: list[ProcessRow], name: str) -> None:
+        from gputui.ui.process_screens import SignalDialog, signal_number
+
         allowed = self.check_signal()
         if not allowed:
             why = (
@@ -480,6 +480,7 @@ class ProcessesPane(Pane):
         self, row: ProcessRow, name: str, members: JobMembers, pinned: list[tuple[JobMember, PinnedProcess]]
     ) -> None:
         from gputui.telemetry.cmdline import readable_command
+        from gputui.ui.process_screens import SignalDialog, SignalTarget, signal_number
 
         lp = row.launcher
         assert lp is not None
@@ -566,6 +567,8 @@ class ProcessesPane(Pane):
 
     def _record(self, results: list[SignalResult], at: float) -> None:
         """Remember each result for its row and the status line."""
+        from gputui.ui.process_screens import SignalWatch
+
         for r in results:
             self.watches[(r.identity.pid, r.identity.create_time)] = SignalWatch(r, at)
             style = PS.note_ok if r.sent else PS.note_bad
@@ -730,6 +733,8 @@ class ProcessesPane(Pane):
     # ---- detail ----------------------------------------------------------------------
 
     def action_detail(self) -> None:
+        from gputui.ui.process_screens import ProcessDetailScreen
+
         row = self.table.current
         if row is None:
             return
@@ -742,6 +747,8 @@ class ProcessesPane(Pane):
 
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
+        from gputui.ui.process_screens import ProcessDetailScreen
+
         return [
             (f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", [*cls.BINDINGS, *ProcessTable.BINDINGS]),
             ("Process detail (enter on a row)", list(ProcessDetailScreen.BINDINGS)),
