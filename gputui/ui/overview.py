@@ -17,6 +17,7 @@ from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.messages import ChartsChosen, GpuSelected
 from gputui.ui.panes import Pane
 from gputui.ui.processes import OverviewProcesses
+from gputui.ui.widgets.lines import LineWidget
 from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
 
 if TYPE_CHECKING:
@@ -29,6 +30,12 @@ titles and four rows) before the cards may grow taller sparklines."""
 
 
 CHARTS = Binding("C", "charts", "Charts", show=False, tooltip="Choose the GPU cards' charts (remembered)")
+
+
+class CardScroll(VerticalScroll, can_focus=False):
+    """The cards' container: it scrolls (mouse, page keys) but the board takes the focus,
+    and the arrow keys (GPU selection); never focusable, so the screen focuses the board
+    first and only once (each focus change repaints the whole screen)."""
 
 
 class OverviewPane(Pane):
@@ -79,7 +86,7 @@ class OverviewPane(Pane):
 
     DEFAULT_CSS = """
     OverviewPane { layout: vertical; }
-    OverviewPane #gpus { height: 1fr; scrollbar-size-vertical: 1; }
+    OverviewPane #gpus { height: auto; overflow-y: hidden; scrollbar-size-vertical: 1; }
     """
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
@@ -91,7 +98,7 @@ class OverviewPane(Pane):
         """((width, sampled), the host panel's lines then)."""
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll(id="gpus"):
+        with CardScroll(id="gpus"):
             yield NoGpuPanel(id="nogpu")
             yield GpuBoard(self.hub, id="board", card=self.context.config.cards)
         yield self.processes
@@ -99,9 +106,6 @@ class OverviewPane(Pane):
 
     def on_mount(self) -> None:
         self.query_one(NoGpuPanel).display = False
-        # the board takes the arrow keys (GPU selection); the container still scrolls
-        # with the mouse and page keys
-        self.query_one("#gpus").can_focus = False
         self.query_one(GpuBoard).budget = self._board_budget
 
     def on_show(self) -> None:
@@ -114,10 +118,23 @@ class OverviewPane(Pane):
     def _room(self) -> int:
         """Lines for the cards and the process list together."""
         host = self.query_one(HostPanel)
-        key = (self.size.width, host.snapshot is not None)
+        width, height = self.size if self.size.height else self._expected_size()
+        key = (width, host.snapshot is not None)
         if self._host_height[0] != key:  # (not rebuilt every tick: its lines follow the width)
             self._host_height = (key, len(host.build(key[0], 0)) if key[0] > 0 else 0)
-        return max(0, self.size.height - self._host_height[1])
+        return max(0, height - self._host_height[1])
+
+    def _expected_size(self) -> tuple[int, int]:
+        """The pane's size before its first layout: the screen less the app's other rows
+        (line widgets: the header, the banner, the tabs, the footer).  The first layout
+        then plans the cards for the room they will have, rather than drawing them once
+        for no room and again a moment later; on_resize corrects a wrong guess."""
+        screen = self.screen
+        width = screen.size.width
+        outside = sum(
+            len(w.build(width, 0)) for w in screen.children if isinstance(w, LineWidget) and w.display
+        )
+        return width, max(0, screen.size.height - outside)
 
     def _fit(self) -> None:
         """The cards get what their plan needs, the process list the rest (or its one line)."""
@@ -134,9 +151,14 @@ class OverviewPane(Pane):
         # process line goes (the tab bar still says 2 lists them); when they need more,
         # they scroll anyway and the line stays
         procs.display = need != room
-        height = need if need < room else room - (need > room)
+        # the cards' own height (auto) while they fit; else the room, less the list's line
+        height = None if need < room else room - (need > room)
         gpus = self.query_one("#gpus")
-        if gpus.styles.height is None or gpus.styles.height.value != height:
+        current = gpus.styles.height
+        if height is None:
+            if current is not None and not current.is_auto:
+                gpus.styles.height = "auto"
+        elif current is None or current.is_auto or current.value != height:
             gpus.styles.height = height
         # a scroll bar only where the cards scroll: one that comes and goes while the sizes
         # settle takes a column from the cards and redraws them twice more

@@ -36,6 +36,8 @@ class LineWidget(Widget):
         self._cells: list[list[tuple[str, Style | None]]] = []
         self._strips: list[Strip] = []
         self._built_width = -1
+        self._strips_width = -1
+        """The width `_strips` were drawn for (`_built_width` is reset to force a rebuild)."""
         self._base: Style | None = None
         self._style_cache: dict[Style | None, Style] = {}
         self.cells_sent = 0
@@ -60,6 +62,13 @@ class LineWidget(Widget):
             return
         new = self.build(width, self.available_height())
         base = self.rich_style
+        if (
+            new == self._lines
+            and self.size.height == len(new)  # (the layout has them too)
+            and (not new or (width == self._strips_width and base == self._base))
+        ):
+            self._built_width = width  # a relayout that changed nothing: no repaint, no layout
+            return
         if width != self._built_width or base != self._base or not self._strips:
             self._base = base
             self._style_cache.clear()
@@ -89,7 +98,7 @@ class LineWidget(Widget):
         self.update_lines()
 
     def _set_all(self, lines: list[Line], width: int) -> None:
-        self._built_width = width
+        self._built_width = self._strips_width = width
         self._lines = list(lines)
         self._cells = [_cells(pad_line(line, width)) for line in lines]
         self._strips = [self._strip(line, width) for line in lines]

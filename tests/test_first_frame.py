@@ -1,0 +1,64 @@
+"""The first frame is drawn once, complete: the Overview plans its cards for the room they
+will have before the first layout (not for none, then again), and a relayout that changes
+nothing repaints nothing.  (How fast it comes is a benchmark: bench/RESULTS.md.)"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from conftest import H200_X2, X8_240, replay_app, run_to_tick, wait_for
+from textual.app import App, ComposeResult
+
+from gputui.ui.overview import OverviewPane
+from gputui.ui.render import Line, S
+from gputui.ui.widgets.lines import LineWidget
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50), (220, 60)])
+@pytest.mark.parametrize("path", [H200_X2, X8_240], ids=["2gpu", "8gpu"])
+def test_the_pane_size_expected_before_the_first_layout_is_the_real_one(path, size):
+    async def go():
+        app = replay_app(path)
+        async with app.run_test(size=size) as pilot:
+            await run_to_tick(pilot, 2)
+            pane = app.query_one(OverviewPane)
+            await wait_for(pilot, lambda: pane.size.height > 0)
+            return pane._expected_size(), tuple(pane.size)
+
+    expected, real = asyncio.run(go())
+    assert expected == real
+
+
+class Fixed(LineWidget):
+    def __init__(self) -> None:
+        super().__init__()
+        self.text = "GPU 0  99%"
+
+    def build(self, width: int, height: int) -> list[Line]:
+        return [[(self.text, S.value)], [("second line", S.label)]]
+
+
+class One(App[None]):
+    def compose(self) -> ComposeResult:
+        yield Fixed()
+
+
+def test_a_relayout_that_changes_nothing_sends_nothing():
+    async def go():
+        app = One()
+        async with app.run_test(size=(40, 5)) as pilot:
+            widget = app.query_one(Fixed)
+            await wait_for(pilot, lambda: widget.size.height == 2)
+            sent = widget.cells_sent
+            widget.relayout()  # same lines, same width
+            await pilot.pause()
+            unchanged = widget.cells_sent - sent
+            widget.text = "GPU 0  98%"
+            widget.relayout()
+            await pilot.pause()
+            return unchanged, widget.cells_sent - sent, widget.plain_lines()
+
+    unchanged, changed, lines = asyncio.run(go())
+    assert unchanged == 0
+    assert changed > 0 and lines[0].startswith("GPU 0  98%")
