@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repo root: the live first frame, measured as an SSH user gets it
 # (ptybench in a 160x50 pseudo-terminal), with one process holding GPU memory; next to nvitop
-# and nvidia-smi in the same run; plus where the start-up time goes (first_frame_timeline,
+# and nvidia-smi in the same run; plus where the start-up time goes (pty_timeline --start,
 # first_frame_profile).   bench/device_first_frame.sh OUTDIR TOOLS  (TOOLS holds ptybench.py)
 set -u
 out=$1; tools=$2; mkdir -p "$out"
@@ -23,7 +23,7 @@ python3 -m gputui --help > /dev/null 2>&1   # warm the page cache (not measured)
   for _ in 1 2; do $pb -- python3 -m gputui --no-remember --demo; done
   $pb -- nvidia-smi -l 1
 } > "$out/ptybench.jsonl" 2> "$out/ptybench.err"
-python3 bench/first_frame_timeline.py -- python3 -m gputui --no-remember > "$out/timeline.txt" 2>&1
+python3 bench/pty_timeline.py --start -- python3 -m gputui --no-remember > "$out/timeline.txt" 2>&1
 for _ in 1 2 3; do
   script -qc "T0=\$(date +%s.%N) python3 bench/first_frame_profile.py --no-profile" /dev/null 2>&1 | tr -d '\r' | grep -a ' s  ' | sed 's/.*\[?1006l//'
   echo

@@ -2,6 +2,12 @@
 start-up repaints apart from the steady per-tick cost (ptybench reports one average).
 
     python bench/pty_timeline.py [--seconds 20] [--cols 160 --rows 50] [--keys 5:+] -- CMD...
+    python bench/pty_timeline.py --start [--seconds 2.5] -- CMD...
+
+--start: the start-up instead, in 10 ms buckets: the bytes written and the first text of
+each (escape sequences stripped).  A screen drawn in one go is one burst; repaints that
+follow it (a widget mounted late, a layout settling) show as later bursts.  It ends with
+ptybench's "settled": the last write before 0.3 s of quiet.
 """
 
 import argparse
@@ -9,22 +15,44 @@ import codecs
 import fcntl
 import os
 import pty
+import re
 import select
 import signal
 import struct
 import termios
 import time
 
+ESCAPES = re.compile(r"\x1b\[[0-9;?<>$]*[a-zA-Z]|\x1b[()][A-Z0-9]|\x1b\][^\x07]*\x07|\x1b[=>]")
+
+
+def start_report(writes: list[tuple[float, bytes]]) -> None:
+    buckets: dict[int, list[bytes]] = {}
+    for t, data in writes:
+        buckets.setdefault(int(t * 100), []).append(data)
+    for b, chunks in sorted(buckets.items()):
+        raw = b"".join(chunks)
+        text = ESCAPES.sub("", raw.decode("utf-8", "replace")).replace("\r\n", " | ").strip()
+        print(f"{b / 100:5.2f} s {len(raw):7d} B  {text[:100]!r}")
+    if not writes:
+        print("no output")
+        return
+    settled = next(
+        t for k, (t, _) in enumerate(writes) if k + 1 == len(writes) or writes[k + 1][0] - t >= 0.3
+    )
+    print(f"first byte {writes[0][0]:.3f} s, settled {settled:.3f} s")
+
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--seconds", type=float)
     ap.add_argument("--cols", type=int, default=160)
     ap.add_argument("--rows", type=int, default=50)
     ap.add_argument("--keys", default="", help="t:keys,t:keys (seconds from start)")
+    ap.add_argument("--start", action="store_true", help="the start-up in 10 ms buckets")
     ap.add_argument("--save")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
+    seconds = a.seconds if a.seconds is not None else (2.5 if a.start else 20)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
     env = dict(os.environ, TERM="xterm-256color", LINES=str(a.rows), COLUMNS=str(a.cols))
     env.pop("COLORTERM", None)
@@ -38,12 +66,11 @@ def main():
         os.execvpe(cmd[0], cmd, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", a.rows, a.cols, 0, 0))
     t0 = time.monotonic()
-    per_sec = [0] * (int(a.seconds) + 1)
-    raw = bytearray()
-    while (now := time.monotonic() - t0) < a.seconds:
+    writes: list[tuple[float, bytes]] = []
+    while (now := time.monotonic() - t0) < seconds:
         while keys and now >= keys[0][0]:
             os.write(fd, keys.pop(0)[1])
-        r, _, _ = select.select([fd], [], [], 0.05)
+        r, _, _ = select.select([fd], [], [], 0.01 if a.start else 0.05)
         if r:
             try:
                 data = os.read(fd, 65536)
@@ -51,13 +78,18 @@ def main():
                 break
             if not data:
                 break
-            per_sec[int(time.monotonic() - t0)] += len(data)
-            raw += data
+            writes.append((time.monotonic() - t0, data))
     os.kill(pid, signal.SIGTERM)
     os.waitpid(pid, 0)
     if a.save:
         with open(a.save, "wb") as f:
-            f.write(raw)
+            f.write(b"".join(data for _, data in writes))
+    if a.start:
+        start_report(writes)
+        return
+    per_sec = [0] * (int(seconds) + 1)
+    for t, data in writes:
+        per_sec[min(int(t), len(per_sec) - 1)] += len(data)
     print(" ".join(f"{i}:{n}" for i, n in enumerate(per_sec)))
     tail = per_sec[len(per_sec) // 2 : -1]
     print(f"second half: {sum(tail) / max(1, len(tail)):.0f} B/s")
