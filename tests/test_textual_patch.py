@@ -27,12 +27,13 @@ def test_installed_only_on_the_textual_versions_it_was_checked_on():
     assert _textual_patch.checked(textual.__version__)  # a new Textual: check the patch again
     assert not _textual_patch.checked("8.2.9")
     assert not _textual_patch.checked("9.0.0")
+    # the quick answer (a dist-info directory's name) is the slow one (importlib.metadata)
+    assert _textual_patch.textual_version() == textual.__version__
 
 
 def test_not_installed_on_another_version(monkeypatch):
-    import textual
-
-    monkeypatch.setattr(textual, "__version__", "8.3.0")
+    # the patch as if checked only on another version than the one installed here
+    monkeypatch.setattr(_textual_patch, "CHECKED_VERSIONS", frozenset({"8.2.7"}))
     monkeypatch.setitem(_textual_patch._state, "installed", False)
     saved = ChopsUpdate.render_segments
     try:
