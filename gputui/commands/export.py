@@ -53,22 +53,15 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.config import Config
-    from gputui.export.address import is_loopback, parse_listen
+    from gputui.export.address import checked_listen
 
     settings: Config = getattr(args, "settings", None) or Config()
     listen = args.listen or settings.export.listen
     try:
-        host, port = parse_listen(listen)
+        exposes = "/metrics shows every GPU process with its user"
+        host, port = checked_listen(listen, args.allow_remote, exposes)
     except ValueError as exc:
         print(f"{PROG}: --listen: {exc}", file=sys.stderr)
-        return 2
-    if not is_loopback(host) and not args.allow_remote:
-        print(
-            f"{PROG}: refusing to listen on {listen}: it is not a loopback address, and /metrics "
-            "shows every GPU process with its user.  Pass --allow-remote to serve it anyway "
-            "(and firewall the port), or listen on 127.0.0.1.",
-            file=sys.stderr,
-        )
         return 2
 
     from prometheus_client.registry import CollectorRegistry
