@@ -47,6 +47,8 @@ def test_live_without_nvml_shows_the_error_host_panel_and_opens_the_demo():
             assert "host" in text and "CPU" in text and "MEM" in text  # the host still updates
             assert app.query_one("NoGpuPanel").display
             assert not app.query_one("GpuBoard").display
+            footer = screen_lines(app)[-1]
+            assert "Demo" in footer and "Details" not in footer  # no GPU to show the detail of
             # one key opens the bundled recording, clearly marked as recorded
             await pilot.press("d")
             await wait_for(pilot, lambda: app.info is not None and len(app.info.devices) == 2)
@@ -58,6 +60,7 @@ def test_live_without_nvml_shows_the_error_host_panel_and_opens_the_demo():
             assert "0 NVIDIA H200" in text
             assert not app.query_one("NoGpuPanel").display
             assert app.check_action("demo", ()) is False  # not offered again
+            await wait_for(pilot, lambda: "Details" in screen_lines(app)[-1])  # GPUs again
 
     run(go())
 

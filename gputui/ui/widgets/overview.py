@@ -65,6 +65,13 @@ class GpuBoard(LineWidget):
         self.selected: int | None = None
         """The highlighted GPU (none until an arrow key is pressed)."""
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Selecting and opening GPUs are offered only while there are GPUs (not on the
+        no-GPU screen)."""
+        if action in ("move", "open"):
+            return bool(self.info and self.info.devices)
+        return True
+
     def action_move(self, dx: int, dy: int) -> None:
         n = len(self.info.devices) if self.info else 0
         if not n:
@@ -141,6 +148,8 @@ class GpuBoard(LineWidget):
         return max(0, height - self.reserved_height)
 
     def show(self, info: MachineInfo | None, snapshot: Snapshot | None) -> None:
+        if (self.info is None or not self.info.devices) != (info is None or not info.devices):
+            self.refresh_bindings()  # GPUs came or went: the footer's keys follow
         self.info = info
         self.snapshot = snapshot
         self.update_lines()
