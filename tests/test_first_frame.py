@@ -7,7 +7,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import H200_X2, X8_240, replay_app, run_to_tick, wait_for
+from conftest import H200_X2, X8_240, replay_app, run_to_tick, screen_lines, wait_for
+from textual import events
 from textual.app import App, ComposeResult
 
 from gputui.ui.overview import OverviewPane
@@ -62,3 +63,31 @@ def test_a_relayout_that_changes_nothing_sends_nothing():
     unchanged, changed, lines = asyncio.run(go())
     assert unchanged == 0
     assert changed > 0 and lines[0].startswith("GPU 0  98%")
+
+
+def test_the_no_gpu_explanation_still_scrolls_on_a_small_terminal():
+    """The cards' container scrolls only when the cards need it; the no-GPU explanation,
+    longer than an 80x24 terminal has room for, must still scroll to its last line."""
+    from conftest import NOGPU
+
+    async def go():
+        app = replay_app(NOGPU)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await run_to_tick(pilot, 3)
+            await wait_for(pilot, lambda: app.query_one("NoGpuPanel").display)
+            await pilot.pause()
+            gpus = app.query_one("#gpus")
+            needs_scrolling = gpus.virtual_size.height > gpus.size.height
+            last = app.query_one("NoGpuPanel").plain_lines()[-1].strip()  # its bottom border
+            assert last not in "\n".join(screen_lines(app)[gpus.region.y : gpus.region.bottom])
+            for _ in range(5):  # the mouse wheel, as a user scrolls it
+                await pilot.hover("#gpus")
+                gpus.post_message(events.MouseScrollDown(gpus, 1, 1, 0, 0, 0, False, False, False))
+                await pilot.pause()
+            shown = "\n".join(screen_lines(app)[gpus.region.y : gpus.region.bottom])
+            return needs_scrolling, gpus.show_vertical_scrollbar, last, shown
+
+    needs_scrolling, bar, last, shown = asyncio.run(go())
+    assert needs_scrolling  # (else this test proves nothing at this size)
+    assert bar  # the user sees there is more
+    assert last in shown  # and the wheel brings it into view

@@ -209,8 +209,10 @@ class OverviewPane(Pane):
         self.query_one(GpuBoard).display = not no_gpus
         self.processes.show_info(info)
         self.processes.display = not no_gpus
-        if no_gpus:
-            self.query_one("#gpus").styles.height = "1fr"
+        if no_gpus:  # the explanation takes the room, and scrolls on a small terminal
+            gpus = self.query_one("#gpus")
+            gpus.styles.height = "1fr"
+            gpus.styles.overflow_y = "auto"
             nogpu.relayout()
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
