@@ -310,3 +310,35 @@ def test_the_reader_never_holds_more_than_a_line_cap_of_one_line():
     assert [len(line) for line in lines] == [MAX_LINE_BYTES, 4]
     assert Stream.biggest <= MAX_LINE_BYTES
     assert run._dropped == 4 * MAX_LINE_BYTES
+
+
+def _our_zombies() -> list[int]:
+    """Children of this process that exited and were never waited for."""
+    me = os.getpid()
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == me:
+            out.append(int(entry))
+    return out
+
+
+def test_after_a_diagnosis_a_daemonising_command_leaves_no_zombie(tmp_path):
+    """gputui is the subreaper of a diagnosis only while one runs: afterwards, an alert
+    command that daemonises (its child outlives it) hands that child to init as usual, not
+    to gputui, where it would stay a zombie until gputui exits."""
+    script = tmp_path / "child.py"
+    script.write_text('print(\'{"v": 1, "event": "done", "seconds": 0}\')\n')
+    result = ChildRun(sys.executable, script).start().wait(60)
+    assert result.returncode == 0
+    before = set(_our_zombies())
+    # an alert command whose child outlives it by a moment
+    subprocess.run(["sh", "-c", "(sleep 0.3 &) ; exit 0"], check=True, timeout=30)
+    time.sleep(1.0)  # the orphan has exited by now: whose zombie is it?
+    assert set(_our_zombies()) - before == set()

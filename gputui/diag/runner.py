@@ -184,6 +184,8 @@ class ChildRun:
         self._t0 = 0.0
         self._tracked: dict[int, int] = {}
         """Every process seen descending from the child: PID -> start time (clock ticks)."""
+        self._subreaper = False
+        """This run holds gputui's subreaper role (released when it finishes)."""
         self._dropped = 0
 
     # ---- control ---------------------------------------------------------------------
@@ -191,6 +193,7 @@ class ChildRun:
     def start(self) -> ChildRun:
         self._t0 = time.monotonic()
         become_subreaper()
+        self._subreaper = True
         try:
             self.proc = subprocess.Popen(
                 self.argv,
@@ -415,6 +418,9 @@ class ChildRun:
             result.leftover_pids = self._leftovers()
         with _LIVE_LOCK:
             _LIVE.discard(self)
+        if self._subreaper:
+            self._subreaper = False
+            release_subreaper()  # (after the leftovers were found, killed and reaped)
         result.dropped_output_bytes = self._dropped
         result.timed_out = self._killed_for == "timeout"
         result.cancelled = self._killed_for == "cancelled"
@@ -534,21 +540,38 @@ def _reap(pids: Any) -> None:
 
 
 PR_SET_CHILD_SUBREAPER = 36
-_SUBREAPER: dict[str, bool] = {}
+_SUBREAPER_LOCK = threading.Lock()
+_SUBREAPER_USERS = [0]
+"""Child runs that need gputui to be the subreaper (it is one only while this is > 0)."""
+
+
+def _set_subreaper(on: bool) -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0)
+    return False
 
 
 def become_subreaper() -> bool:
-    """Make gputui the child subreaper of what it starts (Linux 3.4+): a descendant whose
-    parent dies is re-parented to gputui, not init, so it is still found and killed.
-    Without it (another OS) the /proc scan while the child runs is what finds them."""
-    if "on" not in _SUBREAPER:
-        on = False
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(OSError, AttributeError):
-                libc = ctypes.CDLL(None, use_errno=True)
-                on = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
-        _SUBREAPER["on"] = on
-    return _SUBREAPER["on"]
+    """Make gputui the child subreaper of what it starts (Linux 3.4+), while a child runs:
+    a descendant whose parent dies is re-parented to gputui, not init, so it is still found
+    and killed.  Without it (another OS) the /proc scan while the child runs is what finds
+    them.  Each call is matched by one `release_subreaper()`."""
+    with _SUBREAPER_LOCK:
+        _SUBREAPER_USERS[0] += 1
+        return _set_subreaper(True)
+
+
+def release_subreaper() -> None:
+    """The last child run is over: orphans go to init again.  (Were gputui the subreaper for
+    its whole life, the child of an alert command that daemonises would be re-parented to
+    gputui and stay a zombie until gputui exits.)"""
+    with _SUBREAPER_LOCK:
+        _SUBREAPER_USERS[0] = max(0, _SUBREAPER_USERS[0] - 1)
+        if not _SUBREAPER_USERS[0]:
+            _set_subreaper(False)
 
 
 _LIVE: set[ChildRun] = set()
