@@ -77,8 +77,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "export-refusal-off",
         "gputui/commands/export.py",
-        "if not is_loopback(host) and not args.allow_remote:",
-        "if False and not is_loopback(host) and not args.allow_remote:",
+        "host, port = checked_listen(listen, args.allow_remote, exposes)",
+        "host, port = checked_listen(listen, True, exposes)",
         ("tests/test_export.py",),
         "a public bind is no longer refused",
     ),
@@ -250,10 +250,18 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "runner-no-subreaper",
         "gputui/diag/runner.py",
-        "on = libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0",
-        "on = False",
+        "libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0)",
+        "libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)",
         (CHILDREN,),
         "orphans go to init, out of reach",
+    ),
+    Mutation(
+        "runner-subreaper-for-life",
+        "gputui/diag/runner.py",
+        "            _set_subreaper(False)\n",
+        "            pass\n",
+        ("tests/test_children.py::test_after_a_diagnosis_a_daemonising_command_leaves_no_zombie",),
+        "the child of a daemonising alert command stays gputui's zombie",
     ),
     Mutation(
         "runner-no-descendants",
