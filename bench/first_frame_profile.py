@@ -6,6 +6,12 @@ functions by cumulative time and the moments of the start-up.
     python bench/first_frame_profile.py [--out FILE.prof | --no-profile] [gputui arguments...]
 
 --no-profile: only the moments (the profiler roughly doubles the import time).
+--from-mount: profile from the app's mount only (what Textual and gputui do to draw).
+--trace FILE: no profile; run for 2 s instead of stopping at the first frame, and write to FILE
+every moment, every write to the terminal (its size) and every snapshot (its processes, and how
+many of them are described: name and user known), to see what the repaints after the first
+frame wait for.  Run it in a sized pseudo-terminal:
+`T0=$(date +%s.%N) python bench/pty_timeline.py --start -- python bench/first_frame_profile.py --trace F`.
 """
 
 from __future__ import annotations
@@ -37,9 +43,15 @@ def main() -> int:
         out, argv = argv[1], argv[2:]
     elif argv[:1] == ["--no-profile"]:
         profile, argv = False, argv[1:]
+    from_mount = argv[:1] == ["--from-mount"]
+    if from_mount:
+        argv = argv[1:]
+    trace = None
+    if argv[:1] == ["--trace"]:
+        trace, argv, profile = argv[1], argv[2:], False
     mark("interpreter up, profiler starts")
     prof = cProfile.Profile()
-    if profile:
+    if profile and not from_mount:
         prof.enable()
     from gputui import cli
 
@@ -53,12 +65,19 @@ def main() -> int:
     def on_snapshot_ready(self, message):  # type: ignore[no-untyped-def]
         first = self.snapshot is None
         original(self, message)
+        if trace is not None:
+            procs = message.snapshot.processes
+            described = sum(1 for p in procs if p.name and p.user)
+            mark(f"snapshot: {len(procs)} processes, {described} described")
         if first:
             mark("first snapshot handled")
 
             def drawn() -> None:
                 mark("first snapshot drawn")
-                self.exit(0)
+                if trace is None:
+                    self.exit(0)
+                else:
+                    self.set_timer(2.0, lambda: self.exit(0))
 
             self.call_after_refresh(drawn)
 
@@ -68,16 +87,29 @@ def main() -> int:
 
         def on_mount(self):  # type: ignore[no-untyped-def]
             mark("app mounted")
+            if profile and from_mount:
+                prof.enable()
             return real_mount(self)
 
         cls.on_mount = on_mount  # type: ignore[method-assign]
+    if trace is not None:
+        from textual.drivers.linux_driver import LinuxDriver
+
+        real_write = LinuxDriver.write
+
+        def write(self, data: str) -> None:  # type: ignore[no-untyped-def]
+            mark(f"write {len(data.encode())} B")
+            real_write(self, data)
+
+        LinuxDriver.write = write  # type: ignore[method-assign]
     os.environ.setdefault("GPUTUI_ALLOW_NOTTY", "1")
     sys.argv = ["gputui", "--no-remember", *argv]
     with contextlib.suppress(SystemExit):
         cli.main()
     prof.disable()
-    for what, t in marks:
-        print(f"{t:7.3f} s  {what}", file=sys.stderr)
+    with open(trace, "w") if trace else contextlib.nullcontext(sys.stderr) as report:
+        for what, t in marks:
+            print(f"{t:7.3f} s  {what}", file=report)
     if not profile:
         return 0
     prof.dump_stats(out)
