@@ -35,6 +35,49 @@ def mark(what: str) -> None:
     marks.append((what, time.time() - T0))
 
 
+class AfterImport:
+    """A meta-path finder that calls `hooks[name](module)` once module `name` has loaded."""
+
+    def __init__(self, hooks: dict) -> None:  # type: ignore[type-arg]
+        self.hooks = hooks
+
+    def find_spec(self, name, path=None, target=None):  # type: ignore[no-untyped-def]
+        hook = self.hooks.pop(name, None)
+        if hook is None:
+            return None
+        import importlib.util
+
+        spec = importlib.util.find_spec(name)
+        assert spec is not None
+        assert spec.loader is not None
+        loader = spec.loader
+        real_exec = loader.exec_module
+
+        def exec_module(module):  # type: ignore[no-untyped-def]
+            real_exec(module)
+            hook(module)
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
+
+
+def traced(cls: type, name: str) -> None:
+    """Mark the start and end of `cls.name` (with the thread that ran it)."""
+    real = getattr(cls, name)
+
+    def wrapper(*args, **kwargs):  # type: ignore[no-untyped-def]
+        import threading
+
+        who = f"{cls.__name__}.{name} [{threading.current_thread().name}]"
+        mark(f"{who} starts")
+        try:
+            return real(*args, **kwargs)
+        finally:
+            mark(f"{who} ends")
+
+    setattr(cls, name, wrapper)
+
+
 def main() -> int:
     out = "/tmp/gputui-first-frame.prof"
     argv = sys.argv[1:]
@@ -56,34 +99,33 @@ def main() -> int:
     from gputui import cli
 
     mark("gputui.cli imported")
-    from gputui.ui import app as app_module
 
-    mark("gputui.ui.app imported (Textual)")
-    cls = app_module.GpuTuiApp
-    original = cls.on_snapshot_ready
+    def patch_app(app_module):  # type: ignore[no-untyped-def]
+        mark("gputui.ui.app imported (Textual)")
+        cls = app_module.GpuTuiApp
+        original = cls.on_snapshot_ready
 
-    def on_snapshot_ready(self, message):  # type: ignore[no-untyped-def]
-        first = self.snapshot is None
-        original(self, message)
-        if trace is not None:
-            procs = message.snapshot.processes
-            described = sum(1 for p in procs if p.name and p.user)
-            mark(f"snapshot: {len(procs)} processes, {described} described")
-        if first:
-            mark("first snapshot handled")
+        def on_snapshot_ready(self, message):  # type: ignore[no-untyped-def]
+            first = self.snapshot is None
+            original(self, message)
+            if trace is not None:
+                procs = message.snapshot.processes
+                described = sum(1 for p in procs if p.name and p.user)
+                mark(f"snapshot: {len(procs)} processes, {described} described")
+            if first:
+                mark("first snapshot handled")
 
-            def drawn() -> None:
-                mark("first snapshot drawn")
-                if trace is None:
-                    self.exit(0)
-                else:
-                    self.set_timer(2.0, lambda: self.exit(0))
+                def drawn() -> None:
+                    mark("first snapshot drawn")
+                    if trace is None:
+                        self.exit(0)
+                    else:
+                        self.set_timer(2.0, lambda: self.exit(0))
 
-            self.call_after_refresh(drawn)
+                self.call_after_refresh(drawn)
 
-    cls.on_snapshot_ready = on_snapshot_ready  # type: ignore[method-assign]
-    real_mount = cls.on_mount if hasattr(cls, "on_mount") else None
-    if real_mount is not None:
+        cls.on_snapshot_ready = on_snapshot_ready
+        real_mount = cls.on_mount
 
         def on_mount(self):  # type: ignore[no-untyped-def]
             mark("app mounted")
@@ -91,17 +133,27 @@ def main() -> int:
                 prof.enable()
             return real_mount(self)
 
-        cls.on_mount = on_mount  # type: ignore[method-assign]
-    if trace is not None:
-        from textual.drivers.linux_driver import LinuxDriver
+        cls.on_mount = on_mount
+        if trace is not None:
+            from textual.drivers.linux_driver import LinuxDriver
 
-        real_write = LinuxDriver.write
+            real_write = LinuxDriver.write
 
-        def write(self, data: str) -> None:  # type: ignore[no-untyped-def]
-            mark(f"write {len(data.encode())} B")
-            real_write(self, data)
+            def write(self, data: str) -> None:  # type: ignore[no-untyped-def]
+                mark(f"write {len(data.encode())} B")
+                real_write(self, data)
 
-        LinuxDriver.write = write  # type: ignore[method-assign]
+            LinuxDriver.write = write  # type: ignore[method-assign]
+
+    def patch_nvml(nvml):  # type: ignore[no-untyped-def]
+        if trace is not None:
+            traced(nvml.NvmlSource, "_open")
+            traced(nvml.NvmlSource, "sample")
+            traced(nvml.NvmlSource, "open")
+
+    # patched as they load, so that the start-up keeps its own order (the app's modules are
+    # imported while NVML opens in the background)
+    sys.meta_path.insert(0, AfterImport({"gputui.ui.app": patch_app, "gputui.telemetry.nvml": patch_nvml}))
     os.environ.setdefault("GPUTUI_ALLOW_NOTTY", "1")
     sys.argv = ["gputui", "--no-remember", *argv]
     with contextlib.suppress(SystemExit):

@@ -20,6 +20,7 @@ from gputui.commands.common import load_config, positive
 if TYPE_CHECKING:
     from gputui.config import Config
     from gputui.state import SavedState
+    from gputui.telemetry.source import Source
 
 DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz")
 
@@ -132,43 +133,53 @@ def remembered(args: argparse.Namespace, settings: Config) -> tuple[SavedState, 
     return saved, warning, state.default_path()
 
 
+def _needs_terminal() -> int:
+    print("gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr)
+    return 2
+
+
 def run_tui(args: argparse.Namespace) -> int:
+    from gputui.commands.serve import in_browser
+
+    browser = in_browser()
+    no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
+    replay_path = DEMO_RECORDING if args.demo else args.replay
+    live = None
+    if replay_path is None:
+        if no_terminal:
+            return _needs_terminal()
+        from gputui.telemetry.nvml import NvmlSource
+
+        live = NvmlSource()
+        live.prefetch()  # NVML opens while the config, the state and Textual load
     from gputui.config import load
 
     loaded = load(args.config)
     settings = loaded.config
     saved, state_warning, state_path = remembered(args, settings)
-    replay_path = DEMO_RECORDING if args.demo else args.replay
-    if replay_path is not None:
+    if live is None:
         from gputui.telemetry.recording import RecordingError, ReplaySource
 
+        assert replay_path is not None
         try:
-            source = ReplaySource(replay_path)
+            replay = ReplaySource(replay_path)
         except RecordingError as exc:
             print(f"gputui: {exc}", file=sys.stderr)
             return 2
-        if not 1 <= args.start <= len(source.ticks):
+        if not 1 <= args.start <= len(replay.ticks):
             print(
-                f"gputui: --start {args.start}: the recording has ticks 1 to {len(source.ticks)}",
+                f"gputui: --start {args.start}: the recording has ticks 1 to {len(replay.ticks)}",
                 file=sys.stderr,
             )
             return 2
-        source.seek(args.start - 2)
-        interval = args.interval or source.interval
+        if no_terminal:  # (after the file's own errors, which matter more)
+            return _needs_terminal()
+        replay.seek(args.start - 2)
+        source: Source = replay
+        interval = args.interval or replay.interval
     else:
-        from gputui.telemetry.nvml import NvmlSource
-
-        source = NvmlSource()  # type: ignore[assignment]
-        source.prefetch()  # type: ignore[attr-defined]  # NVML opens while Textual loads
+        source = live
         interval = args.interval or saved.interval or settings.ui.interval
-    from gputui.commands.serve import in_browser
-
-    browser = in_browser()
-    if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser:
-        print(
-            "gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr
-        )
-        return 2
     from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
 
     readonly = settings.ui.readonly if args.readonly is None else args.readonly

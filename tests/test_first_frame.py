@@ -91,3 +91,22 @@ def test_the_no_gpu_explanation_still_scrolls_on_a_small_terminal():
     assert needs_scrolling  # (else this test proves nothing at this size)
     assert bar  # the user sees there is more
     assert last in shown  # and the wheel brings it into view
+
+
+def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp_path):
+    """The live monitor's NVML open (tens to hundreds of ms of C calls) overlaps with
+    reading the config, the saved state and importing the app: it starts first."""
+    import gputui.config
+    from gputui import cli
+    from gputui.telemetry.nvml import NvmlSource
+    from gputui.ui import app as app_module
+
+    order: list[str] = []
+    real_load = gputui.config.load
+    monkeypatch.setattr(NvmlSource, "prefetch", lambda self: order.append("nvml"))
+    monkeypatch.setattr(gputui.config, "load", lambda *a: (order.append("config"), real_load(*a))[1])
+    monkeypatch.setattr(app_module.GpuTuiApp, "run", lambda self, *a, **k: order.append("app"))
+    monkeypatch.setenv("GPUTUI_ALLOW_NOTTY", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert cli.main(["--no-remember"]) == 0
+    assert order == ["nvml", "config", "app"]

@@ -109,7 +109,9 @@ class OverviewPane(Pane):
         self.query_one(GpuBoard).budget = self._board_budget
 
     def on_show(self) -> None:
-        self.query_one(GpuBoard).focus()
+        board = self.query_one(GpuBoard)
+        if not board.has_focus:  # (focus() repaints even the focused widget)
+            board.focus()
 
     def _board_budget(self) -> int:
         """Lines the cards may plan for: the pane less the host panel and PROC_ROWS."""
