@@ -19,9 +19,10 @@ from typing import Any
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.gpm import METRICS as GPM_METRICS
 from gputui.telemetry.gpm import GpmMetric
+from gputui.telemetry.metrics import FB_TOTAL as FB_TOTAL_EXPORT
+from gputui.telemetry.metrics import GPU_LOST, GPU_METRICS, GPU_PROCESSES, MIB, PROCESS_METRICS, Export, Per
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
 
-MIB = 2**20
 DCGM_BLANK = float(2**47)
 """DCGM_FP64_BLANK; every integer blank (0x7ffffffffffffff0...) is larger too."""
 POWER_CAP = 0x004
@@ -33,65 +34,40 @@ def _int(v: float) -> int:
     return round(v)
 
 
-def _mib(v: float) -> int:
-    return round(v * MIB)
-
-
-def _kb(v: float) -> int:
-    return round(v * 1024)
-
-
 def _bool(v: float) -> bool:
     return v != 0
 
 
-#: metric name -> (GpuSample field, conversion from the exported unit).  The inverse of
-#: gputui/export/prometheus.py's GPU_EXPORTS, the registry's /metrics names (a test checks both ways).
-SAMPLE_FIELDS: dict[str, tuple[str, Callable[[float], Any]]] = {
-    "DCGM_FI_DEV_SM_CLOCK": ("sm_clock", _int),
-    "DCGM_FI_DEV_MEM_CLOCK": ("mem_clock", _int),
-    "DCGM_FI_DEV_GPU_TEMP": ("temperature", _int),
-    "DCGM_FI_DEV_MEMORY_TEMP": ("memory_temperature", _int),
-    "DCGM_FI_DEV_POWER_USAGE": ("power_draw", float),
-    "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": ("energy", _int),
-    "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": ("pcie_tx", _kb),
-    "DCGM_FI_DEV_PCIE_RX_THROUGHPUT": ("pcie_rx", _kb),
-    "DCGM_FI_DEV_GPU_UTIL": ("gpu_util", _int),
-    "DCGM_FI_DEV_MEM_COPY_UTIL": ("mem_util", _int),
-    "DCGM_FI_DEV_ENC_UTIL": ("encoder_util", _int),
-    "DCGM_FI_DEV_DEC_UTIL": ("decoder_util", _int),
-    "DCGM_FI_DEV_FB_FREE": ("mem_free", _mib),
-    "DCGM_FI_DEV_FB_USED": ("mem_used", _mib),
-    "DCGM_FI_DEV_FB_RESERVED": ("mem_reserved", _mib),
-    "DCGM_FI_DEV_ECC_SBE_VOL_TOTAL": ("ecc_volatile_corrected", _int),
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL": ("ecc_volatile_uncorrected", _int),
-    "DCGM_FI_DEV_ECC_SBE_AGG_TOTAL": ("ecc_aggregate_corrected", _int),
-    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL": ("ecc_aggregate_uncorrected", _int),
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS": ("clock_event_reasons", _int),
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS": ("clock_event_reasons", _int),  # dcgm-exporter 3.3+ name
-    "DCGM_FI_DEV_ENFORCED_POWER_LIMIT": ("power_limit", float),
-    "DCGM_FI_DEV_PCIE_LINK_GEN": ("pcie_gen", _int),
-    "DCGM_FI_DEV_PCIE_LINK_WIDTH": ("pcie_width", _int),
-    "DCGM_FI_DEV_FAN_SPEED": ("fan_speed", _int),
-    "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": ("pcie_replay_counter", _int),
-    "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": ("remapped_rows_uncorrected", _int),
-    "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": ("remapped_rows_corrected", _int),
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE": ("remapped_rows_failure", _bool),
-    "DCGM_FI_DEV_XID_ERRORS": ("xid_last", _int),
-    "DCGM_FI_DEV_RETIRED_SBE": ("retired_pages_sbe", _int),
-    "DCGM_FI_DEV_RETIRED_DBE": ("retired_pages_dbe", _int),
-    "gputui_gpu_row_remap_pending": ("remapped_rows_pending", _bool),
-    "gputui_gpu_xid_events": ("xid_count", _int),
-    "gputui_gpu_nvlink_receive_bytes_per_second": ("nvlink_rx", _int),
-    "gputui_gpu_nvlink_transmit_bytes_per_second": ("nvlink_tx", _int),
-    "gputui_gpu_lost": ("lost", _bool),
-    "gputui_gpu_pstate": ("pstate", _int),
-}
-FB_TOTAL = "DCGM_FI_DEV_FB_TOTAL"
+_BY_TYPE: dict[str, Callable[[float], Any]] = {"int": _int, "float": float, "bool": _bool}
+
+
+def _reader(field_name: str, export: Export) -> Callable[[float], Any]:
+    """From an exported number back to the `GpuSample` field's value: the export's own
+    conversion undone (MiB and KB to bytes), else the field's declared type."""
+    if isinstance(export.convert, Per):
+        return export.convert.undo
+    declared = GpuSample.__annotations__[field_name]  # e.g. "int | None"
+    return _BY_TYPE[declared.split("|")[0].strip()]
+
+
+def _sample_fields() -> dict[str, tuple[str, Callable[[float], Any]]]:
+    out: dict[str, tuple[str, Callable[[float], Any]]] = {}
+    exports = [(m.field, m.prometheus) for m in GPU_METRICS if m.prometheus is not None]
+    for field_name, export in [*exports, ("lost", GPU_LOST)]:
+        for name in (export.name, *export.aliases):
+            out[name] = (field_name, _reader(field_name, export))
+    return out
+
+
+#: metric name -> (GpuSample field, conversion from the exported unit): the registry's
+#: /metrics names (gputui/telemetry/metrics.py, what `gputui export` writes), read back.
+SAMPLE_FIELDS: dict[str, tuple[str, Callable[[float], Any]]] = _sample_fields()
+FB_TOTAL = FB_TOTAL_EXPORT.name
 """Memory total in MiB: `gputui export` has it; dcgm-exporter's default set does not (then
 total = used + free + reserved)."""
-PROCESSES = "gputui_gpu_processes"
-PROCESS_MEMORY = "gputui_process_gpu_memory_bytes"
+_fb_total_bytes = _reader("", FB_TOTAL_EXPORT)
+PROCESSES = GPU_PROCESSES.name
+PROCESS_MEMORY = next(m.prometheus.name for m in PROCESS_METRICS if m.attr == "gpu_memory" and m.prometheus)
 """`gputui export`'s per-process series (labels pid, process_name, user, type)."""
 GPM_BY_NAME: dict[str, GpmMetric] = {m.dcgm: m for m in GPM_METRICS}
 """DCGM's profiling ("DCP") metrics, DCGM_FI_PROF_*: gputui's GPM figures under dcgm-exporter's
@@ -102,23 +78,29 @@ WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *GPM_BY_NAME)
 #: What the list of every GPU needs (its columns, flags and summary): a Prometheus refresh
 #: asks only for these; a host's view asks for everything of that host.
 LIST_WANTED: tuple[str, ...] = (
-    "DCGM_FI_DEV_GPU_UTIL",
-    "DCGM_FI_DEV_FB_USED",
-    "DCGM_FI_DEV_FB_FREE",
-    "DCGM_FI_DEV_FB_RESERVED",
+    *(
+        name
+        for name, (field_name, _) in SAMPLE_FIELDS.items()
+        if field_name
+        in {
+            "gpu_util",
+            "mem_used",
+            "mem_free",
+            "mem_reserved",
+            "temperature",
+            "power_draw",
+            "clock_event_reasons",
+            "xid_last",
+            "xid_count",
+            "ecc_volatile_uncorrected",
+            "ecc_aggregate_uncorrected",
+            "remapped_rows_failure",
+            "retired_pages_dbe",
+            "lost",
+        }
+    ),
     FB_TOTAL,
-    "DCGM_FI_DEV_GPU_TEMP",
-    "DCGM_FI_DEV_POWER_USAGE",
-    "DCGM_FI_DEV_CLOCK_THROTTLE_REASONS",
-    "DCGM_FI_DEV_CLOCKS_EVENT_REASONS",
-    "DCGM_FI_DEV_XID_ERRORS",
-    "DCGM_FI_DEV_ECC_DBE_VOL_TOTAL",
-    "DCGM_FI_DEV_ECC_DBE_AGG_TOTAL",
-    "DCGM_FI_DEV_ROW_REMAP_FAILURE",
-    "DCGM_FI_DEV_RETIRED_DBE",
-    "gputui_gpu_lost",
-    "gputui_gpu_xid_events",
-    "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
+    *(name for name, m in GPM_BY_NAME.items() if m.field == "tensor_active"),
 )
 
 
@@ -291,7 +273,7 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
     sample = GpuSample(index=index, **fields)
     total: int | None = None
     if FB_TOTAL in v:
-        total = round(v[FB_TOTAL] * MIB)
+        total = _fb_total_bytes(v[FB_TOTAL])
     elif sample.mem_used is not None and sample.mem_free is not None:
         total = sample.mem_used + sample.mem_free + (sample.mem_reserved or 0)
     device = DeviceInfo(

@@ -35,7 +35,15 @@ from gputui import __version__
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.jobs import exporter_labels
-from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Export, ProcessMetric
+from gputui.telemetry.metrics import (
+    FB_TOTAL,
+    GPU_LOST,
+    GPU_METRICS,
+    GPU_PROCESSES,
+    PROCESS_METRICS,
+    Export,
+    ProcessMetric,
+)
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
 from gputui.untrusted import escaped
 
@@ -43,7 +51,6 @@ if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.poller import Poller
 
-MIB = 2**20
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 PROCESS_LABELS = (
     "gpu", "UUID", "Hostname", "pid", "process_name", "user", "type",
@@ -116,14 +123,14 @@ def build_families(
                 fam.add_sample(e.name, labels[d.index], e.convert(v))
         if fam.samples:
             out.append(fam)
-    total = _family("DCGM_FI_DEV_FB_TOTAL", "Framebuffer memory total (in MiB).", "gauge")
+    total = _family(FB_TOTAL.name, FB_TOTAL.help, FB_TOTAL.type)
     for d in info.devices:
         if d.memory_total is not None:
-            total.add_sample(total.name, labels[d.index], float(d.memory_total // MIB))
+            total.add_sample(total.name, labels[d.index], float(FB_TOTAL.convert(d.memory_total)))
     out.append(total)
 
-    lost = _family("gputui_gpu_lost", "1 when NVML reports the GPU fell off the bus.", "gauge")
-    nprocs = _family("gputui_gpu_processes", "Processes using the GPU.", "gauge")
+    lost = _family(GPU_LOST.name, GPU_LOST.help, GPU_LOST.type)
+    nprocs = _family(GPU_PROCESSES.name, GPU_PROCESSES.help, GPU_PROCESSES.type)
     counts: dict[int, int] = {}
     for p in snap.processes:
         counts[p.gpu_index] = counts.get(p.gpu_index, 0) + 1

@@ -55,8 +55,11 @@ class Export:
     type: PromType
     """gauge, or unknown (untyped) for dcgm-exporter's suffix-less counters."""
     help: str
-    convert: Callable[[Any], float] = float
+    convert: Per | Callable[[Any], float] = float
     """From the sample's value (known, not None) to the exported number."""
+    aliases: tuple[str, ...] = ()
+    """The same series' names in other dcgm-exporter versions (read by the cluster view,
+    never written)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,9 +80,24 @@ class Smi:
     """Sampled on NVML's slow cadence: a single live snapshot must wait for it."""
 
 
-def per(divisor: int) -> Callable[[Any], int]:
-    """Whole units of `divisor` (bytes to MiB, bytes/s to KB/s), as nvidia-smi and DCGM count."""
-    return lambda v: int(v) // divisor
+class Per:
+    """Whole units of `divisor` (bytes to MiB, bytes/s to KB/s), as nvidia-smi and DCGM count;
+    `undo` goes back (the cluster view reads /metrics into samples)."""
+
+    __slots__ = ("divisor",)
+
+    def __init__(self, divisor: int) -> None:
+        self.divisor = divisor
+
+    def __call__(self, v: Any) -> int:
+        return int(v) // self.divisor
+
+    def undo(self, v: float) -> int:
+        return round(v * self.divisor)
+
+
+def per(divisor: int) -> Per:
+    return Per(divisor)
 
 
 def as_ratio(percent: Any) -> float:
@@ -290,7 +308,8 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        snapshot=_S("clocks_event_reasons.active", "string", convert=_mask_hex,
                    aliases=("clocks_throttle_reasons.active",)),
        prometheus=_E("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
-                     "Current clock event (throttle) reasons, NVML bit mask.")),
+                     "Current clock event (throttle) reasons, NVML bit mask.",
+                     aliases=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",))),  # dcgm-exporter 3.3+
     _M("energy", "energy", "ENERGY", "mJ", "energy used since the driver loaded",
        snapshot=_S("energy.consumption", "integer", "mJ", own=True, slow=True),
        prometheus=_E("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown",
@@ -347,6 +366,12 @@ width, against their maximum)."""
 CARD_DEFAULT_ITEMS: tuple[str, ...] = tuple(
     m.card for m in GPU_METRICS if m.card is not None and m.card_shown
 )
+
+#: Per-GPU families of /metrics that are not a `GpuSample` quantity above.
+FB_TOTAL = Export("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).", per(MIB))
+"""From the GPU's static facts (dcgm-exporter's default set does not have it)."""
+GPU_LOST = Export("gputui_gpu_lost", "gauge", "1 when NVML reports the GPU fell off the bus.")
+GPU_PROCESSES = Export("gputui_gpu_processes", "gauge", "Processes using the GPU.")
 
 
 # --------------------------------------------------------------------------------------
