@@ -45,12 +45,12 @@ def main() -> int:
     rounds = int(sys.argv[1]) if len(sys.argv) > 1 else 5
     results: dict[str, list[dict[str, float]]] = {"alone": [], "prefetch": [], "nvml": []}
     for _ in range(rounds):
-        for case in results:
-            done = subprocess.run([sys.executable, "-c", CASE, case], capture_output=True, text=True)
+        for case, rows in results.items():
+            done = subprocess.run([sys.executable, "-c", CASE, case], check=False, capture_output=True, text=True)
             if done.returncode:
                 print(done.stderr, file=sys.stderr)
                 return 1
-            results[case].append(json.loads(done.stdout))
+            rows.append(json.loads(done.stdout))
     for case, rows in results.items():
         parts = [
             f"{key} {statistics.median(r[key] for r in rows) * 1000:.0f} ms"
