@@ -46,7 +46,9 @@ def main() -> int:
     results: dict[str, list[dict[str, float]]] = {"alone": [], "prefetch": [], "nvml": []}
     for _ in range(rounds):
         for case, rows in results.items():
-            done = subprocess.run([sys.executable, "-c", CASE, case], check=False, capture_output=True, text=True)
+            done = subprocess.run(
+                [sys.executable, "-c", CASE, case], check=False, capture_output=True, text=True
+            )
             if done.returncode:
                 print(done.stderr, file=sys.stderr)
                 return 1
