@@ -60,6 +60,8 @@ def test_live_without_nvml_shows_the_error_host_panel_and_opens_the_demo():
             assert "0 NVIDIA H200" in text
             assert not app.query_one("NoGpuPanel").display
             assert app.check_action("demo", ()) is False  # not offered again
+            # the board has the keys again (arrows, enter) without a click or a tab first
+            await wait_for(pilot, lambda: app.focused is app.query_one("GpuBoard"))
             await wait_for(pilot, lambda: "Details" in screen_lines(app)[-1])  # GPUs again
 
     run(go())

@@ -208,7 +208,10 @@ class OverviewPane(Pane):
         nogpu.info = info
         nogpu.demo_available = self.context.sources.demo_available
         nogpu.display = no_gpus
-        self.query_one(GpuBoard).display = not no_gpus
+        board = self.query_one(GpuBoard)
+        board.display = not no_gpus
+        if not no_gpus and self.display and self.screen.focused is None:
+            board.focus()  # GPUs again (the demo opened from the no-GPU screen): keys work at once
         self.processes.show_info(info)
         self.processes.display = not no_gpus
         if no_gpus:  # the explanation takes the room, and scrolls on a small terminal
