@@ -103,13 +103,13 @@ def main() -> int:
     def patch_app(app_module):  # type: ignore[no-untyped-def]
         mark("gputui.ui.app imported (Textual)")
         cls = app_module.GpuTuiApp
-        original = cls.on_snapshot_ready
+        original = cls._show_snapshot  # (a poller tick's, or the one read ahead, at mount)
 
-        def on_snapshot_ready(self, message):  # type: ignore[no-untyped-def]
+        def show_snapshot(self, snap, position):  # type: ignore[no-untyped-def]
             first = self.snapshot is None
-            original(self, message)
+            original(self, snap, position)
             if trace is not None:
-                procs = message.snapshot.processes
+                procs = snap.processes
                 described = sum(1 for p in procs if p.name and p.user)
                 mark(f"snapshot: {len(procs)} processes, {described} described")
             if first:
@@ -124,7 +124,7 @@ def main() -> int:
 
                 self.call_after_refresh(drawn)
 
-        cls.on_snapshot_ready = on_snapshot_ready
+        cls._show_snapshot = show_snapshot
         real_mount = cls.on_mount
 
         def on_mount(self):  # type: ignore[no-untyped-def]

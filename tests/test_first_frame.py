@@ -110,3 +110,67 @@ def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert cli.main(["--no-remember"]) == 0
     assert order == ["nvml", "config", "app"]
+
+
+class ReadAhead:
+    """A live-like source whose static facts and first snapshot were read ahead (as
+    NvmlSource's prefetch does while Textual loads), over a real recording: `take_ready`
+    hands them over at once; the poller thread's own `open` is slow, as NVML's can be."""
+
+    live = True
+    label = "live"
+    local_processes = False
+    seekable = None
+
+    def __init__(self, path) -> None:  # type: ignore[no-untyped-def]
+        from gputui.telemetry.recording import ReplaySource
+
+        self.replay = ReplaySource(path)
+        self.pending = (self.replay.open(), self.replay.sample())
+        self.opens = 0
+
+    def take_ready(self):  # type: ignore[no-untyped-def]
+        pending, self.pending = self.pending, None
+        return pending
+
+    def open(self):  # type: ignore[no-untyped-def]
+        import time
+
+        self.opens += 1
+        time.sleep(0.5)
+        return self.replay.open()
+
+    def sample(self):  # type: ignore[no-untyped-def]
+        return self.replay.sample()
+
+    def read_topology(self):  # type: ignore[no-untyped-def]
+        return None
+
+    def notes(self) -> list[str]:
+        return []
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_first_snapshot_read_ahead_is_in_the_first_frame():
+    """When NVML's open and first sample finished while the UI loaded, the app takes them at
+    mount: the first frame is drawn with the GPUs and their processes, not empty and then
+    again; and the poller does not take a second sample at once (its first tick is one
+    interval later)."""
+    from gputui.ui.app import GpuTuiApp
+
+    async def go():
+        source = ReadAhead(H200_X2)
+        app = GpuTuiApp(source=source, interval=5.0, watch_terminal=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            at_mount = app.snapshot, app.info
+            first = app.snapshot
+            await asyncio.sleep(0.8)  # the poller has opened (0.5 s) but its tick is not due
+            await pilot.pause()
+            return at_mount, first is app.snapshot, app.poller.ticks, source.opens
+
+    (snapshot, info), same, ticks, opens = asyncio.run(go())
+    assert snapshot is not None and info is not None and len(info.devices) == 2
+    assert same and ticks == 0  # no second sample right away
+    assert opens == 1

@@ -720,3 +720,41 @@ def test_the_prefetch_takes_the_first_sample_and_hands_it_out_once(
         assert stale.sample().seq == 2  # the prefetched one was too old: sampled anew
     finally:
         stale.close()
+
+
+def test_take_ready_hands_the_prefetched_facts_and_sample_once_and_never_waits(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """The UI thread asks at mount: while the prefetch runs it gets None at once (never
+    waits on NVML); once it has finished, the facts and the first sample, once; the
+    poller's `open` then returns the same facts and its `sample` a new snapshot."""
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    release = threading.Event()
+    real_init = scripted.lib.nvmlInit
+
+    def slow_init() -> None:
+        release.wait(10)
+        real_init()
+
+    scripted.lib.nvmlInit = slow_init
+    source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+    assert source.take_ready() is None  # no prefetch started
+    try:
+        source.prefetch()
+        t0 = time.monotonic()
+        assert source.take_ready() is None  # still opening: None, at once
+        assert time.monotonic() - t0 < 1.0
+        release.set()
+        source._prefetch.join(10)  # type: ignore[union-attr]
+        ready = source.take_ready()
+        assert ready is not None
+        info, first = ready
+        assert len(info.devices) == 2 and first.seq == 1
+        assert [g.gpu_util for g in first.gpus] == [g.gpu_util for g in ticks[55].gpus]
+        assert source.take_ready() is None  # once
+        assert source.open() is info
+        assert source.sample().seq == 2
+    finally:
+        release.set()
+        source.close()

@@ -92,6 +92,22 @@ def test_snapshots_arrive_in_order_after_the_info(pollers: list[Poller]) -> None
     assert rec.errors.empty()
 
 
+def test_a_first_tick_delivered_by_the_caller_is_not_taken_again(pollers: list[Poller]) -> None:
+    """The app took the source's read-ahead facts and first snapshot at mount: the poller
+    hands out no info and takes its first sample one interval later, not at once."""
+    source = ReplaySource(X2_RECORDING)
+    source.sample()  # (the tick the caller showed)
+    rec = Recorder()
+    poller = Poller(source, 0.5, rec.on_snapshot, rec.on_info, rec.on_error, first_delivered=True)
+    pollers.append(poller)
+    poller.start()
+    with pytest.raises(queue.Empty):
+        rec.snapshots.get(timeout=0.25)  # half an interval: not yet
+    assert rec.next().seq == 2  # then the next one, on time
+    assert rec.infos.empty()
+    assert rec.errors.empty()
+
+
 def test_interval_is_clamped() -> None:
     poller, _ = make(ReplaySource(X2_RECORDING), interval=0.01)
     assert poller.interval == MIN_INTERVAL

@@ -210,6 +210,20 @@ class NvmlSource:
         except Exception:  # the poller's own first sample says what is wrong
             self._first = None
 
+    def take_ready(self) -> tuple[MachineInfo, Snapshot] | None:
+        """The static facts and the prefetched first sample, if the prefetch thread has
+        finished and the sample is still fresh; else None (see `source.take_ready`).  Never
+        blocks: the UI thread calls it at mount."""
+        thread = self._prefetch
+        if thread is None or thread.is_alive():
+            return None
+        thread.join()  # (finished: returns at once)
+        self._prefetch = None
+        first, self._first = self._first, None
+        if self.info is None or first is None or time.time() - first.timestamp >= PREFETCHED_MAX_AGE_S:
+            return None
+        return self.info, first
+
     def open(self) -> MachineInfo:
         if self._prefetch is not None:
             self._prefetch.join()

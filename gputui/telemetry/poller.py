@@ -31,8 +31,13 @@ class Poller:
         on_snapshot: Callable[[Snapshot], None],
         on_info: Callable[[MachineInfo], None] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        *,
+        first_delivered: bool = False,
     ) -> None:
         self.source = source
+        self._first_delivered = first_delivered
+        """The caller already handed out the source's static facts and first snapshot
+        (`source.take_ready`): no info callback, and the first tick is one interval on."""
         self._interval = _clamp(interval)
         self._on_snapshot = on_snapshot
         self._on_info = on_info
@@ -95,13 +100,13 @@ class Poller:
         except BaseException as exc:  # a broken recording, say: report, don't die silently
             self._report(exc)
             return
-        if self._on_info is not None:
+        if self._on_info is not None and not self._first_delivered:
             try:
                 self._on_info(info)
             except Exception as exc:  # a consumer's bug must not stop the sampling
                 self._report(exc)
         try:
-            next_due = time.monotonic()
+            next_due = time.monotonic() + (self._interval if self._first_delivered else 0.0)
             while not self._stopping:
                 if self._steps:
                     self._do_step(self._steps.popleft())

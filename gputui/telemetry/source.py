@@ -66,3 +66,12 @@ class Source(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+def take_ready(source: Source) -> tuple[MachineInfo, Snapshot] | None:
+    """The source's static facts and a first snapshot if it read them ahead and has them at
+    hand now (NvmlSource's prefetch, while the UI loads), handed over once; else None.  The
+    one call the UI thread makes on a source, at mount, so that the first frame is drawn with
+    the data: it never blocks (a source without the capability, or still reading, gives None)."""
+    take = getattr(source, "take_ready", None)
+    return take() if take is not None else None

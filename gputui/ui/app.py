@@ -25,7 +25,7 @@ from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
-from gputui.telemetry.source import Source
+from gputui.telemetry.source import Source, take_ready
 from gputui.ui import _textual_patch, theme
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, OpenGpuDetail
@@ -337,7 +337,19 @@ class GpuTuiApp(App[int]):
         def on_error(exc: BaseException) -> None:
             self.post_message(PollerFailed(exc, gen))
 
-        self.poller = Poller(source, self.interval, on_snapshot, on_info, on_error)
+        # NVML's open and first sample, read while Textual loaded, handled here and now: the
+        # first frame is drawn with the data (a message from the poller's thread could come
+        # after the first paint, which then shows an empty screen first)
+        ready = take_ready(source)
+        if ready is not None:
+            info, snap = ready
+            self.hub.set_info(info)
+            self.hub.publish(snap)
+            self._show_info(info)
+            self._show_snapshot(snap, None)
+        self.poller = Poller(
+            source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
+        )
         self.interval = self.poller.interval  # as clamped
         self.poller.start()
 
@@ -350,25 +362,28 @@ class GpuTuiApp(App[int]):
         return generation == self.generation and self.is_running
 
     def on_info_ready(self, message: InfoReady) -> None:
-        if not self._current(message.generation):
-            return
-        self.info = message.info
+        if self._current(message.generation):
+            self._show_info(message.info)
+
+    def _show_info(self, info: MachineInfo) -> None:
+        self.info = info
         header = self.query_one(HeaderBar)
-        header.info = message.info
+        header.info = info
         header.update_lines()
         for pane in self.query(Pane):
-            pane.show_info(message.info)
+            pane.show_info(info)
         self.refresh_bindings()
 
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
-        if not self._current(message.generation):
-            return
-        snap = message.snapshot
+        if self._current(message.generation):
+            self._show_snapshot(message.snapshot, message.position)
+
+    def _show_snapshot(self, snap: Snapshot, position: tuple[int, int] | None) -> None:
         self.snapshot = snap
         with self.batch_update():
             header = self.query_one(HeaderBar)
             header.timestamp = snap.timestamp
-            header.position = message.position
+            header.position = position
             header.alerts = len(self.hub.active_alerts())
             # a full screen on top (the GPU detail view) gets the tick instead of the tab;
             # the hidden main screen is not touched (Textual repaints the whole top screen
