@@ -9,7 +9,7 @@ import math
 import time
 
 import pytest
-from conftest import DERIVED, FIXTURES, H200_X1, H200_X2, NOGPU
+from conftest import DERIVED, FIXTURES, H100_GPM, H200_X1, H200_X2, NOGPU
 
 from gputui.telemetry.cuda_visible import cuda_visibility
 from gputui.telemetry.facts import CORES_PER_SM, sm_count
@@ -259,12 +259,29 @@ def test_charts_have_axes_and_time_labels() -> None:
         for m in ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
     }
     # a version-1 recording has no GPM: its history is all gaps (NaN)
-    series |= {m: [math.nan] * len(ticks) for m in ("sm_active", "tensor_active", "dram_active")}
+    gpm = (
+        "sm_active",
+        "tensor_active",
+        "dram_active",
+        "sm_occupancy",
+        "fp32_active",
+        "fp16_active",
+        "fp64_active",
+    )
+    series |= {m: [math.nan] * len(ticks) for m in gpm}
     times = [s.timestamp for s in ticks]
     lines = chart_lines(dev, lambda gpu, m: series[m], times, 160, live=False)
     out = text(lines)
     assert all(line_len(line) == 160 for line in lines[1:])
-    for title in ("Utilization", "Activity (GPM)", "Memory used", "Power", "Temperature", "Clocks"):
+    for title in (
+        "Utilization",
+        "Activity (GPM)",
+        "Pipes (GPM)",
+        "Memory used",
+        "Power",
+        "Temperature",
+        "Clocks",
+    ):
         assert title in out
     assert "100% ┤" in out
     assert "700 W ┤" in out
@@ -416,3 +433,56 @@ def test_static_facts_agree_with_nvidia_smi_q(fixture: str, recording) -> None:
         # what nvidia-smi reports for memory health, the recording's later ticks agree with
         assert q["Remapped Rows/Pending"] == "No"
         assert q["Retired Pages/Single Bit ECC"] == "N/A"  # Hopper remaps rows instead
+
+
+def test_the_pipes_are_kept_in_history_charted_and_offered_as_sparklines_from_the_real_h100_run() -> None:
+    """GPM's FP32/FP16/FP64 pipes and SM occupancy are kept in history, drawn in the detail
+    view's "Pipes (GPM)" chart and offered as card sparklines: the float32 run (TF32 off) is
+    the FP32 pipe busy with the tensor cores idle, the evidence behind the fp32_no_tensor hint."""
+    from gpm_support import BF16, FP32, h100_ticks, phase_ticks
+
+    from gputui.telemetry.history import History
+    from gputui.telemetry.metrics import CARD_CHARTS
+
+    assert {"fp32_active", "fp16_active", "fp64_active", "sm_occupancy"} <= set(CARD_CHARTS)
+    history = History()
+    for tick in h100_ticks():
+        history.append(tick)
+    times = [t.timestamp for t in h100_ticks()]
+    fp32 = dict(zip(times, history.series(0, "fp32_active"), strict=True))
+    tensor = dict(zip(times, history.series(0, "tensor_active"), strict=True))
+    in_fp32 = [t.timestamp for t in phase_ticks(FP32)]
+    in_bf16 = [t.timestamp for t in phase_ticks(BF16)]
+    assert in_fp32 and in_bf16
+    assert min(fp32[t] for t in in_fp32) > 50 and max(tensor[t] for t in in_fp32) < 1
+    assert max(fp32[t] for t in in_bf16) < 5 and min(tensor[t] for t in in_bf16) > 50
+    dev = read_recording(H100_GPM)[0].machine.devices[0]
+    lines = chart_lines(dev, history.series, times, 160, live=False)
+    out = text(lines)
+    assert "Pipes (GPM)" in out
+    assert "FP32" in out and "occupancy" in out
+
+
+def test_the_detail_view_draws_every_chart_from_the_history() -> None:
+    """The GPU detail view copies from the history the series its charts draw: the float32
+    run's FP32 pipe is drawn, not reported missing (its chart list is the charts' own)."""
+    import asyncio
+
+    from conftest import replay_app, run_to_tick, screen_lines
+    from gpm_support import FP32, phase_ticks
+
+    async def go() -> str:
+        app = replay_app(H100_GPM)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, phase_ticks(FP32)[-1].seq)
+            await pilot.press("enter")
+            await pilot.pause()
+            for _ in range(3):
+                await pilot.press("pagedown")
+                await pilot.pause()
+            return "\n".join(screen_lines(app))
+
+    screen = asyncio.run(go())
+    pipes = [line for line in screen.splitlines() if "Pipes (GPM)" in line]
+    assert pipes, screen
+    assert "N/A: no samples" not in screen

@@ -35,7 +35,9 @@ WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
 IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
 """A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
 HISTORY_FIELDS = ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
-"""What the drill-in's charts draw (gputui/ui/detail_lines.py's chart metrics)."""
+"""The drill-in charts' series that are `GpuSample` fields (gputui/ui/detail_lines.py's
+`chart_metrics()` less GPM's, which a cluster history does not carry yet: those charts say
+N/A there)."""
 
 
 @dataclass(frozen=True)

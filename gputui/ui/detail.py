@@ -22,6 +22,7 @@ from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.detail_lines import (
     activity_lines,
     chart_lines,
+    chart_metrics,
     clock_reason_lines,
     driver_facts,
     fact,
@@ -124,18 +125,7 @@ class DetailCharts(LineWidget):
         history = self.hub.history
         with self.hub.lock:
             cache: dict[tuple[int, str], list[float]] = defaultdict(list)
-            for metric in (
-                "gpu_util",
-                "mem_util",
-                "mem_used",
-                "power_draw",
-                "temperature",
-                "sm_clock",
-                "mem_clock",
-                "sm_active",
-                "tensor_active",
-                "dram_active",
-            ):
+            for metric in chart_metrics():
                 cache[(self.index, metric)] = history.series(self.index, metric)
             times = history.timestamps.last()
         self.built_at = time.monotonic()

@@ -6,6 +6,7 @@ Pure functions of the data (no Textual), tested as text.  Unknown values are "N/
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -492,6 +493,14 @@ class ChartSpec:
     """Multiply the history values by this (bytes -> GiB)."""
 
 
+@functools.cache
+def chart_metrics() -> tuple[str, ...]:
+    """Every history series the charts draw, in order (what the detail view copies out of
+    the history for them): read off the charts themselves."""
+    specs = chart_specs(DeviceInfo(index=0, name=""), lambda gpu, metric: [])
+    return tuple(dict.fromkeys(metric for spec in specs for metric, _, _ in spec.metrics))
+
+
 def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
     def top(metric: str, default: float) -> float:
         seen = [v for v in series(dev.index, metric) if not math.isnan(v)]
@@ -523,6 +532,18 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
                 ("sm_active", "SM", S.spark_util),
                 ("tensor_active", "tensor", S.spark_power),
                 ("dram_active", "DRAM", S.spark_mem),
+            ),
+            0.0,
+            100.0,
+            lambda v: f"{v:.0f}%",
+        ),
+        ChartSpec(
+            "Pipes (GPM)",
+            (
+                ("fp32_active", "FP32", S.spark_power),
+                ("fp16_active", "FP16", S.spark_util),
+                ("fp64_active", "FP64", S.spark_temp),
+                ("sm_occupancy", "occupancy", S.spark_mem),
             ),
             0.0,
             100.0,
