@@ -202,6 +202,16 @@ _M = GpuMetric
 _E = Export
 _S = Smi
 
+
+def _G(field: str, label: str, doc: str, tint: Tint) -> GpuMetric:
+    """A GPM figure (percent, from `GpuSample.activity`; None where GPM measured nothing),
+    kept in history and offered as a chart."""
+    return GpuMetric(
+        field, field, label, "%", doc, history=True, chart=True, tint=tint, full_scale=_full_percent,
+        read=_gpm(field),
+    )  # fmt: skip
+
+
 #: Every GPU quantity, in the order cards, the config file's choices, snapshots and
 #: /metrics list them.
 GPU_METRICS: tuple[GpuMetric, ...] = (
@@ -269,20 +279,13 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
                      "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024))),
     # GPM (gputui/telemetry/gpm.py): read from GpuSample.activity, None where not measured
-    _M("sm_active", "sm_active", "SMACT", "%", "percent of SM cycles with a warp resident (GPM)",
-       history=True, chart=True, tint="util", full_scale=_full_percent, read=_gpm("sm_active")),
-    _M("tensor_active", "tensor_active", "TENSR", "%", "percent of cycles a tensor pipe was active (GPM)",
-       history=True, chart=True, tint="util", full_scale=_full_percent, read=_gpm("tensor_active")),
-    _M("dram_active", "dram_active", "DRAM", "%", "device memory bandwidth used, percent (GPM)",
-       history=True, chart=True, tint="mem", full_scale=_full_percent, read=_gpm("dram_active")),
-    _M("sm_occupancy", "sm_occupancy", "OCC", "%", "warps resident on the SMs, percent of the most (GPM)",
-       history=True, chart=True, tint="util", full_scale=_full_percent, read=_gpm("sm_occupancy")),
-    _M("fp32_active", "fp32_active", "FP32", "%", "percent of cycles the FP32 pipes were active (GPM)",
-       history=True, chart=True, tint="power", full_scale=_full_percent, read=_gpm("fp32_active")),
-    _M("fp16_active", "fp16_active", "FP16", "%", "percent of cycles the FP16 pipes were active (GPM)",
-       history=True, chart=True, tint="power", full_scale=_full_percent, read=_gpm("fp16_active")),
-    _M("fp64_active", "fp64_active", "FP64", "%", "percent of cycles the FP64 pipes were active (GPM)",
-       history=True, chart=True, tint="power", full_scale=_full_percent, read=_gpm("fp64_active")),
+    _G("sm_active", "SMACT", "percent of SM cycles with a warp resident (GPM)", "util"),
+    _G("tensor_active", "TENSR", "percent of cycles a tensor pipe was active (GPM)", "util"),
+    _G("dram_active", "DRAM", "device memory bandwidth used, percent (GPM)", "mem"),
+    _G("sm_occupancy", "OCC", "warps resident on the SMs, percent of the most (GPM)", "util"),
+    _G("fp32_active", "FP32", "percent of cycles the FP32 pipes were active (GPM)", "power"),
+    _G("fp16_active", "FP16", "percent of cycles the FP16 pipes were active (GPM)", "power"),
+    _G("fp64_active", "FP64", "percent of cycles the FP64 pipes were active (GPM)", "power"),
     _M("enc", "encoder_util", "ENC", "%", "video encoder utilization", card="enc",
        snapshot=_S("utilization.encoder", "integer", "%"),
        prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).")),

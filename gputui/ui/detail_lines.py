@@ -493,6 +493,11 @@ class ChartSpec:
     """Multiply the history values by this (bytes -> GiB)."""
 
 
+def percent_chart(title: str, *metrics: tuple[str, str, Style]) -> ChartSpec:
+    """A chart of percentages, 0-100 %."""
+    return ChartSpec(title, metrics, 0.0, 100.0, lambda v: f"{v:.0f}%")
+
+
 @functools.cache
 def chart_metrics() -> tuple[str, ...]:
     """Every history series the charts draw, in order (what the detail view copies out of
@@ -511,12 +516,8 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
     temp = float(max(dev.temp_shutdown or 0, int(top("temperature", 90.0)) + 5))
     clocks = float(max(dev.max_sm_clock or 0, dev.max_mem_clock or 0) or top("sm_clock", 1000.0))
     return [
-        ChartSpec(
-            "Utilization",
-            (("gpu_util", "GPU", S.spark_util), ("mem_util", "memory bandwidth", S.spark_cpu)),
-            0.0,
-            100.0,
-            lambda v: f"{v:.0f}%",
+        percent_chart(
+            "Utilization", ("gpu_util", "GPU", S.spark_util), ("mem_util", "memory bandwidth", S.spark_cpu)
         ),
         ChartSpec(
             "Memory used",
@@ -526,28 +527,18 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
             lambda v: f"{v:.0f} GiB",
             1 / 2**30,
         ),
-        ChartSpec(
+        percent_chart(
             "Activity (GPM)",
-            (
-                ("sm_active", "SM", S.spark_util),
-                ("tensor_active", "tensor", S.spark_power),
-                ("dram_active", "DRAM", S.spark_mem),
-            ),
-            0.0,
-            100.0,
-            lambda v: f"{v:.0f}%",
+            ("sm_active", "SM", S.spark_util),
+            ("tensor_active", "tensor", S.spark_power),
+            ("dram_active", "DRAM", S.spark_mem),
         ),
-        ChartSpec(
+        percent_chart(
             "Pipes (GPM)",
-            (
-                ("fp32_active", "FP32", S.spark_power),
-                ("fp16_active", "FP16", S.spark_util),
-                ("fp64_active", "FP64", S.spark_temp),
-                ("sm_occupancy", "occupancy", S.spark_mem),
-            ),
-            0.0,
-            100.0,
-            lambda v: f"{v:.0f}%",
+            ("fp32_active", "FP32", S.spark_power),
+            ("fp16_active", "FP16", S.spark_util),
+            ("fp64_active", "FP64", S.spark_temp),
+            ("sm_occupancy", "occupancy", S.spark_mem),
         ),
         ChartSpec("Power", (("power_draw", "W", S.spark_power),), 0.0, power, lambda v: f"{v:.0f} W"),
         ChartSpec("Temperature", (("temperature", "°C", S.spark_temp),), 0.0, temp, lambda v: f"{v:.0f}°C"),
