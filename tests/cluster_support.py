@@ -351,7 +351,7 @@ class RecordedCluster:
         return host.gpus
 
     def history(self, host, seconds, points):  # type: ignore[no-untyped-def]
-        from gputui.cluster.sources import HISTORY_FIELDS, History
+        from gputui.cluster.sources import HISTORY, History
 
         k = int(host.name.rsplit("-", 1)[1]) - 1
         end = self.tick_of(k)
@@ -359,13 +359,13 @@ class RecordedCluster:
         times = [t.timestamp for t in ticks]
         series = {}
         for g in host.gpus:
-            for name in HISTORY_FIELDS:
+            for m in HISTORY:
                 vals = []
                 for t in ticks:
                     s = next((x for x in t.gpus if x.index == g.device.index), None)
-                    v = None if s is None else getattr(s, name)
+                    v = None if s is None else m.value(s)
                     vals.append(float("nan") if v is None else float(v))
-                series[(g.key, name)] = vals
+                series[(g.key, m.field)] = vals
         return History(times, series)
 
     def close(self) -> None:

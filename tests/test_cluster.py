@@ -501,6 +501,48 @@ def test_direct_mode_reads_real_exporters_and_shows_a_stopped_one_down():
         src.close()
 
 
+def test_direct_mode_history_carries_the_gpm_figures_the_drill_in_charts():
+    """The drill-in's GPM charts (Activity, Pipes) draw from the scrapes' DCGM_FI_PROF_*
+    series: a real `gputui export` replaying the 2x H200 GPM recording (bf16 vs float32
+    training), scraped a few times; every GPM value in the history is one the GPU recorded."""
+    from cluster_support import start_exporter
+
+    _header, ticks = read_recording(FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz")
+    recorded: dict[tuple[int, str], set[float]] = {}
+    for t in ticks:
+        for g in t.gpus:
+            for m in ("fp32_active", "sm_occupancy", "tensor_active"):
+                v = None if g.activity is None else getattr(g.activity, m)
+                if v is not None:
+                    recorded.setdefault((g.index, m), set()).add(v)
+    exp = start_exporter(FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz", interval=0.1)
+    src = DirectSource([exp.target], HttpClient(timeout=10))
+    try:
+        seen: dict[str, list[float]] = {}
+        for _ in range(150):
+            state = src.fetch()
+            host = state.hosts[0]
+            hist = src.history(host, 3600, 600)
+            seen = {
+                f"{g.device.index}:{m}": [v for v in hist.series[(g.key, m)] if not math.isnan(v)]
+                for g in host.gpus
+                for m in ("fp32_active", "sm_occupancy", "tensor_active")
+            }
+            # until the float32 training is in (from the recording's 24th tick, 2.4 s in)
+            if all(len(v) >= 3 for v in seen.values()) and max(seen["1:fp32_active"], default=0) > 30:
+                break
+            time.sleep(0.2)
+    finally:
+        src.close()
+        exp.stop()
+    assert seen and all(len(v) >= 3 for v in seen.values()), seen
+    for key, values in seen.items():
+        gpu, metric = key.split(":")
+        for v in values:  # (through the exposition's ratio and back: equal to 1e-6)
+            assert any(abs(v - r) < 1e-6 for r in recorded[(int(gpu), metric)]), (key, v)
+    assert max(seen["1:fp32_active"]) > 30  # GPU 1 trained in float32: its FP32 pipe busy
+
+
 def test_direct_mode_scrapes_in_parallel(server):
     """Six exporters that each answer only once all six requests are in flight: a serial
     scraper would leave the first waiting alone until its barrier breaks (then it is down)."""

@@ -73,6 +73,13 @@ GPM_BY_NAME: dict[str, GpmMetric] = {m.dcgm: m for m in GPM_METRICS}
 """DCGM's profiling ("DCP") metrics, DCGM_FI_PROF_*: gputui's GPM figures under dcgm-exporter's
 names (gputui/telemetry/gpm.py's table); the `_ACTIVE` ones are ratios 0-1 there."""
 
+
+def gpm_value(m: GpmMetric, value: float) -> float:
+    """A DCGM_FI_PROF_* value in `GpmSample`'s unit: the `_ACTIVE` ratios 0-1 as percent, the
+    byte rates as they are."""
+    return value * 100.0 if m.unit == "%" else round(value)
+
+
 #: Every metric name the cluster view reads (for a Prometheus query).
 WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *GPM_BY_NAME)
 #: What the list of every GPU needs (its columns, flags and summary): a Prometheus refresh
@@ -257,11 +264,7 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
     for name, (attr, conv) in SAMPLE_FIELDS.items():
         if name in v:
             fields[attr] = conv(v[name])
-    gpm: dict[str, Any] = {
-        m.field: v[name] * 100.0 if m.unit == "%" else round(v[name])
-        for name, m in GPM_BY_NAME.items()
-        if name in v
-    }
+    gpm: dict[str, Any] = {m.field: gpm_value(m, v[name]) for name, m in GPM_BY_NAME.items() if name in v}
     if gpm:
         fields["gpm"] = GpmSample(**gpm)
     xid = fields.get("xid_last")

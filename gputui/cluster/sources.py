@@ -5,6 +5,7 @@ nothing here blocks the UI, and every request has a deadline.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 import time
@@ -18,6 +19,7 @@ from typing import Any, Protocol
 from gputui.cluster import expfmt
 from gputui.cluster.http import FetchError, HttpClient, display_url
 from gputui.cluster.model import (
+    GPM_BY_NAME,
     LIST_WANTED,
     PROCESS_MEMORY,
     SAMPLE_FIELDS,
@@ -27,17 +29,32 @@ from gputui.cluster.model import (
     HostState,
     LabelMap,
     build_gpus,
+    gpm_value,
     host_names,
     usable,
 )
+from gputui.telemetry.metrics import GPU_METRICS, GpuMetric
 
 WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
 IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
 """A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
-HISTORY_FIELDS = ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
-"""The drill-in charts' series that are `GpuSample` fields (gputui/ui/detail_lines.py's
-`chart_metrics()` less GPM's, which a cluster history does not carry yet: those charts say
-N/A there)."""
+HISTORY: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.history)
+"""What the drill-in's charts draw: the registry's history quantities (GPM's read from a
+sample's figures), under their series names (`field`)."""
+
+
+def _history_series(
+    wanted: Sequence[GpuMetric] = HISTORY,
+) -> dict[str, tuple[str, Callable[[float], Any]]]:
+    """Prometheus metric name -> (series name, conversion from the exported unit) for the
+    history quantities: the `GpuSample` fields by their exported names, GPM's figures by
+    dcgm-exporter's DCGM_FI_PROF_* names."""
+    fields = {m.field for m in wanted}
+    out = {name: (attr, conv) for name, (attr, conv) in SAMPLE_FIELDS.items() if attr in fields}
+    for name, gm in GPM_BY_NAME.items():
+        if gm.field in fields:
+            out[name] = (gm.field, functools.partial(gpm_value, gm))
+    return out
 
 
 @dataclass(frozen=True)
@@ -175,13 +192,13 @@ class DirectSource:
         pos = {t: i for i, t in enumerate(times)}
         series: dict[tuple[str, str], list[float]] = {}
         for key, ring in rings.items():
-            for name in HISTORY_FIELDS:
+            for m in HISTORY:
                 values = [float("nan")] * len(times)
                 for t, g in ring:
-                    v = getattr(g.sample, name)
+                    v = m.value(g.sample)
                     if v is not None:
                         values[pos[t]] = float(v)
-                series[(key, name)] = values
+                series[(key, m.field)] = values
         return History(times, series)
 
     def details(self, host: HostState) -> tuple[ClusterGpu, ...]:
@@ -406,7 +423,7 @@ class PrometheusSource:
         end = time.time()
         start = end - seconds
         step = max(1.0, round(seconds / max(1, points), 3))
-        wanted = {name: attr for name, (attr, _) in SAMPLE_FIELDS.items() if attr in HISTORY_FIELDS}
+        wanted = _history_series()
         names = "|".join(regex_escape(n) for n in wanted)
         matchers = [f"__name__=~{promql_string(names)}", *self._host_matchers(host)]
         try:
@@ -420,12 +437,11 @@ class PrometheusSource:
         for r in result:
             labels = _labels(r)
             name = labels.get("__name__", "")
-            attr = wanted.get(name)
+            attr, conv = wanted.get(name, (None, float))
             ident = by_ident.get(labels.get(self.labels.uuid) or labels.get(self.labels.gpu, ""))
             vals = r.get("values")
             if attr is None or ident is None or not isinstance(vals, list):
                 continue
-            conv = SAMPLE_FIELDS[name][1]
             out = series.setdefault((ident, attr), [float("nan")] * n)
             for pair in vals:
                 if not (isinstance(pair, list) and len(pair) == 2):
