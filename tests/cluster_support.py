@@ -351,7 +351,8 @@ class RecordedCluster:
         return host.gpus
 
     def history(self, host, seconds, points):  # type: ignore[no-untyped-def]
-        from gputui.cluster.sources import HISTORY, History
+        from gputui.cluster.sources import History
+        from gputui.telemetry.history import HISTORY
 
         k = int(host.name.rsplit("-", 1)[1]) - 1
         end = self.tick_of(k)

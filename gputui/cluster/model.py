@@ -65,7 +65,8 @@ SAMPLE_FIELDS: dict[str, tuple[str, Callable[[float], Any]]] = _sample_fields()
 FB_TOTAL = FB_TOTAL_EXPORT.name
 """Memory total in MiB: `gputui export` has it; dcgm-exporter's default set does not (then
 total = used + free + reserved)."""
-_fb_total_bytes = _reader("", FB_TOTAL_EXPORT)
+assert isinstance(FB_TOTAL_EXPORT.convert, Per)  # (exported in MiB)
+_fb_total_bytes = FB_TOTAL_EXPORT.convert.undo
 PROCESSES = GPU_PROCESSES.name
 PROCESS_MEMORY = next(m.prometheus.name for m in PROCESS_METRICS if m.attr == "gpu_memory" and m.prometheus)
 """`gputui export`'s per-process series (labels pid, process_name, user, type)."""

@@ -33,28 +33,26 @@ from gputui.cluster.model import (
     host_names,
     usable,
 )
-from gputui.telemetry.metrics import GPU_METRICS, GpuMetric
+from gputui.telemetry.history import HISTORY
 
 WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
 IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
 """A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
-HISTORY: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.history)
-"""What the drill-in's charts draw: the registry's history quantities (GPM's read from a
-sample's figures), under their series names (`field`)."""
 
 
-def _history_series(
-    wanted: Sequence[GpuMetric] = HISTORY,
-) -> dict[str, tuple[str, Callable[[float], Any]]]:
+def _history_series() -> dict[str, tuple[str, Callable[[float], Any]]]:
     """Prometheus metric name -> (series name, conversion from the exported unit) for the
-    history quantities: the `GpuSample` fields by their exported names, GPM's figures by
-    dcgm-exporter's DCGM_FI_PROF_* names."""
-    fields = {m.field for m in wanted}
+    history quantities (what the drill-in's charts draw): the `GpuSample` fields by their
+    exported names, GPM's figures by dcgm-exporter's DCGM_FI_PROF_* names."""
+    fields = {m.field for m in HISTORY}
     out = {name: (attr, conv) for name, (attr, conv) in SAMPLE_FIELDS.items() if attr in fields}
     for name, gm in GPM_BY_NAME.items():
         if gm.field in fields:
             out[name] = (gm.field, functools.partial(gpm_value, gm))
     return out
+
+
+HISTORY_SERIES = _history_series()
 
 
 @dataclass(frozen=True)
@@ -423,7 +421,7 @@ class PrometheusSource:
         end = time.time()
         start = end - seconds
         step = max(1.0, round(seconds / max(1, points), 3))
-        wanted = _history_series()
+        wanted = HISTORY_SERIES
         names = "|".join(regex_escape(n) for n in wanted)
         matchers = [f"__name__=~{promql_string(names)}", *self._host_matchers(host)]
         try:
