@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
 
-from gputui import __version__
+from gputui import __version__, gc_hold
 from gputui.commands.common import load_config, positive
 
 if TYPE_CHECKING:
@@ -102,6 +102,14 @@ def _add_commands(parser: argparse.ArgumentParser, only: str | None) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    gc_hold.hold()  # while the monitor starts: its first frame releases it (gc_hold)
+    try:
+        return _main(argv)
+    finally:
+        gc_hold.release()  # on every way out: never left off
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
@@ -114,6 +122,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(default_text())
         return 0
     if args.command is not None:
+        gc_hold.release()  # (a subcommand can run for days)
         command = command_module(args.command)
         if getattr(command, "USES_CONFIG", False):
             args.settings = load_config(args, f"gputui {args.command}").config

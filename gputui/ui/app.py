@@ -18,6 +18,7 @@ from textual.filter import LineFilter, Monochrome, NoColor
 from textual.message import Message
 from textual.widgets import ContentSwitcher
 
+from gputui import gc_hold
 from gputui.config import Config
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
@@ -292,6 +293,8 @@ class GpuTuiApp(App[int]):
         return "|".join(parts)
 
     def on_mount(self) -> None:
+        if gc_hold.held():  # (gputui's main held the collector off for the start)
+            self.set_timer(gc_hold.RELEASE_AT_LATEST_S, gc_hold.release)
         header = self.query_one(HeaderBar)
         header.live = self.source.live
         header.label = self.source.label
@@ -379,6 +382,10 @@ class GpuTuiApp(App[int]):
             self._show_snapshot(message.snapshot, message.position)
 
     def _show_snapshot(self, snap: Snapshot, position: tuple[int, int] | None) -> None:
+        if self.snapshot is None and gc_hold.held():  # the first frame with data: once drawn,
+            self.call_after_refresh(  # the collector comes back (after the start's repaints)
+                self.set_timer, gc_hold.RELEASE_AFTER_FRAME_S, gc_hold.release
+            )
         self.snapshot = snap
         with self.batch_update():
             header = self.query_one(HeaderBar)
