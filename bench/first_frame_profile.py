@@ -70,10 +70,11 @@ def traced(cls: type, name: str) -> None:
 
         who = f"{cls.__name__}.{name} [{threading.current_thread().name}]"
         mark(f"{who} starts")
+        cpu = time.thread_time()
         try:
             return real(*args, **kwargs)
         finally:
-            mark(f"{who} ends")
+            mark(f"{who} ends ({(time.thread_time() - cpu) * 1000:.1f} ms of this thread's CPU)")
 
     setattr(cls, name, wrapper)
 
@@ -99,6 +100,11 @@ def main() -> int:
     from gputui import cli
 
     mark("gputui.cli imported")
+    if trace is not None:
+        with contextlib.suppress(ImportError):  # (versions that hold the collector at start)
+            from gputui import gc_hold
+
+            traced(gc_hold, "release")  # type: ignore[arg-type]
 
     def patch_app(app_module):  # type: ignore[no-untyped-def]
         mark("gputui.ui.app imported (Textual)")
@@ -150,6 +156,7 @@ def main() -> int:
             traced(nvml.NvmlSource, "_open")
             traced(nvml.NvmlSource, "sample")
             traced(nvml.NvmlSource, "open")
+            traced(nvml.NvmlSource, "_slow_sample")
 
     # patched as they load, so that the start-up keeps its own order (the app's modules are
     # imported while NVML opens in the background)

@@ -7,7 +7,11 @@ start-up repaints apart from the steady per-tick cost (ptybench reports one aver
 --start: the start-up instead, in 10 ms buckets: the bytes written and the first text of
 each (escape sequences stripped).  A screen drawn in one go is one burst; repaints that
 follow it (a widget mounted late, a layout settling) show as later bursts.  It ends with
-ptybench's "settled": the last write before 0.3 s of quiet.
+ptybench's "settled": the last write before 0.3 s of quiet, and (with the `pyte` package) when
+the screen first looked as it does when settled: "complete".  Textual repaints the whole
+screen up to three times as it starts, the later paints identical to the first or changing
+a few cells; "complete" is when a person at the terminal had the settled picture in front
+of them, "settled" when the program stopped sending.  `--json`: one line with the three.
 """
 
 import argparse
@@ -25,6 +29,35 @@ import time
 ESCAPES = re.compile(r"\x1b\[[0-9;?<>$]*[a-zA-Z]|\x1b[()][A-Z0-9]|\x1b\][^\x07]*\x07|\x1b[=>]")
 
 
+def complete_at(writes: list[tuple[float, bytes]], settled: float, cols: int, rows: int) -> float | None:
+    """When the screen first showed what it shows once settled (every cell's character,
+    colours and attributes): the earliest write from which it never changed until then.
+    None without `pyte`."""
+    try:
+        import pyte
+    except ImportError:
+        return None
+    screen = pyte.Screen(cols, rows)
+    stream = pyte.ByteStream(screen)
+    pictures: list[tuple[float, object]] = []
+    for t, data in writes:
+        if t > settled:
+            break
+        stream.feed(data)
+        pictures.append((t, tuple(tuple(screen.buffer[y][x] for x in range(cols)) for y in range(rows))))
+    final = pictures[-1][1]
+    at = pictures[-1][0]
+    for t, picture in reversed(pictures):
+        if picture != final:
+            break
+        at = t
+    return at
+
+
+def settled_at(writes: list[tuple[float, bytes]]) -> float:
+    return next(t for k, (t, _) in enumerate(writes) if k + 1 == len(writes) or writes[k + 1][0] - t >= 0.3)
+
+
 def start_report(writes: list[tuple[float, bytes]]) -> None:
     buckets: dict[int, list[bytes]] = {}
     for t, data in writes:
@@ -36,10 +69,7 @@ def start_report(writes: list[tuple[float, bytes]]) -> None:
     if not writes:
         print("no output")
         return
-    settled = next(
-        t for k, (t, _) in enumerate(writes) if k + 1 == len(writes) or writes[k + 1][0] - t >= 0.3
-    )
-    print(f"first byte {writes[0][0]:.3f} s, settled {settled:.3f} s")
+    print(f"first byte {writes[0][0]:.3f} s, settled {settled_at(writes):.3f} s")
 
 
 def main():
@@ -50,6 +80,7 @@ def main():
     ap.add_argument("--keys", default="", help="t:keys,t:keys (seconds from start)")
     ap.add_argument("--start", action="store_true", help="the start-up in 10 ms buckets")
     ap.add_argument("--save")
+    ap.add_argument("--json", action="store_true", help="with --start: one JSON line")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     seconds = a.seconds if a.seconds is not None else (2.5 if a.start else 20)
@@ -84,8 +115,30 @@ def main():
     if a.save:
         with open(a.save, "wb") as f:
             f.write(b"".join(data for _, data in writes))
+    if a.start and a.json:
+        import json
+
+        settled = settled_at(writes) if writes else None
+        complete = complete_at(writes, settled, a.cols, a.rows) if settled is not None else None
+        first = writes[0][0] if writes else None
+        print(
+            json.dumps(
+                {
+                    "first_byte_s": first,
+                    "settle_s": settled,
+                    "complete_s": complete,
+                    "bytes": sum(len(d) for _, d in writes),
+                }
+            )
+        )
+        return
     if a.start:
         start_report(writes)
+        if writes:
+            settled = settled_at(writes)
+            complete = complete_at(writes, settled, a.cols, a.rows)
+            if complete is not None:
+                print(f"complete {complete:.3f} s (the screen as settled, first on the terminal)")
         return
     per_sec = [0] * (int(seconds) + 1)
     for t, data in writes:

@@ -174,3 +174,25 @@ def test_a_first_snapshot_read_ahead_is_in_the_first_frame():
     assert snapshot is not None and info is not None and len(info.devices) == 2
     assert same and ticks == 0  # no second sample right away
     assert opens == 1
+
+
+def test_the_footer_is_right_in_the_first_frame():
+    """The board has the focus before the first paint (Textual's auto-focus, at the screen's
+    resume), but Textual tells the footer the bindings changed only after that paint.  The
+    footer reads them as it draws: its first paint already has the board's keys (enter for
+    the detail, `c` for the layout), and the late signal repaints nothing."""
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.widgets.footer import KeyFooter
+
+    async def go():
+        app = GpuTuiApp(source=ReadAhead(H200_X2), interval=5.0, watch_terminal=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            footer = app.query_one(KeyFooter)
+            await pilot.pause()
+            await asyncio.sleep(0.2)
+            await pilot.pause()
+            return footer.plain_lines(), footer.cells_sent, footer.size.width
+
+    lines, sent, width = asyncio.run(go())
+    assert "Details" in lines[0] and "Layout" in lines[0]
+    assert sent == width  # drawn once, whole

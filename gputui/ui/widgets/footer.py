@@ -69,6 +69,12 @@ class KeyFooter(LineWidget):
             self._collect()
 
     def _collect(self) -> None:
+        keys = self._active_keys()
+        if keys != self.keys:
+            self.keys = keys
+            self.update_lines()
+
+    def _active_keys(self) -> list[FooterKey]:
         """The keys to show: one per action (its first binding's), as Textual's footer."""
         keys: list[FooterKey] = []
         actions: set[str] = set()
@@ -78,11 +84,13 @@ class KeyFooter(LineWidget):
             actions.add(binding.action)
             display = self.app.get_key_display(binding)
             keys.append(FooterKey(binding.key, display, binding.description, enabled))
-        if keys != self.keys:
-            self.keys = keys
-            self.update_lines()
+        return keys
 
     def build(self, width: int, height: int) -> list[Line]:
+        # the bindings as they are now: Textual sends its "bindings changed" only after the
+        # refresh that follows a focus change, so the first frame (the board focused at the
+        # screen's start) would show the keys from before the focus, then repaint
+        self.keys = self._active_keys()
         line: Line = []
         for _x, key in fitting(self.keys, width):
             line += [
