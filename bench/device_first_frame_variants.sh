@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # On a GPU machine, from the repo root: the live first frame of several versions of gputui,
 # one process holding GPU memory, interleaved round by round with a one-line Textual app and
-# nvitop (ptybench, 160x50); then traces of each version (first_frame_profile --trace).
+# nvitop (pty_timeline --start --json at 160x50: ptybench's first byte and "settled", and
+# "complete", when the screen first showed the settled picture); then traces of each
+# version (first_frame_profile --trace) and a profile of the NVML read-ahead.
 #     bench/device_first_frame_variants.sh OUTDIR TOOLS ROUNDS DIR [DIR...]
 # Each DIR holds a `gputui` package (e.g. from `git archive REV gputui`, or a copy with one
 # change) and is named in the results by its last path component.  The packages' bytecode is
@@ -16,7 +18,7 @@ python3 -m compileall -q gputui bench "$@" "$site/pynvml.py" "$site/psutil" > /d
 python3 bench/load/hold_memory.py --gib 8 --seconds 400 > "$out/hold.log" 2>&1 &
 for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
 python3 -m gputui --help > /dev/null 2>&1
-pb="python3 $tools/ptybench.py --seconds 2.5 --json"
+pb="python3 bench/pty_timeline.py --start --json --seconds 2.5"
 for _ in $(seq "$rounds"); do
   $pb -- python3 bench/minimal_textual.py | sed 's/^{/{"what": "one-line Textual app", /'
   for dir in "$@"; do
@@ -31,17 +33,18 @@ for dir in "$@"; do
       python3 bench/first_frame_profile.py --trace "$out/trace-$name-$i.txt" > "$out/timeline-$name-$i.txt" 2>&1
   done
 done
+python3 bench/prefetch_profile.py 30 > "$out/prefetch-profile.txt" 2>&1
 kill %1 2>/dev/null; wait
 python3 - "$out/ab.jsonl" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
 for what in dict.fromkeys(r["what"] for r in rows):
     rs = [r for r in rows if r["what"] == what]
-    s = sorted(r["settle_s"] for r in rs if r["settle_s"] is not None)
-    f = sorted(r["first_byte_s"] for r in rs if r["first_byte_s"] is not None)
-    under = sum(1 for x in s if x <= 0.5)
-    print(f"{what:22s} settled median {statistics.median(s):.3f} s (min {s[0]:.3f}, max {s[-1]:.3f}, <=0.5 s {under}/{len(s)});"
-          f" first byte median {statistics.median(f):.3f}; bytes {statistics.median(r['bytes'] for r in rs):.0f};"
-          f" cpu {statistics.median(r['cpu_s'] for r in rs):.2f} s")
+    print(f"{what}: n={len(rs)}, bytes {statistics.median(r['bytes'] for r in rs):.0f}")
+    for key in ("first_byte_s", "complete_s", "settle_s"):
+        v = sorted(r[key] for r in rs if r.get(key) is not None)
+        if v:
+            under = sum(1 for x in v if x <= 0.5)
+            print(f"    {key:13s} median {statistics.median(v):.3f} s (min {v[0]:.3f}, max {v[-1]:.3f}, <=0.5 s {under}/{len(v)})")
 PY
 for f in "$out"/trace-*-1.txt; do echo "== $f"; grep -v ' write [0-9] B$\| write 1[0-9] B$' "$f" | head -40; done
