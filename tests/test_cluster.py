@@ -739,3 +739,15 @@ def test_tls_verifies_against_the_configured_ca(tmp_path, server):
     assert b"tls-node" in HttpClient(timeout=5, tls=TlsOptions(insecure=True)).get(url)
     state = DirectSource([url], HttpClient(timeout=5, tls=TlsOptions(ca_file=str(cert)))).fetch()
     assert state.hosts[0].up and state.hosts[0].gpus[0].sample.gpu_util == 42
+
+
+def test_the_drill_in_history_reads_every_gpm_figure_into_its_own_series():
+    """Each DCGM_FI_PROF_* series feeds the history series of that GPM figure, GPM's PCIe
+    bytes included (not NVML's PCIe throughput series of the same field name)."""
+    from gputui.cluster.sources import HISTORY_SERIES
+    from gputui.telemetry.gpm import METRICS
+    from gputui.telemetry.history import HISTORY
+
+    series = {m.gpm: m.field for m in HISTORY if m.gpm is not None}
+    for m in METRICS:
+        assert HISTORY_SERIES[m.dcgm][0] == series[m.field], m.dcgm

@@ -259,16 +259,9 @@ def test_charts_have_axes_and_time_labels() -> None:
         for m in ("gpu_util", "mem_util", "mem_used", "power_draw", "temperature", "sm_clock", "mem_clock")
     }
     # a version-1 recording has no GPM: its history is all gaps (NaN)
-    gpm = (
-        "sm_active",
-        "tensor_active",
-        "dram_active",
-        "sm_occupancy",
-        "fp32_active",
-        "fp16_active",
-        "fp64_active",
-    )
-    series |= {m: [math.nan] * len(ticks) for m in gpm}
+    from gputui.telemetry.history import HISTORY
+
+    series |= {m.field: [math.nan] * len(ticks) for m in HISTORY if m.gpm is not None}
     times = [s.timestamp for s in ticks]
     lines = chart_lines(dev, lambda gpu, m: series[m], times, 160, live=False)
     out = text(lines)
@@ -277,6 +270,8 @@ def test_charts_have_axes_and_time_labels() -> None:
         "Utilization",
         "Activity (GPM)",
         "Pipes (GPM)",
+        "Tensor pipes (GPM)",
+        "Traffic (GPM)",
         "Memory used",
         "Power",
         "Temperature",
@@ -486,3 +481,39 @@ def test_the_detail_view_draws_every_chart_from_the_history() -> None:
     pipes = [line for line in screen.splitlines() if "Pipes (GPM)" in line]
     assert pipes, screen
     assert "N/A: no samples" not in screen
+
+
+def test_every_gpm_figure_is_kept_in_history_offered_as_a_sparkline_and_charted() -> None:
+    """Each of GPM's figures (gpm.METRICS: graphics engine, SM, occupancy, tensor any / HMMA /
+    IMMA / DFMA, DRAM, the FP pipes, PCIe and NVLink bytes) is a history series, a card
+    sparkline choice and a line in a detail chart.  On the real H100 run the bf16 matmul is
+    HMMA work, the float32 one is not, and GPM's PCIe counters saw the host's traffic."""
+    from gpm_support import BF16, FP32, h100_ticks, phase_ticks
+
+    from gputui.telemetry.gpm import METRICS
+    from gputui.telemetry.history import HISTORY, History
+    from gputui.telemetry.metrics import CARD_CHARTS
+    from gputui.ui.detail_lines import chart_metrics
+
+    by_gpm = {m.gpm: m for m in HISTORY if m.gpm is not None}
+    assert set(by_gpm) == {m.field for m in METRICS}
+    assert {m.key for m in by_gpm.values()} <= set(CARD_CHARTS)
+    assert {m.field for m in by_gpm.values()} <= set(chart_metrics())
+    history = History()
+    for tick in h100_ticks():
+        history.append(tick)
+    times = [t.timestamp for t in h100_ticks()]
+
+    def during(phase: str, gpm_field: str) -> list[float]:
+        values = dict(zip(times, history.series(0, by_gpm[gpm_field].field), strict=True))
+        return [values[t.timestamp] for t in phase_ticks(phase)]
+
+    assert min(during(BF16, "tensor_hmma_active")) > 50
+    assert max(during(FP32, "tensor_hmma_active")) < 1
+    assert min(during(BF16, "graphics_active")) > 50
+    assert max(during(BF16, "tensor_imma_active")) == 0  # no int8 work in that run
+    assert max(v for v in history.series(0, by_gpm["pcie_rx"].field) if not math.isnan(v)) > 1e6
+    dev = read_recording(H100_GPM)[0].machine.devices[0]
+    out = text(chart_lines(dev, history.series, times, 160, live=False))
+    for title, legend in (("Tensor pipes (GPM)", "HMMA"), ("Traffic (GPM)", "NVLink RX")):
+        assert title in out and legend in out

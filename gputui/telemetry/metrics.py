@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
+from gputui.telemetry.gpm import METRIC_BY_FIELD
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample
 
 MIB = 2**20
@@ -150,6 +151,8 @@ class GpuMetric:
     prometheus: Export | None = None
     read: Callable[[GpuSample], Any] | None = None
     """Where the value is not just `field` (derived from several fields)."""
+    gpm: str | None = None
+    """The GPM figure it is (a `GpmSample` field, gpm.METRICS), read from `GpuSample.activity`."""
 
     def value(self, g: GpuSample) -> Any:
         return self.read(g) if self.read is not None else getattr(g, self.field)
@@ -203,12 +206,15 @@ _E = Export
 _S = Smi
 
 
-def _G(field: str, label: str, doc: str, tint: Tint) -> GpuMetric:
-    """A GPM figure (percent, from `GpuSample.activity`; None where GPM measured nothing),
-    kept in history and offered as a chart."""
+def _G(gpm: str, label: str, doc: str, tint: Tint, key: str | None = None) -> GpuMetric:
+    """A GPM figure (from `GpuSample.activity`; None where GPM measured nothing), kept in
+    history and offered as a chart: a percentage, or bytes per second where gpm.METRICS
+    says so.  `key` (and its series' name): where the GPM field's name is a GpuSample
+    field's already (GPM's pcie_rx is not NVML's)."""
+    unit = METRIC_BY_FIELD[gpm].unit
     return GpuMetric(
-        field, field, label, "%", doc, history=True, chart=True, tint=tint, full_scale=_full_percent,
-        read=_gpm(field),
+        key or gpm, key or gpm, label, "%" if unit == "%" else "B/s", doc, history=True, chart=True,
+        tint=tint, full_scale=_full_percent if unit == "%" else None, read=_gpm(gpm), gpm=gpm,
     )  # fmt: skip
 
 
@@ -286,6 +292,15 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     _G("fp32_active", "FP32", "percent of cycles the FP32 pipes were active (GPM)", "power"),
     _G("fp16_active", "FP16", "percent of cycles the FP16 pipes were active (GPM)", "power"),
     _G("fp64_active", "FP64", "percent of cycles the FP64 pipes were active (GPM)", "power"),
+    _G("graphics_active", "GR", "percent of time the graphics engine was busy (GPM)", "util"),
+    _G("tensor_hmma_active", "HMMA", "percent of cycles the tensor pipes did half-precision MMA (GPM)",
+       "util"),
+    _G("tensor_imma_active", "IMMA", "percent of cycles the tensor pipes did integer MMA (GPM)", "util"),
+    _G("tensor_dfma_active", "DFMA", "percent of cycles the tensor pipes did FP64 MMA (GPM)", "util"),
+    _G("pcie_rx", "PCIRX", "PCIe bytes received per second, GPM's counter", "io", key="gpm_pcie_rx"),
+    _G("pcie_tx", "PCITX", "PCIe bytes sent per second, GPM's counter", "io", key="gpm_pcie_tx"),
+    _G("nvlink_rx", "NVLRX", "NVLink bytes received per second, all links (GPM)", "io", key="gpm_nvlink_rx"),
+    _G("nvlink_tx", "NVLTX", "NVLink bytes sent per second, all links (GPM)", "io", key="gpm_nvlink_tx"),
     _M("enc", "encoder_util", "ENC", "%", "video encoder utilization", card="enc",
        snapshot=_S("utilization.encoder", "integer", "%"),
        prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).")),
