@@ -1,8 +1,10 @@
-"""On a GPU machine: the GPU detail view's Pipes (GPM) chart, live, under a float32 training
-load (TF32 off) — the FP32 pipe busy, the tensor cores idle — read off the screen of the real
-app (headless, `App.run_test`), with the history's own figures beside it.
+"""On a GPU machine: the GPU detail view's GPM charts, live, under a training load, read off
+the screen of the real app (headless, `App.run_test`), with the history's own figures beside
+it.  `--precision fp32` (TF32 off): the FP32 pipe busy, the tensor cores (and HMMA) idle.
+`--precision bf16`: the tensor cores busy with HMMA work, the FP32 pipe idle, the graphics
+engine busy.  Every GPM chart (Activity, Pipes, Tensor pipes, Traffic) must be on screen.
 
-    python bench/live_pipes_check.py [--seconds 10] [--screen OUT]
+    python bench/live_pipes_check.py [--precision fp32|bf16] [--seconds 10] [--screen OUT]
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-async def check(seconds: float, screen_out: str | None) -> int:
+CHARTS = ("Activity (GPM)", "Pipes (GPM)", "Tensor pipes (GPM)", "Traffic (GPM)")
+
+
+async def check(precision: str, seconds: float, screen_out: str | None) -> int:
     from gputui.telemetry.nvml import NvmlSource
     from gputui.ui.app import GpuTuiApp
 
     load = subprocess.Popen(
-        [sys.executable, str(ROOT / "bench/load/train_like.py"), "--precision", "fp32",
+        [sys.executable, str(ROOT / "bench/load/train_like.py"), "--precision", precision,
          "--seconds", str(seconds + 120), "--pause-every", "1000"],
     )  # fmt: skip
     try:
@@ -46,35 +51,53 @@ async def check(seconds: float, screen_out: str | None) -> int:
                         "fp32_active",
                         "fp16_active",
                         "sm_occupancy",
+                        "graphics_active",
+                        "tensor_hmma_active",
+                        "gpm_pcie_rx",
+                        "gpm_pcie_tx",
                     )
                 }
             await pilot.press("enter")
             await pilot.pause(0.5)
-            for _ in range(3):
+            pages = []
+            for _ in range(6):  # the charts are below the detail's boxes: every page of it
+                pages.append("\n".join(strip.text for strip in app.screen._compositor.render_strips()))
                 await pilot.press("pagedown")
                 await pilot.pause(0.2)
-            text = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+            text = "\n".join(pages)
     finally:
         load.terminate()
         load.wait(30)
     for name, values in figures.items():
         print(f"{name:14s} last values: {', '.join(f'{v:.1f}' for v in values) or 'none'}")
-    pipes = [line for line in text.splitlines() if "Pipes (GPM)" in line]
-    print("Pipes chart on screen:", bool(pipes), "| N/A shown:", "N/A: no samples" in text)
+    charts = {title: title in text for title in CHARTS}
+    print("GPM charts on screen:", charts, "| N/A shown:", "N/A: no samples" in text)
     if screen_out:
         Path(screen_out).write_text(text + "\n")
-    ok = bool(pipes) and bool(figures["fp32_active"]) and min(figures["fp32_active"]) > 30
-    ok = ok and max(figures["tensor_active"] or [100.0]) < 5
+
+    def low(name: str) -> float:
+        return min(figures[name] or [0.0])
+
+    def high(name: str) -> float:
+        return max(figures[name] or [100.0])
+
+    ok = all(charts.values()) and all(figures[m] for m in figures)
+    if precision == "fp32":
+        ok = ok and low("fp32_active") > 30 and high("tensor_active") < 5 and high("tensor_hmma_active") < 5
+    else:
+        ok = ok and low("tensor_active") > 30 and low("tensor_hmma_active") > 30 and high("fp32_active") < 5
+        ok = ok and low("graphics_active") > 30
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--seconds", type=float, default=10.0, help="seconds of load shown")
     ap.add_argument("--screen")
     a = ap.parse_args()
-    return asyncio.run(check(a.seconds, a.screen))
+    return asyncio.run(check(a.precision, a.seconds, a.screen))
 
 
 if __name__ == "__main__":
