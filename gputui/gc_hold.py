@@ -2,17 +2,18 @@
 
 Starting the monitor creates about 100,000 objects that live as long as it does (modules,
 classes, Textual's widgets and styles).  As they pile up, the collector walks them again and
-again: measured 40-70 ms of CPU on the way to the first frame (bench/RESULTS.md, "The first
-frame, fourth pass"), a full pass among them in the middle of the first paint.  Nothing
-that needs collecting is made in that time (~2,000 unreachable objects, 250 KB).
+again: 69 ms of collections on the way to the first frame on a 2-core machine, one full
+pass of them in the middle of the first paint (bench/RESULTS.md, "The first frame, fourth
+pass").  Little that needs collecting is made in that time (~2,200 unreachable objects,
+250 KB).
 
 `hold()` turns the collector off as `gputui` starts; `release()`, once the first frame is on
 screen, collects what the start-up left, moves the survivors into the permanent generation
 (`gc.freeze()`: they are never garbage, and later collections need not walk them) and turns
 the collector back on.  `gputui`'s `main` releases on every way out, and the monitor at the
 latest RELEASE_AT_LATEST_S after it mounts, whether a frame came or not: the collector is
-never left off.  A collector the user turned off (PYTHONGC-style embedding, `gc.disable()`)
-is left off.
+never left off.  A collector that was already off (a program that embeds gputui and called
+`gc.disable()`) is left off.
 """
 
 from __future__ import annotations
