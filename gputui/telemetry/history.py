@@ -22,7 +22,8 @@ GPU_METRICS = tuple(m.field for m in HISTORY)
 HOST_METRICS = ("cpu_percent", "mem_used")
 
 DEFAULT_CAPACITY = 3600
-"""One hour at 1 Hz: 16 GPUs x 17 metrics x 3600 x 8 bytes = 7.8 MB at most."""
+"""One hour at 1 Hz: 16 GPUs x one series per HISTORY metric (25) x 3600 x 8 bytes =
+11.5 MB at most."""
 
 PROCESS_METRICS = PROCESS_HISTORY_FIELDS
 """GpuProcess fields kept per process (the registry's `history=True` columns)."""

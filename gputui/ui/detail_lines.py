@@ -515,7 +515,12 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
     power = max(dev.power_max_limit or 0.0, dev.power_limit or 0.0) or top("power_draw", 100.0)
     temp = float(max(dev.temp_shutdown or 0, int(top("temperature", 90.0)) + 5))
     clocks = float(max(dev.max_sm_clock or 0, dev.max_mem_clock or 0) or top("sm_clock", 1000.0))
-    traffic = max(top(m, 1e6) for m in ("gpm_pcie_rx", "gpm_pcie_tx", "gpm_nvlink_rx", "gpm_nvlink_tx"))
+    traffic = (
+        ("gpm_pcie_rx", "PCIe RX", S.spark_util),
+        ("gpm_pcie_tx", "PCIe TX", S.spark_cpu),
+        ("gpm_nvlink_rx", "NVLink RX", S.spark_mem),
+        ("gpm_nvlink_tx", "NVLink TX", S.spark_power),
+    )
     return [
         percent_chart(
             "Utilization", ("gpu_util", "GPU", S.spark_util), ("mem_util", "memory bandwidth", S.spark_cpu)
@@ -549,18 +554,7 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
             ("tensor_imma_active", "IMMA", S.spark_mem),
             ("tensor_dfma_active", "DFMA", S.spark_temp),
         ),
-        ChartSpec(
-            "Traffic (GPM)",
-            (
-                ("gpm_pcie_rx", "PCIe RX", S.spark_util),
-                ("gpm_pcie_tx", "PCIe TX", S.spark_cpu),
-                ("gpm_nvlink_rx", "NVLink RX", S.spark_mem),
-                ("gpm_nvlink_tx", "NVLink TX", S.spark_power),
-            ),
-            0.0,
-            traffic,
-            fmt_rate,
-        ),
+        ChartSpec("Traffic (GPM)", traffic, 0.0, max(top(m, 1e6) for m, _, _ in traffic), fmt_rate),
         ChartSpec("Power", (("power_draw", "W", S.spark_power),), 0.0, power, lambda v: f"{v:.0f} W"),
         ChartSpec("Temperature", (("temperature", "°C", S.spark_temp),), 0.0, temp, lambda v: f"{v:.0f}°C"),
         ChartSpec(
