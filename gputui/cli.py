@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from gputui import __version__, gc_hold
 from gputui.commands.common import load_config, positive
@@ -42,8 +42,10 @@ def named_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str |
     )
 
 
-def _top_level_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def _top_level_parser(
+    kind: type[argparse.ArgumentParser] = argparse.ArgumentParser,
+) -> argparse.ArgumentParser:
+    parser = kind(
         prog="gputui",
         description="A terminal GPU monitor: every GPU live, its processes, and the host.",
         epilog="Run `gputui COMMAND --help` for a subcommand.  Keys inside the monitor: press ?",
@@ -101,6 +103,34 @@ def _add_commands(parser: argparse.ArgumentParser, only: str | None) -> None:
         command_module(name).add_parser(sub)
 
 
+class _NotPlain(Exception):
+    """The line is not a plain `gputui [options]` (see `_parse`)."""
+
+
+class _PlainParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _NotPlain(message)
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """The parsed line.  A plain `gputui [options]`, the monitor, is parsed without the
+    subcommands' parsers (building them imports every subcommand's module); anything else,
+    help, or a line that does not parse so, gets them all, so help, errors and usage list
+    every subcommand as before."""
+    command = named_command(_top_level_parser(), argv)
+    if command is None and not any(a.startswith(("-h", "--h")) for a in argv):
+        try:
+            args = _top_level_parser(_PlainParser).parse_args(argv)
+        except _NotPlain:
+            pass  # parse again below, with every subcommand: argparse says what is wrong
+        else:
+            args.command = None
+            return args
+    parser = _top_level_parser()
+    _add_commands(parser, command)
+    return parser.parse_args(argv)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     gc_hold.hold()  # while the monitor starts: its first frame releases it (gc_hold)
     try:
@@ -113,9 +143,7 @@ def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
-    parser = _top_level_parser()
-    _add_commands(parser, named_command(parser, argv))
-    args = parser.parse_args(argv)
+    args = _parse(argv)
     if args.print_config:
         from gputui.config import default_text
 

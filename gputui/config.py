@@ -16,20 +16,15 @@ import os
 import re
 import sys
 import typing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gputui.options import option
 from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
+from gputui.records import record
 from gputui.telemetry.alerts import AlertConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
 
 THEMES = tuple(THEME_COLORS)
 CARD_SPARKLINES = CARD_CHARTS
@@ -54,7 +49,7 @@ def _check_listen(value: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class UiConfig:
     interval: float = option(
         "seconds between refreshes (live data); -i/--interval overrides", 1.0, min=0.1, max=60.0
@@ -87,7 +82,7 @@ class UiConfig:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CardConfig:
     sparklines: tuple[str, ...] = option(
         "history charts on each GPU card, top to bottom (1 to 4 of: " + ", ".join(CARD_SPARKLINES) + ")",
@@ -105,7 +100,7 @@ class CardConfig:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class WatchConfig:
     alert_cmd: str = option(
         "command run for each alert, the alert as JSON on stdin (split like a shell "
@@ -120,7 +115,7 @@ class WatchConfig:
     resolved: bool = option("also run the command when an alert clears", True)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ExportConfig:
     listen: str = option(
         "address:port to serve /metrics on; a non-loopback address also needs --allow-remote",
@@ -137,7 +132,7 @@ def _check_url(value: str) -> str | None:
     return check_url(value) if value else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClusterLabels:
     host: str = option("label naming the host", "Hostname")
     gpu: str = option("label with the GPU's index", "gpu")
@@ -149,7 +144,7 @@ class ClusterLabels:
     driver: str = option("label with the driver version", "DCGM_FI_DRIVER_VERSION")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClusterConfig:
     prometheus: str = option(
         "Prometheus server (http(s)://host:9090) for `gputui cluster`; --prometheus overrides",
@@ -182,7 +177,7 @@ class ClusterConfig:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Config:
     ui: UiConfig = option("the monitor", factory=UiConfig)
     cards: CardConfig = option("what each GPU card shows", factory=CardConfig)
@@ -203,7 +198,7 @@ class Config:
     )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LoadedConfig:
     config: Config
     path: Path | None
@@ -237,6 +232,11 @@ def load(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
 
 def parse(text: str, name: str = "config.toml") -> tuple[Config, list[str]]:
     """The Config a file's text describes, and its problems (then the Config is the default)."""
+    # imported here: a first run with no config file never needs the TOML parser
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover - exercised on 3.10 only
+        import tomli as tomllib
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -21,12 +21,13 @@ import json
 import os
 import stat
 import tempfile
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, field
 from pathlib import Path
 from typing import Any
 
 from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig
 from gputui.options import limits
+from gputui.records import record
 from gputui.telemetry.metrics import sort_field
 
 LAYOUTS = ("auto", "cards", "compact")
@@ -36,7 +37,7 @@ MAX_SEARCH = 200
 VERSION = 1
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Filters:
     mine: bool = False
     compute_only: bool = False
@@ -44,7 +45,7 @@ class Filters:
     search: str = ""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SavedState:
     interval: float | None = None
     """Seconds between refreshes (live data only; a replay keeps its recorded interval)."""

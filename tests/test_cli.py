@@ -83,3 +83,41 @@ def test_the_monitor_needs_a_terminal():
     r = gputui("--demo", stdin=subprocess.DEVNULL)
     assert r.returncode == 2
     assert "needs a terminal" in r.stderr
+
+
+def test_the_monitor_registers_no_subcommand():
+    """`gputui [options]` parses without importing a subcommand's module (their parsers are
+    built only when a word on the line could be one, or help is asked for)."""
+    code = (
+        "import sys; from gputui import cli\n"
+        "cli.run_tui = lambda args: print(args.command, args.demo, args.interval)\n"
+        "cli.main(['--demo', '-i', '2'])\n"
+        "print(sorted(m for m in sys.modules if m.startswith('gputui.commands.') and m != 'gputui.commands.common'))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == ["None True 2.0", "[]"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (("snapshto",), "invalid choice: 'snapshto'"),  # a mistyped command: the list of them
+        (("--bogus",), "unrecognized arguments: --bogus"),
+        (("--demo", "extra"), "invalid choice: 'extra'"),
+    ],
+)
+def test_a_bad_line_still_names_the_subcommands(args, says):
+    r = gputui(*args)
+    assert r.returncode == 2
+    assert says in r.stderr
+    assert "COMMAND ..." in r.stderr  # the usage line offers them
+    if "invalid choice" in says:
+        assert all(f"'{name}'" in r.stderr for name in ("record", "snapshot", "cluster", "serve"))
+
+
+def test_help_by_abbreviation_lists_the_subcommands():
+    for flag in ("-h", "--he"):
+        r = gputui(flag)
+        assert r.returncode == 0
+        assert "snapshot" in r.stdout and "cluster" in r.stdout

@@ -15,8 +15,10 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
+
+from gputui.records import record
 
 MAX_BODY = 64 * 2**20
 """Largest response body accepted (after decompression): 512 GPUs of dcgm-exporter are ~2 MiB."""
@@ -27,7 +29,7 @@ class FetchError(Exception):
     """A request that failed: the message is safe to show (no credentials)."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Credentials:
     """An Authorization header value, kept out of repr() and str()."""
 
@@ -45,7 +47,7 @@ class Credentials:
         return "Credentials(<hidden>)" if self.header else "Credentials(none)"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class TlsOptions:
     ca_file: str = ""
     insecure: bool = False
@@ -99,7 +101,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         raise FetchError(f"{display_url(req.full_url)}: HTTP {code} redirect (not followed)")
 
 
-@dataclass
+@record
 class HttpClient:
     """GETs with a timeout, a size limit, optional auth and TLS settings."""
 

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any
 
+from gputui.records import record
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.gpm import METRICS as GPM_METRICS
 from gputui.telemetry.gpm import GpmMetric
@@ -112,7 +113,7 @@ LIST_WANTED: tuple[str, ...] = (
 )
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LabelMap:
     """Which label carries each fact (dcgm-exporter's names by default)."""
 
@@ -136,7 +137,7 @@ def usable(v: float) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClusterGpu:
     host: str
     """The host's key (see HostState.key)."""
@@ -162,7 +163,7 @@ class ClusterGpu:
         return f"{text} ({self.container})" if self.container else text
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HostState:
     key: str
     """Unique per scrape target and host name ("instance" + Hostname)."""
@@ -178,7 +179,7 @@ class HostState:
     """The GPUs are the last ones seen before the host went down."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ClusterState:
     hosts: tuple[HostState, ...] = ()
     fetched_at: float = 0.0
@@ -202,7 +203,7 @@ class ClusterState:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class _Gpu:
     labels: Mapping[str, str]
     values: dict[str, float] = field(default_factory=dict)
@@ -340,7 +341,7 @@ def gpu_flags(g: ClusterGpu, up: bool, rule: IdleRule) -> frozenset[str]:
     return frozenset(out)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Summary:
     hosts: int
     hosts_down: int

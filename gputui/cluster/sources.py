@@ -13,7 +13,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Protocol
 
 from gputui.cluster import expfmt
@@ -33,6 +33,7 @@ from gputui.cluster.model import (
     host_names,
     usable,
 )
+from gputui.records import record
 from gputui.telemetry.history import HISTORY
 
 WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
@@ -56,7 +57,7 @@ def _history_series() -> dict[str, tuple[str, Callable[[float], Any]]]:
 HISTORY_SERIES = _history_series()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class History:
     times: list[float] = field(default_factory=list)
     series: dict[tuple[str, str], list[float]] = field(default_factory=dict)

@@ -10,11 +10,12 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
+from gputui.records import record
 
-@dataclass(frozen=True)
+
+@record(frozen=True)
 class Interpreter:
     path: str
     """The python executable."""

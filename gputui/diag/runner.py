@@ -28,10 +28,11 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import Any
 
+from gputui.records import record
 from gputui.rules import MULTICAST_OFF
 
 #: Set in every child: unbuffered UTF-8 output, and a Python traceback on a fatal signal
@@ -98,7 +99,7 @@ def same_interpreter(python: str) -> bool:
         return False
 
 
-@dataclass
+@record
 class ChildResult:
     """How a child ended."""
 
@@ -454,7 +455,7 @@ def _parse(line: str) -> dict[str, Any] | None:
     return obj
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcRow:
     ppid: int
     pgrp: int

@@ -16,14 +16,15 @@ CUDA reads two environment variables when it initialises:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from gputui import rules
+from gputui.records import record
 from gputui.telemetry.model import DeviceInfo, MigDevice
 from gputui.telemetry.topology import bus_key
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaDevice:
     """One device CUDA would enumerate."""
 
@@ -36,7 +37,7 @@ class CudaDevice:
     """Set when the entry names a MIG device of the GPU."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CudaVisibility:
     """What CUDA would see, and why."""
 

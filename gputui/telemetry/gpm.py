@@ -18,9 +18,10 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any
 
+from gputui.records import record
 from gputui.telemetry.model import GpmSample
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ if TYPE_CHECKING:
 MIB = 2**20
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpmMetric:
     """One GPM figure."""
 
@@ -142,7 +143,7 @@ class _MetricsGet(ctypes.Structure):
     ]
 
 
-@dataclass
+@record
 class _Stream:
     """Two GPM sample buffers of one GPU (or one GPU instance), used in turn."""
 
@@ -154,7 +155,7 @@ class _Stream:
     """Which buffer the previous sample is in."""
 
 
-@dataclass
+@record
 class _GpuState:
     unavailable: str | None = None
     """Set once GPM is known not to work for this GPU (asked once, not every pass)."""
@@ -162,7 +163,7 @@ class _GpuState:
     """GPU instance id (None: the whole GPU) -> its sample pair."""
 
 
-@dataclass
+@record
 class GpmCost:
     """What the last pass cost, for benchmarks (bench/gpm_cost.py)."""
 

@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypedDict, TypeVar
 
 import psutil
 
+from gputui.records import record
 from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
 from gputui.telemetry.starttime import start_time
 
@@ -110,7 +111,7 @@ class HostFacts(TypedDict, total=False):
     launcher: int | None
 
 
-@dataclass
+@record
 class _Tracked:
     proc: psutil.Process
     create_time: float
@@ -245,7 +246,7 @@ class ProcessInspector:
         }
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcessDetail:
     """One process's facts that are too costly to read every tick, read on demand (the
     detail view, off the UI thread).  None = could not be read."""

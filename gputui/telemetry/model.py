@@ -7,8 +7,9 @@ change: bytes, bytes per second, watts, MHz, degrees Celsius, percent (0-100), s
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from gputui.records import record
 from gputui.rules import SLOWDOWN_MASK
 
 # --------------------------------------------------------------------------------------
@@ -55,7 +56,7 @@ def decode_clock_events(mask: int | None) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NvmlProblem:
     """Why NVML could not be used at all: the no-GPU panel shows this."""
 
@@ -69,7 +70,7 @@ class NvmlProblem:
     """What to try, most likely first."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class SystemInfo:
     """Facts about the machine and its driver."""
 
@@ -83,7 +84,7 @@ class SystemInfo:
     """Set when NVML could not be initialised; then there are no devices."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class DeviceInfo:
     """Static facts about one GPU, read once when gputui starts."""
 
@@ -175,7 +176,7 @@ def describe_xid(code: int) -> str:
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class NvLink:
     """One NVLink of one GPU."""
 
@@ -191,7 +192,7 @@ class NvLink:
     device type); None in recordings made before gputui read it."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Topology:
     """How the GPUs are connected, read once.  Matrices are indexed [i][j] by GPU index."""
 
@@ -207,7 +208,7 @@ class Topology:
     """Per GPU, its NVLinks (empty where NVLink is not supported)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class MachineInfo:
     """Everything read once: the header of a recording."""
 
@@ -221,7 +222,7 @@ class MachineInfo:
 # --------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class MigDevice:
     """One MIG device: a compute instance inside a GPU instance of a MIG-enabled GPU."""
 
@@ -251,7 +252,7 @@ class MigDevice:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GpmSample:
     """NVML GPM (GPU Performance Monitoring, Hopper and newer) over one window between two
     GPM samples taken on the slow cadence: what the SMs, tensor cores and memory really did.
@@ -302,7 +303,7 @@ class GpmSample:
     """With MIG on: one entry per GPU instance, from nvmlGpmMigSampleGet."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GpuSample:
     """What one GPU did at one tick."""
 
@@ -410,7 +411,7 @@ class GpuSample:
         return None if self.lost or w is None or w.unavailable is not None else w
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Job:
     """What a process belongs to, as its cgroup (and, where readable, its environment)
     says: a Slurm job step, a Kubernetes pod, a container, a systemd unit or a login
@@ -441,7 +442,7 @@ class Job:
     """Where the id was read: "cgroup" or "environment" (the process's own claim)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class LauncherProcess:
     """A process that started GPU processes of a distributed job (torchrun, mpirun, srun,
     deepspeed, accelerate) and holds no GPU itself: the root of a tree in the Processes tab."""
@@ -463,7 +464,7 @@ class LauncherProcess:
     job: Job | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class GpuProcess:
     """One process on one GPU (merged over compute and graphics)."""
 
@@ -499,7 +500,7 @@ class GpuProcess:
     """PID of its nearest ancestor that is a launcher (in `Snapshot.launchers`)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class HostSample:
     """The host's CPU, memory and load at one tick."""
 
@@ -515,7 +516,7 @@ class HostSample:
     """Seconds since boot."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class Snapshot:
     """Everything sampled at one tick: what the poller hands to the UI."""
 

@@ -12,9 +12,10 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypedDict
 
+from gputui.records import record
 from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -106,7 +107,7 @@ class SlowFields(TypedDict, total=False):
     gpm: GpmSample | None
 
 
-@dataclass
+@record
 class _SlowValues:
     """Latest results of the slow-cadence queries for one GPU."""
 
@@ -115,7 +116,7 @@ class _SlowValues:
     last_seen_us: int = 0
 
 
-@dataclass
+@record
 class _NvLinkCounters:
     """NVLink throughput counters of one GPU, to turn cumulative KiB into bytes/s."""
 

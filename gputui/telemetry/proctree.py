@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import TypeVar
 
+from gputui.records import record
 from gputui.telemetry.cmdline import launcher_kind
 from gputui.telemetry.jobs import JobCache
 from gputui.telemetry.model import GpuProcess, Job, LauncherProcess
@@ -22,7 +23,7 @@ MAX_DEPTH = 64
 """Ancestors walked at most (a guard against a corrupt /proc)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class ProcStat:
     """What /proc/PID/stat and cmdline say about one process."""
 

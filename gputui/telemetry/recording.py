@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from gputui import __version__
+from gputui.records import record
 from gputui.telemetry.model import MachineInfo, Snapshot, Topology
 from gputui.untrusted import label
 
@@ -262,7 +263,7 @@ def decode_snapshot(obj: Any, where: str = "") -> Snapshot:
 # --------------------------------------------------------------------------------------
 
 
-@dataclasses.dataclass(frozen=True)
+@record(frozen=True)
 class RecordingHeader:
     machine: MachineInfo
     interval: float

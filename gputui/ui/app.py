@@ -8,7 +8,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -20,6 +20,7 @@ from textual.widgets import ContentSwitcher
 
 from gputui import gc_hold
 from gputui.config import Config
+from gputui.records import record
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.hints import HintEngine
@@ -42,7 +43,7 @@ INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class SnapshotReady(Message):
     """A new tick from the poller (posted from its thread)."""
 
@@ -56,7 +57,7 @@ class SnapshotReady(Message):
         return isinstance(message, SnapshotReady)
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class InfoReady(Message):
     """The static facts of a (new) source."""
 
@@ -64,7 +65,7 @@ class InfoReady(Message):
     generation: int
 
 
-@dataclass(eq=False)
+@record(eq=False)
 class PollerFailed(Message):
     error: BaseException
     generation: int

@@ -9,11 +9,12 @@ re-enables it afterwards.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputui.config import Config
+from gputui.records import record
 from gputui.state import Filters
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class SourceState:
         return not self.demo and DEMO_RECORDING.exists()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PaneContext:
     """The app's settings and source, for its panes and screens."""
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
 
 from rich.style import Style
 
+from gputui.records import record
 from gputui.telemetry.jobs import job_facts
 from gputui.ui.process_lines import (
     NOT_VISIBLE,
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
     from gputui.telemetry.host import ProcessDetail
 
 
-@dataclass
+@record
 class DetailData:
     """Everything the detail view draws, gathered by the widget."""
 

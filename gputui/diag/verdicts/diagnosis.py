@@ -7,11 +7,12 @@ import platform
 import socket
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gputui import __version__
 from gputui.diag.verdicts.causes import CAUSES, Context
+from gputui.records import record
 from gputui.rules import iso_utc
 
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
@@ -40,7 +41,7 @@ LAYERS = (
 # --------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Finding:
     """One check's result, with the cause explained and its fix."""
 

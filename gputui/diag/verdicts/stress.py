@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from gputui.diag.verdicts.diagnosis import _text
+from gputui.records import record
 from gputui.rules import SLOWDOWN_MASK
 
 
@@ -46,7 +47,7 @@ SLOW_FRACTION = 0.75
 STRESS_PHASES = ("matmul", "memory", "burn", "health")
 
 
-@dataclass
+@record
 class StressGpu:
     index: int
     name: str = "?"

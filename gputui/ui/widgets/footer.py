@@ -11,17 +11,16 @@ most important keys first; `?` lists them all), and a click on a key presses it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from rich.cells import cell_len
 from textual import events
 from textual.screen import Screen
 
+from gputui.records import record
 from gputui.ui.render import Line, S
 from gputui.ui.widgets.lines import LineWidget
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class FooterKey:
     key: str
     """The key pressed when it is clicked."""

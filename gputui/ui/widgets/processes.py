@@ -4,7 +4,6 @@ above it, the status line below it, and the search box."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import ClassVar
 
 from textual import events
@@ -12,6 +11,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
+from gputui.records import record
 from gputui.ui.process_lines import (
     Column,
     Ident,
@@ -45,13 +45,13 @@ class ProcessTable(LineWidget, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False, tooltip="Last row"),
     ]
 
-    @dataclass(eq=False)
+    @record(eq=False)
     class SortRequested(Message):
         """A click on a column's title."""
 
         key: str
 
-    @dataclass(eq=False)
+    @record(eq=False)
     class RowClicked(Message):
         row: ProcessRow
         double: bool
