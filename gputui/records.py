@@ -4,8 +4,8 @@ Python's `@dataclass` writes the source of each method it adds to a class and co
 once per class, every time the program starts: `__init__`, `__repr__`, `__eq__`,
 `__hash__` and, for frozen classes, `__setattr__` and `__delattr__`.  gputui declares its
 data as about a hundred dataclasses, many of them wide (a GPU sample has 44 fields), and
-that compiling was most of what gputui's own imports cost on the way to the first frame
-(bench/RESULTS.md, "The first frame, fifth pass").
+creating them was most of what gputui's own imports cost on the way to the first frame
+(bench/RESULTS.md, "The first frame, fourth pass"; what this saves: "fifth pass").
 
 `record` takes the same arguments and leaves `__init__`, immutability, slots, fields,
 `replace()` and `asdict()` to `dataclasses` itself.  It makes `__eq__`, `__hash__` and

@@ -28,7 +28,7 @@ def make(decorator: Any, **options: Any) -> type:
         KIND: ClassVar[str] = "thing"
         name: str
         size: float = 0.0
-        tags: list[str] = dataclasses.field(default_factory=list)
+        tags: tuple[str, ...] = dataclasses.field(default_factory=tuple)
         cache: int = dataclasses.field(default=0, compare=False)
         secret: str = dataclasses.field(default="", repr=False)
         weight: int = dataclasses.field(default=1, hash=False)
@@ -56,8 +56,9 @@ def behaviour(cls: type) -> dict[str, Any]:
     """What a user of the class can observe, with the class's own name taken out."""
     kw = cls.__dataclass_fields__["name"].kw_only  # type: ignore[attr-defined]
     new = (lambda *a, **k: cls(**dict(zip(("name", "size"), a, strict=False), **k))) if kw else cls
-    a = new("gpu", 1.5, tags=["x"], cache=3, secret="s", weight=2)
-    same = new("gpu", 1.5, tags=["x"], cache=99, secret="s", weight=7)
+    a = new("gpu", 1.5, tags=("x",), cache=3, secret="s", weight=2)
+    same = new("gpu", 1.5, tags=("x",), cache=99, secret="s", weight=2)  # only compare=False differs
+    heavier = new("gpu", 1.5, tags=("x",), cache=3, secret="s", weight=7)  # only hash=False differs
     other = new("gpu", 2.5)
     nan = float("nan")
     n1, n2 = new("n", nan), new("n", nan)
@@ -66,6 +67,7 @@ def behaviour(cls: type) -> dict[str, Any]:
         "eq_same": a == same,
         "ne_same": a != same,
         "eq_other": a == other,
+        "eq_heavier": a == heavier,
         "eq_self": a == a,  # noqa: PLR0124
         "eq_foreign": a == ("gpu", 1.5),
         "eq_nan_shared": n1 == n2,  # the same nan object: tuples compare by identity first
@@ -80,6 +82,7 @@ def behaviour(cls: type) -> dict[str, Any]:
     out["hash_attr"] = "none" if out["hash_attr"] is None else type(out["hash_attr"]).__name__
     try:
         out["hash_eq"] = hash(a) == hash(same)
+        out["hash_heavier"] = hash(a) == hash(heavier)  # weight is not hashed
         out["hash_ne"] = hash(a) == hash(other)
         out["hash_value"] = hash(a) if cls.__dict__.get("__hash__") is not None else None
     except TypeError as e:
