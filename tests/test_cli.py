@@ -92,7 +92,8 @@ def test_the_monitor_registers_no_subcommand():
         "import sys; from gputui import cli\n"
         "cli.run_tui = lambda args: print(args.command, args.demo, args.interval)\n"
         "cli.main(['--demo', '-i', '2'])\n"
-        "print(sorted(m for m in sys.modules if m.startswith('gputui.commands.') and m != 'gputui.commands.common'))\n"
+        "names = [m for m in sys.modules if m.startswith('gputui.commands.')]\n"
+        "print(sorted(m for m in names if m != 'gputui.commands.common'))\n"
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
     assert r.returncode == 0, r.stderr
