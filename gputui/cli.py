@@ -117,10 +117,11 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     subcommands' parsers (building them imports every subcommand's module); anything else,
     help, or a line that does not parse so, gets them all, so help, errors and usage list
     every subcommand as before."""
-    command = named_command(_top_level_parser(), argv)
+    plain = _top_level_parser(_PlainParser)
+    command = named_command(plain, argv)
     if command is None and not any(a.startswith(("-h", "--h")) for a in argv):
         try:
-            args = _top_level_parser(_PlainParser).parse_args(argv)
+            args = plain.parse_args(argv)
         except _NotPlain:
             pass  # parse again below, with every subcommand: argparse says what is wrong
         else:

@@ -153,15 +153,17 @@ def record(
             slots=slots,
         )
         fields = dataclasses.fields(made)
+
+        def put(name: str, method: Callable[..., Any]) -> None:
+            method.__qualname__ = f"{made.__qualname__}.{name}"
+            setattr(made, name, method)
+
         if repr and "__repr__" not in body:
-            made.__repr__ = _make_repr([f.name for f in fields if f.repr])
-            made.__repr__.__qualname__ = f"{made.__qualname__}.__repr__"
+            put("__repr__", _make_repr([f.name for f in fields if f.repr]))
         if eq and "__eq__" not in body:
-            made.__eq__ = _make_eq([f.name for f in fields if f.compare])
-            made.__eq__.__qualname__ = f"{made.__qualname__}.__eq__"
+            put("__eq__", _make_eq([f.name for f in fields if f.compare]))
         if action == "add":
-            made.__hash__ = _make_hash([f.name for f in fields if (f.compare if f.hash is None else f.hash)])
-            made.__hash__.__qualname__ = f"{made.__qualname__}.__hash__"
+            put("__hash__", _make_hash([f.name for f in fields if (f.compare if f.hash is None else f.hash)]))
         elif action == "none":
             made.__hash__ = None
         return cast(_C, made)
