@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.filter import LineFilter, Monochrome, NoColor
 from textual.message import Message
@@ -28,7 +28,8 @@ from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source, take_ready
-from gputui.ui import _textual_patch, theme
+from gputui.ui import theme
+from gputui.ui.cells_app import CellsApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, OpenGpuDetail
 from gputui.ui.overview import OverviewPane
@@ -85,7 +86,7 @@ def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
     ]
 
 
-class GpuTuiApp(App[int]):
+class GpuTuiApp(CellsApp[int]):
     """gputui's terminal UI.  Give it a Source: live NVML, or a recording."""
 
     TITLE = "gputui"
@@ -149,7 +150,6 @@ class GpuTuiApp(App[int]):
         state_warning: str | None = None,
     ) -> None:
         super().__init__()
-        _textual_patch.install()
         config = config or Config()
         if saved is not None and saved.sparklines is not None:  # the charts last ticked (C)
             config = replace(config, cards=replace(config.cards, sparklines=saved.sparklines))

@@ -13,7 +13,7 @@ import time
 from typing import ClassVar
 
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
@@ -22,7 +22,7 @@ from textual.screen import Screen
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, summarize
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
 from gputui.telemetry.alerts import IdleRule
-from gputui.ui import _textual_patch
+from gputui.ui.cells_app import CellsApp
 from gputui.ui.cluster_lines import FILTERS, SORTS, Row, row_line, rows, status_line, summary_line, visible
 from gputui.ui.cluster_lines import host_width as _host_width
 from gputui.ui.detail_lines import chart_lines
@@ -82,7 +82,7 @@ class ClusterTable(LineWidget, can_focus=True):
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
 
-class ClusterApp(App[int]):
+class ClusterApp(CellsApp[int]):
     """The cluster view.  Give it a source (Prometheus or direct); `deliver` states in tests."""
 
     TITLE = "gputui cluster"
@@ -142,7 +142,6 @@ class ClusterApp(App[int]):
         history_minutes: float = 15.0,
     ) -> None:
         super().__init__()
-        _textual_patch.install()
         self.source = source
         self.refresh_s = refresh
         self.idle_rule = idle_rule or IdleRule(True, 30.0, 0, 1024)

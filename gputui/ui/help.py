@@ -54,6 +54,17 @@ def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
     return rows
 
 
+def own_bindings(node: DOMNode) -> list[BindingType]:
+    """The keys gputui's own classes give `node` (an app: its class's and its base's, such
+    as ctrl+l from `CellsApp`), the subclass's first; not Textual's built-in ones."""
+    return [
+        binding
+        for cls in type(node).__mro__
+        if cls.__module__.startswith("gputui.")
+        for binding in cls.__dict__.get("BINDINGS", ())
+    ]
+
+
 def _hidden(node: DOMNode, binding: BindingType) -> bool:
     if not isinstance(binding, Binding):
         return False
@@ -91,7 +102,7 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         sections: list[tuple[str | None, list[tuple[str, str]]]] = [
-            (None, binding_rows(list(self.app.BINDINGS)))
+            (None, binding_rows(own_bindings(self.app)))
         ]
         for entry in self.panes:
             pane = entry.load() if isinstance(entry, PaneSpec) else entry
