@@ -21,8 +21,8 @@ python3 -m gputui --help > /dev/null 2>&1
 pb="python3 $tools/ptybench.py --seconds 2.5 --json"
 for _ in $(seq "$rounds"); do
   $pb -- python3 bench/minimal_textual.py | sed 's/^{/{"what": "one-line Textual app", /'
-  PYTHONPATH=$before $pb -- python3 -m gputui --no-remember | sed 's/^{/{"what": "gputui before", /'
-  $pb -- python3 -m gputui --no-remember | sed 's/^{/{"what": "gputui after", /'
+  PYTHONPATH=$before $pb -- python3 -P -m gputui --no-remember | sed 's/^{/{"what": "gputui before", /'
+  $pb -- python3 -P -m gputui --no-remember | sed 's/^{/{"what": "gputui after", /'
   $pb -- python3 -m nvitop --interval 1 | sed 's/^{/{"what": "nvitop", /'
   if command -v nvtop > /dev/null; then $pb -- nvtop | sed 's/^{/{"what": "nvtop", /'; fi
 done > "$out/ab.jsonl" 2> "$out/ab.err"

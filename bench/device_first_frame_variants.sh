@@ -18,11 +18,18 @@ python3 -m compileall -q gputui bench "$@" "$site/pynvml.py" "$site/psutil" > /d
 python3 bench/load/hold_memory.py --gib 8 --seconds 400 > "$out/hold.log" 2>&1 &
 for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
 python3 -m gputui --help > /dev/null 2>&1
+# `python3 -m` puts the current directory first on sys.path, ahead of PYTHONPATH: run from the
+# repo root, every variant would be the working tree's gputui.  -P (Python 3.11+) leaves it
+# out; and each variant is checked to import its own package before anything is measured.
+for dir in "$@"; do
+  got=$(PYTHONPATH=$dir python3 -P -c 'import gputui, os; print(os.path.dirname(os.path.dirname(os.path.abspath(gputui.__file__))))')
+  if [ "$got" != "$(cd "$dir" && pwd)" ]; then echo "variant $dir imports gputui from $got" >&2; exit 2; fi
+done
 pb="python3 bench/pty_timeline.py --start --json --seconds 2.5"
 for _ in $(seq "$rounds"); do
   $pb -- python3 bench/minimal_textual.py | sed 's/^{/{"what": "one-line Textual app", /'
   for dir in "$@"; do
-    PYTHONPATH=$dir $pb -- python3 -m gputui --no-remember | sed "s/^{/{\"what\": \"gputui $(basename "$dir")\", /"
+    PYTHONPATH=$dir $pb -- python3 -P -m gputui --no-remember | sed "s/^{/{\"what\": \"gputui $(basename "$dir")\", /"
   done
   $pb -- python3 -m nvitop --interval 1 | sed 's/^{/{"what": "nvitop", /'
 done > "$out/ab.jsonl" 2> "$out/ab.err"
