@@ -189,7 +189,9 @@ def run_tui(args: argparse.Namespace) -> int:
         from gputui.telemetry.nvml import NvmlSource
 
         live = NvmlSource()
-        live.prefetch()  # NVML opens while the config, the state and Textual load
+        # NVML opens while the config, the state and Textual load: in a child process, so
+        # that its Python work leaves this one's imports alone
+        live.prefetch(fork=True)
     from gputui.config import load
 
     loaded = load(args.config)

@@ -50,6 +50,22 @@ def gputui(*args: str, timeout: float = 60, **kw) -> subprocess.CompletedProcess
     )
 
 
+def fresh_python(code: str, *args: str, tests_importable: bool = False, timeout: float = 60):
+    """Run `code` in a fresh interpreter, gputui importable (and tests/ if asked): for what
+    must not see this process's threads or imports.  Returns the CompletedProcess."""
+    root = Path(__file__).resolve().parents[1]
+    path = [str(root), str(root / "tests")] if tests_importable else [str(root)]
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=root,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(path)},
+    )
+
+
 def replay_app(path: Path, **kwargs: object):
     from gputui.telemetry.recording import ReplaySource
     from gputui.ui.app import GpuTuiApp

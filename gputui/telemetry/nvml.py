@@ -16,6 +16,7 @@ from dataclasses import field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from gputui.records import record
+from gputui.telemetry.forked import PENDING, ForkedCall
 from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -180,6 +181,8 @@ class NvmlSource:
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
+        self._forked: ForkedCall | None = None
+        """The read-ahead in a child process (see `prefetch`)."""
         self._first: Snapshot | None = None
         """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
@@ -191,15 +194,30 @@ class NvmlSource:
 
     # ---- static ----------------------------------------------------------------------
 
-    def prefetch(self) -> None:
-        """Start opening NVML in the background, e.g. while the UI's modules load; the next
-        `open()` waits for it.  nvmlInit and the static queries are C calls that release
-        the GIL, so they overlap with importing Textual."""
-        if self._prefetch is None and self.info is None:
-            self._prefetch = threading.Thread(
-                target=self._open_and_sample, name="gputui-nvml-open", daemon=True
-            )
-            self._prefetch.start()
+    def prefetch(self, fork: bool = False) -> None:
+        """Start opening NVML and taking the first sample in the background, e.g. while the
+        UI's modules load; `take_ready` hands them over, and the next `open()` waits for them.
+
+        On a thread by default: nvmlInit and the static queries are C calls that release the
+        GIL.  With `fork`, in a child process, where the interpreter is still single-threaded
+        (else on the thread): its Python work (importing pynvml and psutil, the queries'
+        Python side) then takes no GIL from the imports beside it, which made them 40-100 ms
+        slower (bench/import_contention.py).  The child's facts and sample reach `take_ready`
+        pickled; the parent opens NVML itself at `open()`."""
+        if self._prefetch is not None or self._forked is not None or self.info is not None:
+            return
+        if fork:
+            self._forked = ForkedCall.start(self._read_ahead)
+            if self._forked is not None:
+                return
+        self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
+        self._prefetch.start()
+
+    def _read_ahead(self) -> tuple[MachineInfo, Snapshot | None]:
+        """The forked read-ahead's work (in the child)."""
+        self._open_and_sample()
+        assert self.info is not None
+        return self.info, self._first
 
     def _open_and_sample(self) -> None:
         """The prefetch thread: open, then take the first sample too (its NVML and /proc
@@ -212,20 +230,30 @@ class NvmlSource:
             self._first = None
 
     def take_ready(self) -> tuple[MachineInfo, Snapshot] | None:
-        """The static facts and the prefetched first sample, if the prefetch thread has
-        finished and the sample is still fresh; else None (see `source.take_ready`).  Never
-        blocks: the UI thread calls it at mount."""
-        thread = self._prefetch
-        if thread is None or thread.is_alive():
+        """The static facts and the prefetched first sample, if the prefetch has finished
+        and the sample is still fresh; else None (see `source.take_ready`).  Never blocks:
+        the UI thread calls it at mount."""
+        if self._forked is not None:
+            result = self._forked.poll()  # (the child is reaped later: `open`, `close`)
+            if result is PENDING or result is None:
+                return None
+            info, first = result
+        else:
+            thread = self._prefetch
+            if thread is None or thread.is_alive():
+                return None
+            thread.join()  # (finished: returns at once)
+            self._prefetch = None
+            info, first, self._first = self.info, self._first, None
+        if info is None or first is None or time.time() - first.timestamp >= PREFETCHED_MAX_AGE_S:
             return None
-        thread.join()  # (finished: returns at once)
-        self._prefetch = None
-        first, self._first = self._first, None
-        if self.info is None or first is None or time.time() - first.timestamp >= PREFETCHED_MAX_AGE_S:
-            return None
-        return self.info, first
+        self._seq = max(self._seq, first.seq)  # (this process's own samples follow it)
+        return info, first
 
     def open(self) -> MachineInfo:
+        if self._forked is not None:  # reaped; or, not done in time, killed: NVML opens here
+            self._forked.cancel()
+            self._forked = None
         if self._prefetch is not None:
             self._prefetch.join()
             self._prefetch = None
@@ -815,6 +843,9 @@ class NvmlSource:
         return self._nvml.notes if self._nvml else []
 
     def close(self) -> None:
+        if self._forked is not None:
+            self._forked.cancel()
+            self._forked = None
         self._stop.set()
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)

@@ -355,7 +355,11 @@ class GpuTuiApp(CellsApp[int]):
             source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
         )
         self.interval = self.poller.interval  # as clamped
-        self.poller.start()
+        if ready is None:
+            self.poller.start()
+        else:  # the poller opens NVML here (a forked read-ahead's handles stayed in the
+            # child): once the first frame is out, not competing with it for the GIL
+            self.call_after_refresh(self.poller.start)
 
     # ---- data ------------------------------------------------------------------------
 
