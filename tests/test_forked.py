@@ -207,3 +207,34 @@ def test_a_read_ahead_not_done_in_time_is_killed_and_this_process_opens_nvml():
     assert out["none_yet"]
     assert out["took"] < 5 and out["reaped"]
     assert out["devices"] == 2
+
+
+def test_the_topology_read_waits_for_this_process_to_open_nvml():
+    """The Topology tab, shown before the poller has opened NVML here (a key typed ahead
+    while gputui starts), waits for that open instead of reading "no topology" for good."""
+    out, _, _ = run("""
+        import json, threading, time
+        from conftest import X2_RECORDING
+        from gputui.telemetry.recording import read_recording
+        import gputui.telemetry.nvml as nvml_mod
+        from gputui.telemetry.nvml import Nvml, NvmlSource
+        from test_nvml import RecordedNvml
+        header, ticks = read_recording(X2_RECORDING)
+        scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+        nvml_mod.read_topology = lambda nvml, handles, lost: ("topology of", len(handles))
+        source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+        source.prefetch(fork=True)
+        while source.take_ready() is None:
+            time.sleep(0.01)
+        got = []
+        reader = threading.Thread(target=lambda: got.append(source.read_topology()))
+        reader.start()
+        time.sleep(0.3)
+        waited = not got
+        source.open()  # the poller's open, after the first frame
+        reader.join(10)
+        source.close()
+        print(json.dumps({"waited": waited, "got": got}))
+    """)
+    assert out["waited"]
+    assert out["got"] == [["topology of", 2]]

@@ -78,6 +78,8 @@ XID_EVENT = 0x8
 EVENT_WAIT_MS = 100
 PREFETCHED_MAX_AGE_S = 1.0
 """The prefetched first sample is shown only while younger than this (else sampled anew)."""
+OPEN_WAIT_S = 30.0
+"""How long a static read (the topology) waits for the poller's open after a forked read-ahead."""
 """How long one wait for an event lasts: closing the source (quitting) waits at most this for
 the event thread, which must leave NVML's wait before nvmlShutdown."""
 
@@ -183,6 +185,10 @@ class NvmlSource:
         self._prefetch: threading.Thread | None = None
         self._forked: ForkedCall | None = None
         """The read-ahead in a child process (see `prefetch`)."""
+        self._forked_ahead = False
+        """The read-ahead ran in a child: this process's handles come with the poller's open."""
+        self._opened = threading.Event()
+        """Set once NVML's open in this process has ended (or the source is closed)."""
         self._first: Snapshot | None = None
         """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
@@ -209,6 +215,7 @@ class NvmlSource:
         if fork:
             self._forked = ForkedCall.start(self._read_ahead)
             if self._forked is not None:
+                self._forked_ahead = True
                 return
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
         self._prefetch.start()
@@ -262,6 +269,12 @@ class NvmlSource:
         return self._open()
 
     def _open(self) -> MachineInfo:
+        try:
+            return self._open_here()
+        finally:
+            self._opened.set()
+
+    def _open_here(self) -> MachineInfo:
         hostname = os.uname().nodename  # (no `socket` import just for this)
         try:
             if self._nvml is None:
@@ -452,6 +465,8 @@ class NvmlSource:
 
     def read_topology(self) -> Topology | None:
         """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
+        if self._forked_ahead:  # NVML was read in a child; the poller opens it here
+            self._opened.wait(OPEN_WAIT_S)
         if self._nvml is None or not self._handles:
             return None
         return read_topology(self._nvml, self._handles, self._lost)
@@ -846,6 +861,7 @@ class NvmlSource:
         if self._forked is not None:
             self._forked.cancel()
             self._forked = None
+        self._opened.set()
         self._stop.set()
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)
