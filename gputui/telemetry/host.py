@@ -17,7 +17,7 @@ import psutil
 
 from gputui.records import record
 from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
-from gputui.telemetry.procfs import in_host_pid_namespace
+from gputui.telemetry.pidns import in_host_pid_namespace
 from gputui.telemetry.starttime import start_time
 
 T = TypeVar("T")

@@ -190,7 +190,7 @@ class ProcessesPane(Pane):
         yield search
 
     def on_mount(self) -> None:
-        from gputui.telemetry.procfs import in_host_pid_namespace  # (no psutil import)
+        from gputui.telemetry.pidns import in_host_pid_namespace  # (no psutil import)
 
         self.state = view_state_for(self.initial_sort())
         self.initial_filters()
