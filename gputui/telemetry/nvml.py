@@ -76,12 +76,12 @@ __all__ = [  # with what callers know from here: nvml_query's names
 XID_EVENT = 0x8
 """nvmlEventTypeXidCriticalError: the driver reported an Xid (a critical error) for the GPU."""
 EVENT_WAIT_MS = 100
+"""How long one wait for an event lasts: closing the source (quitting) waits at most this for
+the event thread, which must leave NVML's wait before nvmlShutdown."""
 PREFETCHED_MAX_AGE_S = 1.0
 """The prefetched first sample is shown only while younger than this (else sampled anew)."""
 OPEN_WAIT_S = 30.0
 """How long a static read (the topology) waits for the poller's open after a forked read-ahead."""
-"""How long one wait for an event lasts: closing the source (quitting) waits at most this for
-the event thread, which must leave NVML's wait before nvmlShutdown."""
 
 
 class SlowFields(TypedDict, total=False):
