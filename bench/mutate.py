@@ -334,6 +334,72 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
         "reports readable by every user",
     ),
+    # ---- the terminal: only cells it already shows are left out --------------------------
+    Mutation(
+        "cells-skip-any-known",
+        "gputui/ui/_textual_patch.py",
+        "if shown == piece or shown.simplify() == piece.simplify():  # (cut differently)",
+        "if True:",
+        ("tests/test_terminal_cells.py",),
+        "a changed piece of a known row is not sent: the terminal shows stale figures",
+    ),
+    Mutation(
+        "cells-no-reset-on-size",
+        "gputui/ui/_textual_patch.py",
+        "        if size != self.size:\n            self.reset()",
+        "        if size != self.size:\n            pass",
+        ("tests/test_terminal_cells.py",),
+        "after a resize, pieces are compared with a screen the terminal no longer shows",
+    ),
+    Mutation(
+        "cells-count-dropped-updates",
+        "gputui/ui/_textual_patch.py",
+        "        and not app._batch_count\n",
+        "",
+        ("tests/test_terminal_cells.py",),
+        "an update Textual drops is counted as shown",
+    ),
+    Mutation(
+        "cells-keep-after-suspend",
+        "gputui/ui/cells_app.py",
+        "        self.app_suspend_signal.subscribe(self, self._forget_terminal, immediate=True)\n",
+        "",
+        ("tests/test_terminal_cells.py",),
+        "back from a suspend, the alternate screen is blank but taken as shown",
+    ),
+    # ---- the forked NVML read-ahead ------------------------------------------------------
+    Mutation(
+        "fork-child-stdio",
+        "gputui/telemetry/forked.py",
+        "            for fd in (0, 1, 2):\n                os.dup2(devnull, fd)\n",
+        "            pass\n",
+        ("tests/test_forked.py",),
+        "the child can write over the TUI",
+    ),
+    Mutation(
+        "fork-child-outlives-parent",
+        "gputui/telemetry/forked.py",
+        "            _die_with_parent()\n",
+        "",
+        ("tests/test_forked.py",),
+        "a hung read-ahead child is left running when gputui dies",
+    ),
+    Mutation(
+        "fork-beside-threads",
+        "gputui/telemetry/forked.py",
+        'if not hasattr(os, "fork") or threading.active_count() != 1:',
+        'if not hasattr(os, "fork"):',
+        ("tests/test_forked.py",),
+        "a fork while other threads hold locks",
+    ),
+    Mutation(
+        "fork-cancel-no-kill",
+        "gputui/telemetry/forked.py",
+        "                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)\n",
+        "                    pass\n",
+        ("tests/test_forked.py",),
+        "a child not done in time is left running",
+    ),
 ]
 
 
