@@ -12,7 +12,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-_PENDING = object()
+PENDING = object()
+"""What `ForkedCall.poll` returns while the child is still working."""
 
 
 class ForkedCall:
@@ -63,7 +64,7 @@ class ForkedCall:
             try:
                 chunk = os.read(fd, 1 << 16)
             except BlockingIOError:
-                return _PENDING
+                return PENDING
             except OSError:
                 chunk = b""
             if not chunk:  # the child closed its end: it is exiting
@@ -107,10 +108,6 @@ class ForkedCall:
         except ChildProcessError:
             pid = self.pid  # (reaped elsewhere)
         self._reaped = pid == self.pid
-
-
-PENDING = _PENDING
-"""What `ForkedCall.poll` returns while the child is still working."""
 
 
 def _child(fn: Callable[[], Any], read_end: int, write_end: int) -> None:

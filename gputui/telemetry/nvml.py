@@ -185,10 +185,10 @@ class NvmlSource:
         self._prefetch: threading.Thread | None = None
         self._forked: ForkedCall | None = None
         """The read-ahead in a child process (see `prefetch`)."""
-        self._forked_ahead = False
-        """The read-ahead ran in a child: this process's handles come with the poller's open."""
         self._opened = threading.Event()
-        """Set once NVML's open in this process has ended (or the source is closed)."""
+        """Clear only while this process's open is still to come after a forked read-ahead
+        (the handles come with the poller's open); set again when it ends or on close."""
+        self._opened.set()
         self._first: Snapshot | None = None
         """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
@@ -215,7 +215,7 @@ class NvmlSource:
         if fork:
             self._forked = ForkedCall.start(self._read_ahead)
             if self._forked is not None:
-                self._forked_ahead = True
+                self._opened.clear()
                 return
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
         self._prefetch.start()
@@ -465,8 +465,7 @@ class NvmlSource:
 
     def read_topology(self) -> Topology | None:
         """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
-        if self._forked_ahead:  # NVML was read in a child; the poller opens it here
-            self._opened.wait(OPEN_WAIT_S)
+        self._opened.wait(OPEN_WAIT_S)  # (at once, unless NVML was read in a child so far)
         if self._nvml is None or not self._handles:
             return None
         return read_topology(self._nvml, self._handles, self._lost)

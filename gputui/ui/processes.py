@@ -21,6 +21,7 @@ from textual.binding import Binding, BindingType
 from textual.widgets import Input
 
 from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.pidns import in_host_pid_namespace
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.panes import Pane
 from gputui.ui.process_lines import (
@@ -190,8 +191,6 @@ class ProcessesPane(Pane):
         yield search
 
     def on_mount(self) -> None:
-        from gputui.telemetry.pidns import in_host_pid_namespace  # (no psutil import)
-
         self.state = view_state_for(self.initial_sort())
         self.initial_filters()
 
