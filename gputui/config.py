@@ -16,12 +16,12 @@ import os
 import re
 import sys
 import typing
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gputui.options import option
 from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
-from gputui.records import record
 from gputui.telemetry.alerts import AlertConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
@@ -49,7 +49,7 @@ def _check_listen(value: str) -> str | None:
     return None
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class UiConfig:
     interval: float = option(
         "seconds between refreshes (live data); -i/--interval overrides", 1.0, min=0.1, max=60.0
@@ -82,7 +82,7 @@ class UiConfig:
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CardConfig:
     sparklines: tuple[str, ...] = option(
         "history charts on each GPU card, top to bottom (1 to 4 of: " + ", ".join(CARD_SPARKLINES) + ")",
@@ -100,7 +100,7 @@ class CardConfig:
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class WatchConfig:
     alert_cmd: str = option(
         "command run for each alert, the alert as JSON on stdin (split like a shell "
@@ -115,7 +115,7 @@ class WatchConfig:
     resolved: bool = option("also run the command when an alert clears", True)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ExportConfig:
     listen: str = option(
         "address:port to serve /metrics on; a non-loopback address also needs --allow-remote",
@@ -132,7 +132,7 @@ def _check_url(value: str) -> str | None:
     return check_url(value) if value else None
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ClusterLabels:
     host: str = option("label naming the host", "Hostname")
     gpu: str = option("label with the GPU's index", "gpu")
@@ -144,7 +144,7 @@ class ClusterLabels:
     driver: str = option("label with the driver version", "DCGM_FI_DRIVER_VERSION")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ClusterConfig:
     prometheus: str = option(
         "Prometheus server (http(s)://host:9090) for `gputui cluster`; --prometheus overrides",
@@ -177,7 +177,7 @@ class ClusterConfig:
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Config:
     ui: UiConfig = option("the monitor", factory=UiConfig)
     cards: CardConfig = option("what each GPU card shows", factory=CardConfig)
@@ -198,7 +198,7 @@ class Config:
     )
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class LoadedConfig:
     config: Config
     path: Path | None

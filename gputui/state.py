@@ -21,13 +21,12 @@ import json
 import os
 import stat
 import tempfile
-from dataclasses import asdict, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig
 from gputui.options import limits
-from gputui.records import record
 from gputui.telemetry.metrics import sort_field
 
 LAYOUTS = ("auto", "cards", "compact")
@@ -37,7 +36,7 @@ MAX_SEARCH = 200
 VERSION = 1
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Filters:
     mine: bool = False
     compute_only: bool = False
@@ -45,7 +44,7 @@ class Filters:
     search: str = ""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class SavedState:
     interval: float | None = None
     """Seconds between refreshes (live data only; a replay keeps its recorded interval)."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Container
-
-from gputui.records import record
+from dataclasses import dataclass
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
@@ -24,14 +23,14 @@ MAX_LABEL_VALUE = 1024
 """Longer label values are cut: nothing a GPU view shows needs more."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Sample:
     name: str
     labels: dict[str, str]
     value: float
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Exposition:
     samples: list[Sample]
     bad_lines: int = 0

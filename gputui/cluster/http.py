@@ -15,10 +15,8 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import zlib
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
-
-from gputui.records import record
 
 MAX_BODY = 64 * 2**20
 """Largest response body accepted (after decompression): 512 GPUs of dcgm-exporter are ~2 MiB."""
@@ -29,7 +27,7 @@ class FetchError(Exception):
     """A request that failed: the message is safe to show (no credentials)."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Credentials:
     """An Authorization header value, kept out of repr() and str()."""
 
@@ -47,7 +45,7 @@ class Credentials:
         return "Credentials(<hidden>)" if self.header else "Credentials(none)"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class TlsOptions:
     ca_file: str = ""
     insecure: bool = False
@@ -101,7 +99,7 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         raise FetchError(f"{display_url(req.full_url)}: HTTP {code} redirect (not followed)")
 
 
-@record
+@dataclass
 class HttpClient:
     """GETs with a timeout, a size limit, optional auth and TLS settings."""
 

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import field, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.records import record
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.gpm import METRICS as GPM_METRICS
 from gputui.telemetry.gpm import GpmMetric
@@ -113,7 +112,7 @@ LIST_WANTED: tuple[str, ...] = (
 )
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class LabelMap:
     """Which label carries each fact (dcgm-exporter's names by default)."""
 
@@ -137,7 +136,7 @@ def usable(v: float) -> bool:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ClusterGpu:
     host: str
     """The host's key (see HostState.key)."""
@@ -163,7 +162,7 @@ class ClusterGpu:
         return f"{text} ({self.container})" if self.container else text
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class HostState:
     key: str
     """Unique per scrape target and host name ("instance" + Hostname)."""
@@ -179,7 +178,7 @@ class HostState:
     """The GPUs are the last ones seen before the host went down."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ClusterState:
     hosts: tuple[HostState, ...] = ()
     fetched_at: float = 0.0
@@ -203,7 +202,7 @@ class ClusterState:
 # --------------------------------------------------------------------------------------
 
 
-@record
+@dataclass
 class _Gpu:
     labels: Mapping[str, str]
     values: dict[str, float] = field(default_factory=dict)
@@ -341,7 +340,7 @@ def gpu_flags(g: ClusterGpu, up: bool, rule: IdleRule) -> frozenset[str]:
     return frozenset(out)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Summary:
     hosts: int
     hosts_down: int

@@ -13,7 +13,7 @@ import urllib.parse
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gputui.cluster import expfmt
@@ -33,7 +33,6 @@ from gputui.cluster.model import (
     host_names,
     usable,
 )
-from gputui.records import record
 from gputui.telemetry.history import HISTORY
 
 WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
@@ -57,7 +56,7 @@ def _history_series() -> dict[str, tuple[str, Callable[[float], Any]]]:
 HISTORY_SERIES = _history_series()
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class History:
     times: list[float] = field(default_factory=list)
     series: dict[tuple[str, str], list[float]] = field(default_factory=dict)

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import psutil
 
 from gputui.control.signals import ProcessIdentity, SignalResult, identity_of, is_running, protected_reason
-from gputui.records import record
 from gputui.telemetry.starttime import start_time
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class JobMember:
     identity: ProcessIdentity
     why: str
@@ -27,7 +27,7 @@ class JobMember:
     cmdline: tuple[str, ...] | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class JobMembers:
     members: tuple[JobMember, ...]
     problem: str | None = None
@@ -125,7 +125,7 @@ def _groups(proc_root: str) -> Iterable[tuple[int, int, int]]:
             continue
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class JobOutcome:
     """What became of each member after the signal."""
 

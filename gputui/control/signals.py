@@ -26,10 +26,10 @@ import errno
 import os
 import signal
 import time
+from dataclasses import dataclass
 
 import psutil
 
-from gputui.records import record
 from gputui.telemetry.starttime import start_time
 
 #: Start times are read at clock-tick resolution (10 ms) and rounded to 0.01 s; anything
@@ -37,7 +37,7 @@ from gputui.telemetry.starttime import start_time
 START_TIME_TOLERANCE = 0.005
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcessIdentity:
     """What the user saw: a PID and when that process started.  The rest is for messages."""
 
@@ -65,7 +65,7 @@ class Outcome(enum.Enum):
     """Any other error, with its text."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class SignalResult:
     identity: ProcessIdentity
     signal: int

@@ -10,12 +10,11 @@ import os
 import shutil
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
-from gputui.records import record
 
-
-@record(frozen=True)
+@dataclass(frozen=True)
 class Interpreter:
     path: str
     """The python executable."""

@@ -28,11 +28,10 @@ import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.records import record
 from gputui.rules import MULTICAST_OFF
 
 #: Set in every child: unbuffered UTF-8 output, and a Python traceback on a fatal signal
@@ -99,7 +98,7 @@ def same_interpreter(python: str) -> bool:
         return False
 
 
-@record
+@dataclass
 class ChildResult:
     """How a child ended."""
 
@@ -455,7 +454,7 @@ def _parse(line: str) -> dict[str, Any] | None:
     return obj
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcRow:
     ppid: int
     pgrp: int

@@ -21,11 +21,10 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import IO
 
 from gputui.export.snapshot import dumps
-from gputui.records import record
 from gputui.telemetry.alerts import AlertEvent, event_json
 from gputui.telemetry.model import MachineInfo
 from gputui.untrusted import escaped
@@ -46,7 +45,7 @@ def command_argv(cmd: str, shell: bool = False) -> list[str]:
     return argv
 
 
-@record
+@dataclass
 class Stats:
     started: int = 0
     suppressed: int = 0

@@ -17,10 +17,10 @@ import os
 import shlex
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from gputui import __version__
-from gputui.records import record
 from gputui.rules import iso_utc
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.jobs import CONTAINER_KINDS, job_label
@@ -41,7 +41,7 @@ MIB = 2**20
 NA = "[N/A]"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Ctx:
     """What a field's getter may look at."""
 
@@ -52,7 +52,7 @@ class Ctx:
     proc: GpuProcess | None = None
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Field:
     name: str
     kind: str

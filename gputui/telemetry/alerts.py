@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from gputui.options import option
-from gputui.records import record
 from gputui.rules import iso_utc
 from gputui.telemetry.hints import GPM_KINDS, MIB, HintConfig, gpu_hints, idle_holding_memory
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInfo, Snapshot
@@ -39,7 +39,7 @@ from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInf
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ThresholdRule:
     """Fires when the value has been >= `above` for `for_seconds`; clears below `clear_below`."""
 
@@ -49,7 +49,7 @@ class ThresholdRule:
     for_seconds: float = option("the value must stay at or above the threshold this long", min=0)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class IdleRule:
     """A GPU doing nothing while memory is held on it."""
 
@@ -59,7 +59,7 @@ class IdleRule:
     min_memory_mib: int = option("memory used at or above this (MiB) counts as held", min=0)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ProcessAgeRule:
     """One process holding GPU memory for a long time (forgotten notebooks, zombies)."""
 
@@ -68,7 +68,7 @@ class ProcessAgeRule:
     min_memory_mib: int = option("only processes holding at least this much GPU memory (MiB)", min=0)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class EfficiencyRule:
     """A GPM efficiency hint that holds for a while (gputui.telemetry.hints)."""
 
@@ -76,12 +76,12 @@ class EfficiencyRule:
     minutes: float = option("the hint must hold this long, without a break, before the alert fires", min=0)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Switch:
     enabled: bool = option("evaluate this rule")
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class AlertConfig:
     memory: ThresholdRule = option(
         "GPU memory used, percent of the GPU's total",
@@ -124,7 +124,7 @@ class AlertConfig:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Alert:
     """One active condition."""
 
@@ -147,7 +147,7 @@ class Alert:
     user: str | None = None
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class AlertEvent:
     state: str
     """"firing" or "resolved"."""
@@ -189,7 +189,7 @@ def event_json(event: AlertEvent, info: MachineInfo | None, suppressed: int = 0)
 # --------------------------------------------------------------------------------------
 
 
-@record
+@dataclass
 class _State:
     pending_since: float | None = None
     alert: Alert | None = None

@@ -16,15 +16,14 @@ CUDA reads two environment variables when it initialises:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from gputui import rules
-from gputui.records import record
 from gputui.telemetry.model import DeviceInfo, MigDevice
 from gputui.telemetry.topology import bus_key
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CudaDevice:
     """One device CUDA would enumerate."""
 
@@ -37,7 +36,7 @@ class CudaDevice:
     """Set when the entry names a MIG device of the GPU."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class CudaVisibility:
     """What CUDA would see, and why."""
 

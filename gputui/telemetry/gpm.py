@@ -18,10 +18,9 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gputui.records import record
 from gputui.telemetry.model import GpmSample
 
 if TYPE_CHECKING:
@@ -30,7 +29,7 @@ if TYPE_CHECKING:
 MIB = 2**20
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class GpmMetric:
     """One GPM figure."""
 
@@ -143,7 +142,7 @@ class _MetricsGet(ctypes.Structure):
     ]
 
 
-@record
+@dataclass
 class _Stream:
     """Two GPM sample buffers of one GPU (or one GPU instance), used in turn."""
 
@@ -155,7 +154,7 @@ class _Stream:
     """Which buffer the previous sample is in."""
 
 
-@record
+@dataclass
 class _GpuState:
     unavailable: str | None = None
     """Set once GPM is known not to work for this GPU (asked once, not every pass)."""
@@ -163,7 +162,7 @@ class _GpuState:
     """GPU instance id (None: the whole GPU) -> its sample pair."""
 
 
-@record
+@dataclass
 class GpmCost:
     """What the last pass cost, for benchmarks (bench/gpm_cost.py)."""
 

@@ -14,14 +14,15 @@ Thresholds are the config file's `[hints]` table (`HintConfig`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from gputui.options import option
-from gputui.records import record
 from gputui.telemetry.model import GpuSample, Snapshot
 
 MIB = 2**20
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class HintConfig:
     enabled: bool = option("show efficiency hints on the cards and in the detail view", True)
     busy_util: int = option(
@@ -62,7 +63,7 @@ class HintConfig:
     idle_min_memory_mib: int = option("idle_memory: memory used (MiB) that counts as held", 1024, min=0)
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Hint:
     kind: str
     """fp32_no_tensor, tiny_kernels, dram_bound, idle_memory."""

@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypedDict, TypeVar
 
 import psutil
 
-from gputui.records import record
 from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
 from gputui.telemetry.pidns import in_host_pid_namespace
 from gputui.telemetry.starttime import start_time
@@ -95,7 +94,7 @@ class HostFacts(TypedDict, total=False):
     launcher: int | None
 
 
-@record
+@dataclass
 class _Tracked:
     proc: psutil.Process
     create_time: float
@@ -230,7 +229,7 @@ class ProcessInspector:
         }
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcessDetail:
     """One process's facts that are too costly to read every tick, read on demand (the
     detail view, off the UI thread).  None = could not be read."""

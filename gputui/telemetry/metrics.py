@@ -27,9 +27,9 @@ To add, for example:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from gputui.records import record
 from gputui.telemetry.gpm import METRIC_BY_FIELD
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample
 
@@ -48,7 +48,7 @@ Tint = Literal["util", "mem", "power", "temp", "clock", "io"]
 PromType = Literal["gauge", "unknown"]
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Export:
     """How `/metrics` publishes a quantity."""
 
@@ -63,7 +63,7 @@ class Export:
     never written)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Smi:
     """How `gputui snapshot` (CSV and JSON) names and writes a quantity."""
 
@@ -121,7 +121,7 @@ def temp_scale(dev: DeviceInfo | None) -> int:
     return 90
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GpuMetric:
     """One quantity of a `GpuSample`."""
 
@@ -425,7 +425,7 @@ class ProcessView(Protocol):
         ...
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcessMetric:
     """One column of the process table (and, where set, a process field of snapshots and
     /metrics)."""

@@ -7,9 +7,8 @@ change: bytes, bytes per second, watts, MHz, degrees Celsius, percent (0-100), s
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from gputui.records import record
 from gputui.rules import SLOWDOWN_MASK
 
 # --------------------------------------------------------------------------------------
@@ -56,7 +55,7 @@ def decode_clock_events(mask: int | None) -> tuple[str, ...]:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class NvmlProblem:
     """Why NVML could not be used at all: the no-GPU panel shows this."""
 
@@ -70,7 +69,7 @@ class NvmlProblem:
     """What to try, most likely first."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class SystemInfo:
     """Facts about the machine and its driver."""
 
@@ -84,7 +83,7 @@ class SystemInfo:
     """Set when NVML could not be initialised; then there are no devices."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class DeviceInfo:
     """Static facts about one GPU, read once when gputui starts."""
 
@@ -176,7 +175,7 @@ def describe_xid(code: int) -> str:
 NVLINK_VERSIONS = {1: "1.0", 2: "2.0", 3: "2.2", 4: "3.0", 5: "3.1", 6: "4.0", 7: "5.0", 8: "6.0"}
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class NvLink:
     """One NVLink of one GPU."""
 
@@ -192,7 +191,7 @@ class NvLink:
     device type); None in recordings made before gputui read it."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Topology:
     """How the GPUs are connected, read once.  Matrices are indexed [i][j] by GPU index."""
 
@@ -208,7 +207,7 @@ class Topology:
     """Per GPU, its NVLinks (empty where NVLink is not supported)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class MachineInfo:
     """Everything read once: the header of a recording."""
 
@@ -222,7 +221,7 @@ class MachineInfo:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class MigDevice:
     """One MIG device: a compute instance inside a GPU instance of a MIG-enabled GPU."""
 
@@ -252,7 +251,7 @@ class MigDevice:
         return None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GpmSample:
     """NVML GPM (GPU Performance Monitoring, Hopper and newer) over one window between two
     GPM samples taken on the slow cadence: what the SMs, tensor cores and memory really did.
@@ -303,7 +302,7 @@ class GpmSample:
     """With MIG on: one entry per GPU instance, from nvmlGpmMigSampleGet."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GpuSample:
     """What one GPU did at one tick."""
 
@@ -411,7 +410,7 @@ class GpuSample:
         return None if self.lost or w is None or w.unavailable is not None else w
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     """What a process belongs to, as its cgroup (and, where readable, its environment)
     says: a Slurm job step, a Kubernetes pod, a container, a systemd unit or a login
@@ -442,7 +441,7 @@ class Job:
     """Where the id was read: "cgroup" or "environment" (the process's own claim)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class LauncherProcess:
     """A process that started GPU processes of a distributed job (torchrun, mpirun, srun,
     deepspeed, accelerate) and holds no GPU itself: the root of a tree in the Processes tab."""
@@ -464,7 +463,7 @@ class LauncherProcess:
     job: Job | None = None
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """One process on one GPU (merged over compute and graphics)."""
 
@@ -500,7 +499,7 @@ class GpuProcess:
     """PID of its nearest ancestor that is a launcher (in `Snapshot.launchers`)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class HostSample:
     """The host's CPU, memory and load at one tick."""
 
@@ -516,7 +515,7 @@ class HostSample:
     """Seconds since boot."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything sampled at one tick: what the poller hands to the UI."""
 

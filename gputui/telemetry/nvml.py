@@ -12,10 +12,9 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from gputui.records import record
 from gputui.telemetry.forked import PENDING, ForkedCall
 from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.model import (
@@ -110,7 +109,7 @@ class SlowFields(TypedDict, total=False):
     gpm: GpmSample | None
 
 
-@record
+@dataclass
 class _SlowValues:
     """Latest results of the slow-cadence queries for one GPU."""
 
@@ -119,7 +118,7 @@ class _SlowValues:
     last_seen_us: int = 0
 
 
-@record
+@dataclass
 class _NvLinkCounters:
     """NVLink throughput counters of one GPU, to turn cumulative KiB into bytes/s."""
 

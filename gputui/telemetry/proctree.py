@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from gputui.records import record
 from gputui.telemetry.cmdline import launcher_kind
 from gputui.telemetry.jobs import JobCache
 from gputui.telemetry.model import GpuProcess, Job, LauncherProcess
@@ -23,7 +22,7 @@ MAX_DEPTH = 64
 """Ancestors walked at most (a guard against a corrupt /proc)."""
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class ProcStat:
     """What /proc/PID/stat and cmdline say about one process."""
 

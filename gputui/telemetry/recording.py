@@ -30,11 +30,11 @@ import types
 import typing
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
 from gputui import __version__
-from gputui.records import record
 from gputui.telemetry.model import MachineInfo, Snapshot, Topology
 from gputui.untrusted import label
 
@@ -263,7 +263,7 @@ def decode_snapshot(obj: Any, where: str = "") -> Snapshot:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class RecordingHeader:
     machine: MachineInfo
     interval: float

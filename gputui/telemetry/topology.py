@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-from gputui.records import record
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, NvLink, Topology
 
 #: NVML common-ancestor level -> nvidia-smi's class.  Level 0 (NVML_TOPOLOGY_INTERNAL: two
@@ -134,7 +134,7 @@ def nvlink_count(topology: Topology, devices: Sequence[DeviceInfo], i: int, j: i
     return min(index.via_switch[i], index.via_switch[j])
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class _LinkIndex:
     """What `nvlink_count` needs of each GPU, read once per topology (not once per pair:
     256 GPUs are 65,280 pairs)."""
@@ -205,7 +205,7 @@ def link_matrix(info: MachineInfo, topology: Topology | None = None) -> list[lis
     return [[link_class(topo, info.devices, i, j) for j in range(n)] for i in range(n)]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Affinity:
     """The last columns of `nvidia-smi topo -m` for one GPU."""
 
@@ -226,7 +226,7 @@ def affinity(dev: DeviceInfo) -> Affinity:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class P2P:
     """What NVML says about peer-to-peer between two GPUs (statuses, None = not asked)."""
 
@@ -285,7 +285,7 @@ def p2p_problems(topology: Topology | None, n: int) -> list[tuple[int, int, str]
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class LinkGroup:
     """Consecutive-or-not links of one GPU that lead to the same place in the same state."""
 
@@ -369,7 +369,7 @@ def inactive_links(links: Sequence[NvLink]) -> list[int]:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PcieState:
     """The PCIe link now against its maximum."""
 

@@ -8,7 +8,7 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -20,7 +20,6 @@ from textual.widgets import ContentSwitcher
 
 from gputui import gc_hold
 from gputui.config import Config
-from gputui.records import record
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.hints import HintEngine
@@ -44,7 +43,7 @@ INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class SnapshotReady(Message):
     """A new tick from the poller (posted from its thread)."""
 
@@ -58,7 +57,7 @@ class SnapshotReady(Message):
         return isinstance(message, SnapshotReady)
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class InfoReady(Message):
     """The static facts of a (new) source."""
 
@@ -66,7 +65,7 @@ class InfoReady(Message):
     generation: int
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class PollerFailed(Message):
     error: BaseException
     generation: int

@@ -12,10 +12,10 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 
-from gputui.records import record
 from gputui.ui.render import Line, S, pad
 
 _BRAILLE = 0x2800
@@ -25,7 +25,7 @@ GAP_FACTOR = 3.0
 """Consecutive samples further apart than this many median intervals are not joined."""
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Series:
     values: Sequence[float]
     """Oldest first; NaN = no sample.  Aligned with the newest timestamps."""

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, Summary, gpu_flags
-from gputui.records import record
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK
 from gputui.ui.overview_lines import events_line, metric, short_name, temp_color
@@ -62,7 +62,7 @@ SORT_KEYS: dict[str, Callable[[ClusterGpu, frozenset[str]], float]] = {
 }
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Row:
     host: HostState
     gpu: ClusterGpu | None

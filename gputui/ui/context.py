@@ -9,12 +9,11 @@ re-enables it afterwards.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gputui.config import Config
-from gputui.records import record
 from gputui.state import Filters
 
 if TYPE_CHECKING:
@@ -44,7 +43,7 @@ class SourceState:
         return not self.demo and DEMO_RECORDING.exists()
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PaneContext:
     """The app's settings and source, for its panes and screens."""
 

@@ -10,10 +10,10 @@ import functools
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 
-from gputui.records import record
 from gputui.telemetry.facts import sm_count
 from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.hints import Hint
@@ -175,7 +175,7 @@ def link_facts(dev: DeviceInfo, g: GpuSample | None) -> list[Fact]:
 # --------------------------------------------------------------------------------------
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Health:
     facts: list[Fact]
     verdict: str
@@ -481,7 +481,7 @@ SeriesFn = Callable[[int, str], list[float]]
 CHART_ROWS = 6
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class ChartSpec:
     title: str
     metrics: tuple[tuple[str, str, Style], ...]

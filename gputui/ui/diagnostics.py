@@ -13,6 +13,7 @@ import secrets
 import socket
 import textwrap
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -38,7 +39,6 @@ from gputui.diag.verdicts import (
     stress_only_report,
     stress_table,
 )
-from gputui.records import record
 from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.panes import Pane
@@ -71,25 +71,25 @@ REVERSE = Style(reverse=True)
 # --------------------------------------------------------------------------------------
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class FindingArrived(Message):
     finding: Finding
     generation: int
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class PhaseChanged(Message):
     title: str | None
     generation: int
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class DiagnosisDone(Message):
     diagnosis: Diagnosis
     generation: int
 
 
-@record(eq=False)
+@dataclass(eq=False)
 class StressUpdated(Message):
     generation: int
 

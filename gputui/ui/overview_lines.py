@@ -9,11 +9,11 @@ import math
 import textwrap
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
 from rich.style import Style
 
 from gputui.config import CardConfig
-from gputui.records import record
 from gputui.telemetry.alerts import Alert, short_text
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.metrics import CARD_ITEMS, GPU_METRIC, temp_scale
@@ -65,7 +65,7 @@ DEFAULT_CARD = CardConfig()
 SeriesFn = Callable[[int, str, int], list[float]]
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class BoardLayout:
     compact: bool
     cols: int

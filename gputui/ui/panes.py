@@ -9,6 +9,7 @@ again.  To add a tab: subclass Pane, set PANE_ID/TAB_TITLE/TAB_KEY, and add the 
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
@@ -16,7 +17,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.message import Message
 
-from gputui.records import record
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.render import Line, S, line_len, pad_line
@@ -62,7 +62,7 @@ class Pane(Container):
         return [(f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", bindings)] if bindings else []
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class PaneSpec:
     """A tab whose code is imported when it is first shown (or in the background shortly
     after start), not before the first frame: the overview is up before the other tabs'
@@ -109,7 +109,7 @@ class TabBar(LineWidget):
         self.spans: list[tuple[int, int, str]] = []
         """Each label's cells [x0, x1) and its pane (for clicks)."""
 
-    @record(eq=False)
+    @dataclass(eq=False)
     class Clicked(Message):
         """A click on a tab's label."""
 

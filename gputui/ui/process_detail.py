@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from rich.style import Style
 
-from gputui.records import record
 from gputui.telemetry.jobs import job_facts
 from gputui.ui.process_lines import (
     NOT_VISIBLE,
@@ -29,7 +28,7 @@ if TYPE_CHECKING:
     from gputui.telemetry.host import ProcessDetail
 
 
-@record
+@dataclass
 class DetailData:
     """Everything the detail view draws, gathered by the widget."""
 

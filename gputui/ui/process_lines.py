@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rich.style import Style
 
-from gputui.records import record
 from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.jobs import job_label
 from gputui.telemetry.metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, Unit, sort_field
@@ -80,7 +80,7 @@ def command_text(cmdline: Sequence[str] | None, name: str | None = None) -> str:
 # --------------------------------------------------------------------------------------
 
 
-@record(slots=True)
+@dataclass(slots=True)
 class ProcessRow:
     key: RowKey
     proc: GpuProcess
@@ -200,7 +200,7 @@ def _sort_value(key: str) -> Callable[[ProcessRow], object]:
     return col.value
 
 
-@record
+@dataclass
 class ViewState:
     """How the table is sorted and filtered (what the summary line shows)."""
 
@@ -553,7 +553,7 @@ def header_line(cols: Sequence[Column], state: ViewState, width: int) -> Line:
     return merge_runs(pad_line(line, width))
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class RowNote:
     """What happened to a row after a signal, shown before its command."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import signal
 import time
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from rich.table import Table
@@ -18,7 +18,6 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from gputui.records import record
 from gputui.ui.process_detail import DetailData, detail_lines
 from gputui.ui.process_lines import (
     Ident,
@@ -51,7 +50,7 @@ COMMAND_IN_DIALOG = 400
 """Characters of each command line in the confirmation (the detail view has all of it)."""
 
 
-@record
+@dataclass
 class SignalTarget:
     """One process as the confirmation shows it (merged over its GPUs)."""
 
@@ -65,7 +64,7 @@ class SignalTarget:
     """In a whole-job signal: how it belongs to the job ("launcher", "child of 123", ...)."""
 
 
-@record
+@dataclass
 class SignalWatch:
     """A signal sent (or refused) and what became of the process."""
 

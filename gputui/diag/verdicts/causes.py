@@ -6,9 +6,9 @@ commands need."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-from gputui.records import record
 from gputui.rules import version_tuple
 
 # --------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ def min_driver_for(cuda: str | None) -> str | None:
 # --------------------------------------------------------------------------------------
 
 
-@record
+@dataclass
 class Context:
     """Facts from across the checks that fixes depend on."""
 
@@ -102,7 +102,7 @@ class Context:
         return f"{index} matches this driver (CUDA {self.driver_cuda}, driver {self.driver_version})"
 
 
-@record(frozen=True)
+@dataclass(frozen=True)
 class Cause:
     title: str
     """The failure mode, named."""

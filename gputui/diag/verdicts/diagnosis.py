@@ -7,12 +7,11 @@ import platform
 import socket
 import time
 from collections.abc import Iterable
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputui import __version__
 from gputui.diag.verdicts.causes import CAUSES, Context
-from gputui.records import record
 from gputui.rules import iso_utc
 
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
@@ -41,7 +40,7 @@ LAYERS = (
 # --------------------------------------------------------------------------------------
 
 
-@record
+@dataclass
 class Finding:
     """One check's result, with the cause explained and its fix."""
 

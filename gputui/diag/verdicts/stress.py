@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.diag.verdicts.diagnosis import _text
-from gputui.records import record
 from gputui.rules import SLOWDOWN_MASK
 
 
@@ -47,7 +46,7 @@ SLOW_FRACTION = 0.75
 STRESS_PHASES = ("matmul", "memory", "burn", "health")
 
 
-@record
+@dataclass
 class StressGpu:
     index: int
     name: str = "?"

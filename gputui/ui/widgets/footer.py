@@ -11,16 +11,17 @@ most important keys first; `?` lists them all), and a click on a key presses it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from rich.cells import cell_len
 from textual import events
 from textual.screen import Screen
 
-from gputui.records import record
 from gputui.ui.render import Line, S
 from gputui.ui.widgets.lines import LineWidget
 
 
-@record(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True)
 class FooterKey:
     key: str
     """The key pressed when it is clicked."""

@@ -4,6 +4,7 @@ above it, the status line below it, and the search box."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ClassVar
 
 from textual import events
@@ -11,7 +12,6 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
-from gputui.records import record
 from gputui.ui.process_lines import (
     Column,
     Ident,
@@ -45,13 +45,13 @@ class ProcessTable(LineWidget, can_focus=True):
         Binding("end", "edge(1)", "Last", show=False, tooltip="Last row"),
     ]
 
-    @record(eq=False)
+    @dataclass(eq=False)
     class SortRequested(Message):
         """A click on a column's title."""
 
         key: str
 
-    @record(eq=False)
+    @dataclass(eq=False)
     class RowClicked(Message):
         row: ProcessRow
         double: bool
