@@ -14,7 +14,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
-from gputui import __version__, gc_hold
+from gputui import __version__
 from gputui.commands.common import load_config, positive
 
 if TYPE_CHECKING:
@@ -133,14 +133,6 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    gc_hold.hold()  # while the monitor starts: its first frame releases it (gc_hold)
-    try:
-        return _main(argv)
-    finally:
-        gc_hold.release()  # on every way out: never left off
-
-
-def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
@@ -151,7 +143,6 @@ def _main(argv: Sequence[str] | None) -> int:
         sys.stdout.write(default_text())
         return 0
     if args.command is not None:
-        gc_hold.release()  # (a subcommand can run for days)
         command = command_module(args.command)
         if getattr(command, "USES_CONFIG", False):
             args.settings = load_config(args, f"gputui {args.command}").config
@@ -189,9 +180,7 @@ def run_tui(args: argparse.Namespace) -> int:
         from gputui.telemetry.nvml import NvmlSource
 
         live = NvmlSource()
-        # NVML opens while the config, the state and Textual load: in a child process, so
-        # that its Python work leaves this one's imports alone
-        live.prefetch(fork=True)
+        live.prefetch()  # NVML opens on a thread while the config, the state and Textual load
     from gputui.config import load
 
     loaded = load(args.config)

@@ -95,7 +95,7 @@ def test_the_no_gpu_explanation_still_scrolls_on_a_small_terminal():
 
 def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp_path):
     """The live monitor's NVML open (tens to hundreds of ms of C calls) overlaps with
-    reading the config, the saved state and importing the app: it starts first, forked."""
+    reading the config, the saved state and importing the app: it starts first."""
     import gputui.config
     from gputui import cli
     from gputui.telemetry.nvml import NvmlSource
@@ -103,14 +103,13 @@ def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp
 
     order: list[str] = []
     real_load = gputui.config.load
-    monkeypatch.setattr(NvmlSource, "prefetch", lambda self, fork=False: order.append(f"nvml fork={fork}"))
+    monkeypatch.setattr(NvmlSource, "prefetch", lambda self: order.append("nvml"))
     monkeypatch.setattr(gputui.config, "load", lambda *a: (order.append("config"), real_load(*a))[1])
     monkeypatch.setattr(app_module.GpuTuiApp, "run", lambda self, *a, **k: order.append("app"))
     monkeypatch.setenv("GPUTUI_ALLOW_NOTTY", "1")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert cli.main(["--no-remember"]) == 0
-    # (in a child process, whose Python work then leaves this one's imports alone)
-    assert order == ["nvml fork=True", "config", "app"]
+    assert order == ["nvml", "config", "app"]
 
 
 class ReadAhead:
@@ -197,66 +196,3 @@ def test_the_footer_is_right_in_the_first_frame():
     lines, sent, width = asyncio.run(go())
     assert "Details" in lines[0] and "Layout" in lines[0]
     assert sent == width  # drawn once, whole
-
-
-def test_with_a_first_snapshot_read_ahead_the_poller_opens_the_source_after_the_first_frame():
-    """A forked read-ahead leaves NVML's handles in the child: the poller's `open` is a full
-    NVML open (tens of ms of the GIL), so it starts once the first frame is out, not beside it."""
-    from gputui.ui.app import GpuTuiApp
-
-    async def go():
-        source = ReadAhead(H200_X2)
-        app = GpuTuiApp(source=source, interval=5.0, watch_terminal=False)
-        async with app.run_test(size=(160, 50)) as pilot:
-            alive_at_mount = app.poller.alive
-            await wait_for(pilot, lambda: app.poller.alive or source.opens > 0)
-            return alive_at_mount
-
-    assert asyncio.run(go()) is False
-
-
-FIRST_FRAME_IMPORTS = """
-import asyncio, json, sys
-from gputui.telemetry.recording import ReplaySource
-from gputui.ui.app import GpuTuiApp
-
-class ReadAhead:  # (as in test_first_frame.py, whose conftest imports psutil itself)
-    live, label, local_processes, seekable = True, "live", False, None
-    def __init__(self, path):
-        self.replay = ReplaySource(path)
-        self.pending = (self.replay.open(), self.replay.sample())
-    def take_ready(self):
-        pending, self.pending = self.pending, None
-        return pending
-    def open(self):
-        return self.replay.open()
-    def sample(self):
-        return self.replay.sample()
-    def read_topology(self):
-        return None
-    def notes(self):
-        return []
-    def close(self):
-        pass
-
-async def go():
-    app = GpuTuiApp(source=ReadAhead(sys.argv[1]), interval=5.0, watch_terminal=False)
-    async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause()
-        return sorted(m for m in ("psutil", "pynvml") if m in sys.modules)
-
-print(json.dumps(asyncio.run(go())))
-"""
-
-
-def test_the_first_frame_imports_neither_psutil_nor_pynvml():
-    """With the read-ahead in a child process, the monitor's own process needs neither for
-    its first frame (psutil's import is 10-15 ms on the UI thread); the poller imports them
-    once the frame is out."""
-    import json
-
-    from conftest import fresh_python
-
-    proc = fresh_python(FIRST_FRAME_IMPORTS, str(H200_X2), timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout.strip().splitlines()[-1]) == []

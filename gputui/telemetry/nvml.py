@@ -15,7 +15,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from gputui.telemetry.forked import PENDING, ForkedCall
 from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -79,8 +78,6 @@ EVENT_WAIT_MS = 100
 the event thread, which must leave NVML's wait before nvmlShutdown."""
 PREFETCHED_MAX_AGE_S = 1.0
 """The prefetched first sample is shown only while younger than this (else sampled anew)."""
-OPEN_WAIT_S = 30.0
-"""How long a static read (the topology) waits for the poller's open after a forked read-ahead."""
 
 
 class SlowFields(TypedDict, total=False):
@@ -182,12 +179,6 @@ class NvmlSource:
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
-        self._forked: ForkedCall | None = None
-        """The read-ahead in a child process (see `prefetch`)."""
-        self._opened = threading.Event()
-        """Clear only while this process's open is still to come after a forked read-ahead
-        (the handles come with the poller's open); set again when it ends or on close."""
-        self._opened.set()
         self._first: Snapshot | None = None
         """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
@@ -199,31 +190,14 @@ class NvmlSource:
 
     # ---- static ----------------------------------------------------------------------
 
-    def prefetch(self, fork: bool = False) -> None:
-        """Start opening NVML and taking the first sample in the background, e.g. while the
-        UI's modules load; `take_ready` hands them over, and the next `open()` waits for them.
-
-        On a thread by default: nvmlInit and the static queries are C calls that release the
-        GIL.  With `fork`, in a child process, where the interpreter is still single-threaded
-        (else on the thread): its Python work (importing pynvml and psutil, the queries'
-        Python side) then takes no GIL from the imports beside it, which made them 40-100 ms
-        slower (bench/import_contention.py).  The child's facts and sample reach `take_ready`
-        pickled; the parent opens NVML itself at `open()`."""
-        if self._prefetch is not None or self._forked is not None or self.info is not None:
+    def prefetch(self) -> None:
+        """Start opening NVML and taking the first sample on a thread, e.g. while the UI's
+        modules load (nvmlInit and the static queries are C calls that release the GIL);
+        `take_ready` hands them over, and the next `open()` waits for them."""
+        if self._prefetch is not None or self.info is not None:
             return
-        if fork:
-            self._forked = ForkedCall.start(self._read_ahead)
-            if self._forked is not None:
-                self._opened.clear()
-                return
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
         self._prefetch.start()
-
-    def _read_ahead(self) -> tuple[MachineInfo, Snapshot | None]:
-        """The forked read-ahead's work (in the child)."""
-        self._open_and_sample()
-        assert self.info is not None
-        return self.info, self._first
 
     def _open_and_sample(self) -> None:
         """The prefetch thread: open, then take the first sample too (its NVML and /proc
@@ -239,27 +213,18 @@ class NvmlSource:
         """The static facts and the prefetched first sample, if the prefetch has finished
         and the sample is still fresh; else None (see `source.take_ready`).  Never blocks:
         the UI thread calls it at mount."""
-        if self._forked is not None:
-            result = self._forked.poll()  # (the child is reaped later: `open`, `close`)
-            if result is PENDING or result is None:
-                return None
-            info, first = result
-        else:
-            thread = self._prefetch
-            if thread is None or thread.is_alive():
-                return None
-            thread.join()  # (finished: returns at once)
-            self._prefetch = None
-            info, first, self._first = self.info, self._first, None
+        thread = self._prefetch
+        if thread is None or thread.is_alive():
+            return None
+        thread.join()  # (finished: returns at once)
+        self._prefetch = None
+        info, first, self._first = self.info, self._first, None
         if info is None or first is None or time.time() - first.timestamp >= PREFETCHED_MAX_AGE_S:
             return None
         self._seq = max(self._seq, first.seq)  # (this process's own samples follow it)
         return info, first
 
     def open(self) -> MachineInfo:
-        if self._forked is not None:  # reaped; or, not done in time, killed: NVML opens here
-            self._forked.cancel()
-            self._forked = None
         if self._prefetch is not None:
             self._prefetch.join()
             self._prefetch = None
@@ -268,12 +233,6 @@ class NvmlSource:
         return self._open()
 
     def _open(self) -> MachineInfo:
-        try:
-            return self._open_here()
-        finally:
-            self._opened.set()
-
-    def _open_here(self) -> MachineInfo:
         hostname = os.uname().nodename  # (no `socket` import just for this)
         try:
             if self._nvml is None:
@@ -464,7 +423,6 @@ class NvmlSource:
 
     def read_topology(self) -> Topology | None:
         """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
-        self._opened.wait(OPEN_WAIT_S)  # (at once, unless NVML was read in a child so far)
         if self._nvml is None or not self._handles:
             return None
         return read_topology(self._nvml, self._handles, self._lost)
@@ -856,10 +814,6 @@ class NvmlSource:
         return self._nvml.notes if self._nvml else []
 
     def close(self) -> None:
-        if self._forked is not None:
-            self._forked.cancel()
-            self._forked = None
-        self._opened.set()
         self._stop.set()
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)

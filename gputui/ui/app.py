@@ -18,7 +18,6 @@ from textual.filter import LineFilter, Monochrome, NoColor
 from textual.message import Message
 from textual.widgets import ContentSwitcher
 
-from gputui import gc_hold
 from gputui.config import Config
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
@@ -28,7 +27,7 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.source import Source, take_ready
 from gputui.ui import theme
-from gputui.ui.cells_app import CellsApp
+from gputui.ui.base_app import BaseApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, OpenGpuDetail
 from gputui.ui.overview import OverviewPane
@@ -85,7 +84,7 @@ def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
     ]
 
 
-class GpuTuiApp(CellsApp[int]):
+class GpuTuiApp(BaseApp[int]):
     """gputui's terminal UI.  Give it a Source: live NVML, or a recording."""
 
     TITLE = "gputui"
@@ -293,8 +292,6 @@ class GpuTuiApp(CellsApp[int]):
         return "|".join(parts)
 
     def on_mount(self) -> None:
-        if gc_hold.held():  # (gputui's main held the collector off for the start)
-            self.set_timer(gc_hold.RELEASE_AT_LATEST_S, gc_hold.release)
         header = self.query_one(HeaderBar)
         header.live = self.source.live
         header.label = self.source.label
@@ -354,11 +351,7 @@ class GpuTuiApp(CellsApp[int]):
             source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
         )
         self.interval = self.poller.interval  # as clamped
-        if ready is None:
-            self.poller.start()
-        else:  # the poller opens NVML here (a forked read-ahead's handles stayed in the
-            # child): once the first frame is out, not competing with it for the GIL
-            self.call_after_refresh(self.poller.start)
+        self.poller.start()
 
     # ---- data ------------------------------------------------------------------------
 
@@ -386,10 +379,6 @@ class GpuTuiApp(CellsApp[int]):
             self._show_snapshot(message.snapshot, message.position)
 
     def _show_snapshot(self, snap: Snapshot, position: tuple[int, int] | None) -> None:
-        if self.snapshot is None and gc_hold.held():  # the first frame with data: once drawn,
-            self.call_after_refresh(  # the collector comes back (after the start's repaints)
-                self.set_timer, gc_hold.RELEASE_AFTER_FRAME_S, gc_hold.release
-            )
         self.snapshot = snap
         with self.batch_update():
             header = self.query_one(HeaderBar)

@@ -22,7 +22,7 @@ from textual.screen import Screen
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, summarize
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
 from gputui.telemetry.alerts import IdleRule
-from gputui.ui.cells_app import CellsApp
+from gputui.ui.base_app import BaseApp
 from gputui.ui.cluster_lines import FILTERS, SORTS, Row, row_line, rows, status_line, summary_line, visible
 from gputui.ui.cluster_lines import host_width as _host_width
 from gputui.ui.detail_lines import chart_lines
@@ -82,7 +82,7 @@ class ClusterTable(LineWidget, can_focus=True):
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
 
-class ClusterApp(CellsApp[int]):
+class ClusterApp(BaseApp[int]):
     """The cluster view.  Give it a source (Prometheus or direct); `deliver` states in tests."""
 
     TITLE = "gputui cluster"

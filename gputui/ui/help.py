@@ -56,7 +56,7 @@ def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
 
 def own_bindings(node: DOMNode) -> list[BindingType]:
     """The keys gputui's own classes give `node` (an app: its class's and its base's, such
-    as ctrl+l from `CellsApp`), the subclass's first; not Textual's built-in ones."""
+    as ctrl+l from `BaseApp`), the subclass's first; not Textual's built-in ones."""
     return [
         binding
         for cls in type(node).__mro__
