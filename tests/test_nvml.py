@@ -758,3 +758,38 @@ def test_take_ready_hands_the_prefetched_facts_and_sample_once_and_never_waits(
     finally:
         release.set()
         source.close()
+
+
+def test_counters_that_count_up_are_read_every_few_slow_passes_and_kept_between(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """Energy (4 ms a call), PCIe replays, remapped rows and retired pages are read on the
+    first slow pass and every RARE_EVERY-th after it; between those passes the last values
+    stand (never None, never 0); the throughput figures are read on every pass."""
+    from gputui.telemetry import nvml as nvml_module
+
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    energy = iter(range(1000, 10**6, 1000))
+    scripted.lib.nvmlDeviceGetTotalEnergyConsumption = scripted.lib._scripted(  # type: ignore[attr-defined]
+        "nvmlDeviceGetTotalEnergyConsumption", lambda h: next(energy)
+    )
+    scripted.lib.nvmlDeviceGetPcieThroughput = scripted.lib._scripted(  # type: ignore[attr-defined]
+        "nvmlDeviceGetPcieThroughput", lambda h, kind: 7
+    )
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=scripted.lib), slow=False)
+    try:
+        source.open()
+        seen = []
+        for n in range(2 * nvml_module.RARE_EVERY + 1):
+            source.slow_passes = n
+            values = source._slow_sample(0, "handle-0")
+            source._slow[0] = values
+            seen.append(values.fields["energy"])
+            assert values.fields["pcie_rx"] == 7 * 1024
+        rare = nvml_module.RARE_EVERY
+        assert seen == [1000] * rare + [2000] * rare + [3000]
+        assert scripted.lib.calls[("nvmlDeviceGetTotalEnergyConsumption", "handle-0")] == 3
+        assert scripted.lib.calls[("nvmlDeviceGetPcieThroughput", "handle-0")] == 2 * len(seen)
+    finally:
+        source.close()

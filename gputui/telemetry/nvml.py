@@ -76,6 +76,10 @@ XID_EVENT = 0x8
 EVENT_WAIT_MS = 100
 """How long one wait for an event lasts: closing the source (quitting) waits at most this for
 the event thread, which must leave NVML's wait before nvmlShutdown."""
+RARE_EVERY = 5
+"""The slow pass reads the counters that change rarely or only count up (energy, PCIe
+replays, remapped rows, retired pages) every RARE_EVERY-th pass (10 s at the default 2 s):
+energy alone cost 4 ms a GPU a pass, an eighth of the live monitor's steady CPU."""
 PREFETCHED_MAX_AGE_S = 1.0
 """The prefetched first sample is shown only while younger than this (else sampled anew)."""
 
@@ -111,6 +115,8 @@ class _SlowValues:
     """Latest results of the slow-cadence queries for one GPU."""
 
     fields: SlowFields = field(default_factory=SlowFields)
+    rare: SlowFields | None = None
+    """The counters read every RARE_EVERY-th pass (also in `fields`); None: not read yet."""
     proc_util: dict[int, tuple[int, int, int, int]] = field(default_factory=dict)
     last_seen_us: int = 0
 
@@ -677,7 +683,6 @@ class NvmlSource:
         since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
         tx = q("nvmlDeviceGetPcieThroughput", lib.NVML_PCIE_UTIL_TX_BYTES)
         rx = q("nvmlDeviceGetPcieThroughput", lib.NVML_PCIE_UTIL_RX_BYTES)
-        energy = q("nvmlDeviceGetTotalEnergyConsumption")
         samples = q("nvmlDeviceGetProcessUtilization", since) or ()
         util: dict[int, tuple[int, int, int, int]] = {}
         latest: dict[int, int] = {}
@@ -690,29 +695,20 @@ class NvmlSource:
                 min(100, max(0, int(getattr(s, a, 0) or 0)))
                 for a in ("smUtil", "memUtil", "encUtil", "decUtil")
             )
-        remapped = q("nvmlDeviceGetRemappedRows")
-        sbe = q("nvmlDeviceGetRetiredPages", _RETIRED_SBE)
-        dbe = q("nvmlDeviceGetRetiredPages", _RETIRED_DBE)
-        retire_pending = q("nvmlDeviceGetRetiredPagesPendingStatus")
         nvl_rx, nvl_tx, link_rx, link_tx = self._nvlink_throughput(i, h)
         fields: SlowFields = {
             "pcie_rx": rx * 1024 if rx is not None else None,
             "pcie_tx": tx * 1024 if tx is not None else None,
-            "energy": energy,
-            "pcie_replay_counter": q("nvmlDeviceGetPcieReplayCounter"),
             "nvlink_rx": nvl_rx,
             "nvlink_tx": nvl_tx,
             "nvlink_link_rx": link_rx,
             "nvlink_link_tx": link_tx,
-            "remapped_rows_corrected": remapped[0] if remapped else None,
-            "remapped_rows_uncorrected": remapped[1] if remapped else None,
-            "remapped_rows_pending": bool(remapped[2]) if remapped else None,
-            "remapped_rows_failure": bool(remapped[3]) if remapped else None,
-            "retired_pages_sbe": len(sbe) if sbe is not None else None,
-            "retired_pages_dbe": len(dbe) if dbe is not None else None,
-            "retired_pages_pending": bool(retire_pending) if retire_pending is not None else None,
             "mig_devices": (mig := self._mig_devices(i, h)),
         }
+        rare = prev.rare
+        if rare is None or self.slow_passes % RARE_EVERY == 0:
+            rare = self._rare_fields(q)
+        fields.update(rare)  # (between their passes, the last values stand)
         if self.gpm is not None:
             dev = self._devices[i] if i < len(self._devices) else None
             arch = dev.architecture if dev else None
@@ -727,7 +723,26 @@ class NvmlSource:
                     else None
                 ),
             )
-        return _SlowValues(fields=fields, proc_util=util, last_seen_us=now_us)
+        return _SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=now_us)
+
+    @staticmethod
+    def _rare_fields(q: Callable[..., Any]) -> SlowFields:
+        """The counters read every RARE_EVERY-th slow pass."""
+        remapped = q("nvmlDeviceGetRemappedRows")
+        sbe = q("nvmlDeviceGetRetiredPages", _RETIRED_SBE)
+        dbe = q("nvmlDeviceGetRetiredPages", _RETIRED_DBE)
+        retire_pending = q("nvmlDeviceGetRetiredPagesPendingStatus")
+        return {
+            "energy": q("nvmlDeviceGetTotalEnergyConsumption"),
+            "pcie_replay_counter": q("nvmlDeviceGetPcieReplayCounter"),
+            "remapped_rows_corrected": remapped[0] if remapped else None,
+            "remapped_rows_uncorrected": remapped[1] if remapped else None,
+            "remapped_rows_pending": bool(remapped[2]) if remapped else None,
+            "remapped_rows_failure": bool(remapped[3]) if remapped else None,
+            "retired_pages_sbe": len(sbe) if sbe is not None else None,
+            "retired_pages_dbe": len(dbe) if dbe is not None else None,
+            "retired_pages_pending": bool(retire_pending) if retire_pending is not None else None,
+        }
 
     def _nvlink_throughput(
         self, i: int, h: Any
