@@ -1,6 +1,7 @@
 """gputui's terminal cost, measured as an SSH user would feel it (../shared/bench/ptybench.py).
 
-    python bench/bench_tui.py [--seconds 30] [--ptybench ../shared/bench/ptybench.py]
+    python bench/bench_tui.py [--seconds 30] [--only TEXT] [--ptybench ../shared/bench/ptybench.py]
+    python bench/bench_tui.py --screens [--short 15] [--long 45] [--only TEXT]
 
 Scenarios: 160x50, TERM=xterm-256color (no COLORTERM, as SSH forwards), replaying
 recordings at their recorded 1 s interval, started in a busy stretch; plus the no-GPU view.
@@ -9,6 +10,10 @@ tab switch is part of the first frame and "steady" is the table's own cost (sort
 memory, the default); the sorted ones press `s` (once: SM %; five times: CPU %) at 2 s (keys
 typed before the tab has focus would be lost), so their steady figure includes that one
 re-sort of the whole table.
+--screens: the Topology tab and the GPU detail view, each opened with real keys 1.5 s after
+start and run twice (--short and --long seconds); the steady cost is the difference of the two
+runs over the difference in time, so the first frame and the switch to the screen (a one-time
+full repaint) are not counted.
 Prints one JSON object per scenario and a Markdown table for bench/RESULTS.md.
 """
 
@@ -52,6 +57,21 @@ SCENARIOS: list[tuple[str, list[str], str]] = [
     ),
 ]
 
+#: --screens: (name, gputui arguments, keys), each measured as the difference of two runs
+SCREENS: list[tuple[str, list[str], str]] = [
+    ("Overview, 2 GPUs (for comparison)", replay("h200-x2/recording.jsonl.gz", 35), ""),
+    ("Topology tab, 2 GPUs (NV18)", replay("h200-x2/recording.jsonl.gz", 35), "1.5:3"),
+    ("Topology tab, 8 GPUs mixed (derived)", replay("derived/h200x8-mixed-topology.jsonl.gz", 30), "1.5:3"),
+    ("Topology tab, 16 GPUs (derived)", replay("derived/h200x16-nvswitch-256procs.jsonl.gz", 30), "1.5:3"),
+    ("Topology tab + CUDA view, 2 GPUs", replay("h200-x2/recording.jsonl.gz", 35), "1.5:3,2.0:v"),
+    ("Detail view, 1 GPU", replay("h200-x1-v2/recording.jsonl.gz", 40), "1.5:\\r"),
+    (
+        "Detail view, 2 GPUs, scrolled to the charts",
+        replay("h200-x2/recording.jsonl.gz", 35),
+        "1.5:\\r,2.0:\\x1b[F",
+    ),
+]
+
 
 def measure(
     args: list[str], seconds: float, ptybench: str, keys: str | None = None, size: tuple[int, int] = (160, 50)
@@ -86,12 +106,53 @@ def measure(
     return result
 
 
+def screens(a: argparse.Namespace) -> None:
+    """The --screens table: steady cost as the difference of a --long and a --short run."""
+    rows = []
+    for name, args, keys in SCREENS:
+        if a.only and a.only not in name:
+            continue
+        short = measure(args, a.short, a.ptybench, keys or None)
+        long = measure(args, a.long, a.ptybench, keys or None)
+        dt = a.long - a.short
+        row = {
+            "scenario": name,
+            "keys": keys,
+            "settle_s": long["settle_s"],
+            "bytes_per_s": (float(long["bytes"]) - float(short["bytes"])) / dt,
+            "cpu_pct": 100 * (float(long["cpu_s"]) - float(short["cpu_s"])) / dt,
+            "rss_mb": long["rss_mb"],
+            "short": short,
+            "long": long,
+        }
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    print()
+    print(
+        f"Machine: {platform.node()}, {os.cpu_count()} CPUs, Python {platform.python_version()}; "
+        f"steady = (run of {a.long:g} s - run of {a.short:g} s) / {a.long - a.short:g} s; 160x50"
+    )
+    print()
+    print("| scenario | keys | steady CPU (% of a core) | bytes/s | peak RSS (MB) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        keys = f"`{r['keys']}`" if r["keys"] else ""
+        cells = [r["scenario"], keys, f"{r['cpu_pct']:.2f}", f"{r['bytes_per_s']:,.0f}", r["rss_mb"]]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
     ap.add_argument("--ptybench", default=str(ROOT.parent / "shared" / "bench" / "ptybench.py"))
     ap.add_argument("--only", help="run scenarios whose name contains this")
+    ap.add_argument("--screens", action="store_true", help="the Topology tab and the detail view")
+    ap.add_argument("--short", type=float, default=15, help="--screens: the short run's seconds")
+    ap.add_argument("--long", type=float, default=45, help="--screens: the long run's seconds")
     a = ap.parse_args()
+    if a.screens:
+        screens(a)
+        return
     rows = []
     for name, args, keys in SCENARIOS:
         if a.only and a.only not in name:

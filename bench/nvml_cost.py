@@ -2,9 +2,12 @@
 (PCIe throughput, per-process utilization, energy) stalls it.
 
     python bench/nvml_cost.py [--ticks 60] [--json OUT]
+    python bench/nvml_cost.py --gpm [--passes 20] [--interval 1] [--json OUT]
 
 Phase "quiet": the slow thread has done its first pass and sleeps.
 Phase "slow busy": the slow thread runs back to back (worst case) while ticks are timed.
+--gpm instead: what GPM costs per GPU per slow tick, nvmlGpmSampleGet and nvmlGpmMetricsGet
+timed through gputui's own GpmSampler, every GPU, --passes times, --interval s apart.
 """
 
 import argparse
@@ -39,12 +42,61 @@ def timed_ticks(src, n, spacing):
     return costs
 
 
+def ms(xs):
+    xs = sorted(xs)
+    if not xs:
+        return None
+    return {
+        "n": len(xs),
+        "median_ms": round(1000 * statistics.median(xs), 3),
+        "p95_ms": round(1000 * xs[max(0, int(len(xs) * 0.95) - 1)], 3),
+        "max_ms": round(1000 * xs[-1], 3),
+    }
+
+
+def gpm_cost(passes, interval):
+    from gputui.telemetry.gpm import GpmSampler
+
+    src = NvmlSource(slow=False)
+    info = src.open()
+    sampler = GpmSampler(src._nvml)
+    per_gpu = {i: [] for i in range(len(info.devices))}
+    last = {}
+    for _ in range(passes):
+        for i, h in enumerate(src._handles):
+            t0 = time.perf_counter()
+            last[i] = sampler.sample(i, h, architecture=info.devices[i].architecture, arch_code=9)
+            per_gpu[i].append(time.perf_counter() - t0)
+        time.sleep(interval)
+    out = {
+        "devices": [d.name for d in info.devices],
+        "driver": info.system.driver_version,
+        "passes": passes,
+        "per_gpu_per_tick": {i: ms(v[1:]) for i, v in per_gpu.items()},
+        "nvmlGpmSampleGet": ms(sampler.cost.sample_get_s),
+        "nvmlGpmMetricsGet": ms(sampler.cost.metrics_get_s),
+        "last": {i: repr(s) for i, s in last.items()},
+    }
+    sampler.close()
+    src.close()
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ticks", type=int, default=60)
     ap.add_argument("--spacing", type=float, default=0.05)
+    ap.add_argument("--gpm", action="store_true", help="time GPM's sampling instead")
+    ap.add_argument("--passes", type=int, default=20, help="--gpm: passes over every GPU")
+    ap.add_argument("--interval", type=float, default=1.0, help="--gpm: seconds between passes")
     ap.add_argument("--json")
     a = ap.parse_args()
+    if a.gpm:
+        text = json.dumps(gpm_cost(a.passes, a.interval), indent=1)
+        print(text)
+        if a.json:
+            Path(a.json).write_text(text + "\n")
+        return
     out = {}
     t0 = time.perf_counter()
     src = NvmlSource(slow_interval=3600)
