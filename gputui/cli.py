@@ -26,7 +26,7 @@ DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz"
 
 #: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
 #: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
-COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve")
+COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve", "stacks")
 
 
 def command_module(name: str) -> ModuleType:

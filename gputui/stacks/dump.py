@@ -1,0 +1,463 @@
+"""Python stacks of running processes, read with `py-spy dump --json`, several at once.
+
+Each dump runs py-spy as a child, bounded in time: past the limit the child is killed and
+reaped, never left running.  Nothing here blocks an event loop: `dump_many_async` runs on the
+caller's loop (asyncio subprocesses), `dump_in_background` on a thread of its own with
+callbacks, and `dump_many` is the blocking form for the command line.  A stack that cannot be
+read comes back with a `Missing` saying why, one reason per cause.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from types import EllipsisType
+from typing import Any, TypeAlias
+
+from gputui.stacks import procfs
+from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
+from gputui.untrusted import literal
+
+INSTALL = "pip install 'gputui[stacks]'"
+"""The one command that installs py-spy with gputui (or, alone: pip install py-spy)."""
+DEFAULT_TIMEOUT = 10.0
+"""Seconds one dump may take before py-spy is killed."""
+PARALLEL = 8
+"""py-spy children running at once."""
+START_TIME_TOLERANCE = 0.005
+"""Start times closer than this are the same process (as gputui.control.signals compares them)."""
+MAX_OUTPUT = 32 << 20
+MAX_THREADS = 4096
+MAX_FRAMES = 4096
+MAX_TEXT = 1000
+"""Bounds on what is kept of py-spy's output: it describes another process, which may be huge
+or hostile (a function or thread name of a megabyte)."""
+
+Target: TypeAlias = "int | tuple[int, float | None]"
+"""A PID, or (PID, start time) as the caller saw the process: a PID now held by another
+process is then refused instead of dumped."""
+
+STATE_NAMES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "in uninterruptible sleep",
+    "T": "stopped",
+    "t": "stopped by a debugger",
+    "Z": "a zombie",
+    "X": "dead",
+    "I": "idle",
+    "P": "parked",
+    "W": "waking",
+}
+
+
+def find_py_spy(path: str | None = None, beside: str | None = None) -> str | None:
+    """py-spy's path: on PATH (`path`, default $PATH), else beside this Python (`beside`,
+    default sys.executable: a venv's bin/ that was never put on PATH); None when neither."""
+    found = shutil.which("py-spy", path=path) if path != "" else None
+    if found:
+        return found
+    exe = sys.executable if beside is None else beside
+    if exe:
+        candidate = os.path.join(os.path.dirname(exe), "py-spy")
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def _start_time(pid: int) -> float | None:
+    import psutil
+
+    from gputui.telemetry.starttime import start_time
+
+    try:
+        return start_time(psutil.Process(pid))
+    except psutil.Error:
+        return None
+
+
+def _state_words(state: str | None, wchan: str | None) -> str:
+    words = f"state {state} ({STATE_NAMES.get(state, 'unknown')})" if state else "state unknown"
+    return words + (f", waiting in {literal(wchan)}" if wchan else "")
+
+
+async def dump_async(
+    target: Target,
+    *,
+    native: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    py_spy: str | EllipsisType | None = ...,
+) -> StackResult:
+    """The stacks of one process, or why there are none.  `py_spy`: its path; None when it
+    is not installed; left out, found with `find_py_spy`."""
+    t0 = time.monotonic()
+    pid, expected = (target, None) if isinstance(target, int) else target
+    exe = find_py_spy() if py_spy is ... else py_spy
+
+    def result(**kw: Any) -> StackResult:
+        return StackResult(pid, seconds=time.monotonic() - t0, **kw)
+
+    def missing(reason: Reason, message: str, **kw: Any) -> Missing:
+        return Missing(reason, message, **kw)
+
+    st = procfs.read_state(pid)
+    created = _start_time(pid) if st is not None else None
+    if st is None or created is None:
+        return result(create_time=expected, missing=missing(Reason.EXITED, f"PID {pid}: no such process"))
+    if expected is not None and abs(created - expected) > START_TIME_TOLERANCE:
+        return result(
+            create_time=expected,
+            missing=missing(Reason.EXITED, f"PID {pid} has exited: the PID now belongs to another process"),
+        )
+    name = literal(st.name)
+    base: dict[str, Any] = {"create_time": created, "name": st.name}
+    if st.state in ("Z", "X"):
+        return result(
+            **base,
+            missing=missing(
+                Reason.EXITED,
+                f"PID {pid} ({name}) has exited (a zombie its parent has not reaped)",
+                state="Z",
+            ),
+        )
+    if st.kernel_thread:
+        return result(
+            **base,
+            missing=missing(
+                Reason.NOT_PYTHON, f"PID {pid} ({name}) is a kernel thread, not a Python process"
+            ),
+        )
+    if st.state in ("T", "t"):
+        return result(**base, rank=procfs.read_rank(pid), missing=_stopped(pid, name, st.state))
+    base["rank"] = procfs.read_rank(pid)
+    if exe is None:
+        return result(
+            **base,
+            missing=missing(
+                Reason.NO_PY_SPY,
+                "py-spy is not installed (neither on PATH nor beside this Python)",
+                hint=f"{INSTALL}   (or: pip install py-spy)",
+            ),
+        )
+    facts = procfs.ptrace_facts(pid, st.uids)
+    refused = procfs.certain_refusal(facts)
+    if refused is not None:
+        return result(**base, missing=missing(Reason.PTRACE_REFUSED, refused[0], hint=refused[1]))
+
+    argv = [exe, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
+    rc, out, err, timed_out = await _run(argv, timeout)
+
+    after = _start_time(pid)
+    now = procfs.read_state(pid)
+    if after is None or abs(after - created) > START_TIME_TOLERANCE or now is None or now.state in ("Z", "X"):
+        return result(
+            **base, missing=missing(Reason.EXITED, f"PID {pid} ({name}) exited while py-spy read it")
+        )
+    if timed_out:
+        return result(
+            **base,
+            missing=missing(
+                Reason.TIMEOUT,
+                f"py-spy did not answer within {timeout:g} s and was killed",
+                hint="try again, or allow longer with --timeout",
+                state=now.state,
+                wchan=procfs.read_wchan(pid),
+            ),
+        )
+    detail = _error_line(err)
+    if rc == 0 and out is not None:
+        try:
+            threads = parse_dump(out, pid)
+        except ValueError as exc:
+            return result(
+                **base,
+                missing=missing(Reason.FAILED, f"py-spy's output could not be read: {exc}", detail=detail),
+            )
+        return result(**base, threads=threads)
+    low = (err or b"").decode("utf-8", "replace").lower()
+    if now.state in ("T", "t") or "failed to suspend" in low:
+        return result(**base, missing=_stopped(pid, name, now.state, detail))
+    if any(
+        w in low for w in ("permission denied", "operation not permitted", "(os error 1)", "(os error 13)")
+    ):
+        why, hint = procfs.refusal(facts)
+        return result(**base, missing=missing(Reason.PTRACE_REFUSED, why, hint=hint, detail=detail))
+    if any(w in low for w in ("python version", "python interpreter", "failed to find python")):
+        wchan = procfs.read_wchan(pid)
+        return result(
+            **base,
+            missing=missing(
+                Reason.NOT_PYTHON,
+                f"PID {pid} ({name}) is not a Python process: {_state_words(now.state, wchan)}",
+                state=now.state,
+                wchan=wchan,
+                detail=detail,
+            ),
+        )
+    if out is None:
+        return result(**base, missing=missing(Reason.FAILED, "py-spy's output was too large", detail=detail))
+    return result(
+        **base,
+        missing=missing(
+            Reason.FAILED,
+            f"py-spy failed (exit status {rc}): {literal(detail or 'no message')}",
+            state=now.state,
+            detail=detail,
+        ),
+    )
+
+
+def _stopped(pid: int, name: str, state: str, detail: str | None = None) -> Missing:
+    if state == "t":
+        return Missing(
+            Reason.STOPPED,
+            f"PID {pid} ({name}) is stopped under a debugger (state t): py-spy cannot read it",
+            hint="detach the debugger (or read the stack in it)",
+            state=state,
+            detail=detail,
+        )
+    return Missing(
+        Reason.STOPPED,
+        f"PID {pid} ({name}) is stopped (state T: SIGSTOP, Ctrl-Z or a debugger): "
+        "py-spy cannot read a stopped process, so it was not run",
+        hint=f"kill -CONT {pid}   resumes it",
+        state=state or "T",
+        detail=detail,
+    )
+
+
+def _error_line(err: bytes | None) -> str | None:
+    """py-spy's error as one line: "Error:", its causes, without the backtrace."""
+    if not err:
+        return None
+    parts = []
+    for raw in err.decode("utf-8", "replace").splitlines():
+        line = raw.strip()
+        if line.startswith("Stack backtrace"):
+            break
+        if not line or line == "Caused by:":
+            continue
+        head, sep, rest = line.partition(": ")
+        if head == "Error" or (sep and head.isdigit()):
+            line = rest
+        parts.append(line)
+    text = ": ".join(parts)
+    return text[:500] if text else None
+
+
+async def _read_limited(stream: asyncio.StreamReader | None, limit: int) -> bytes | None:
+    """Everything on `stream` up to `limit` bytes; None past it (the rest is read and
+    dropped, so the child never blocks on a full pipe)."""
+    if stream is None:
+        return b""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        chunk = await stream.read(1 << 16)
+        if not chunk:
+            return b"".join(chunks) if size <= limit else None
+        size += len(chunk)
+        if size <= limit:
+            chunks.append(chunk)
+        else:
+            chunks.clear()
+
+
+async def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes | None, bytes | None, bool]:
+    """(exit status, stdout, stderr, timed out) of one py-spy child, killed and reaped past
+    `timeout` seconds or when the caller is cancelled."""
+    proc = await asyncio.create_subprocess_exec(
+        *argv,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "RUST_BACKTRACE": "0"},
+    )
+    try:
+        out, err = await asyncio.wait_for(
+            asyncio.gather(_read_limited(proc.stdout, MAX_OUTPUT), _read_limited(proc.stderr, 1 << 16)),
+            timeout,
+        )
+        rc = await asyncio.wait_for(proc.wait(), timeout)
+    except asyncio.TimeoutError:
+        return None, None, None, True
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            await proc.wait()
+    return rc, out, err, False
+
+
+def _text(value: object) -> str:
+    return value[:MAX_TEXT] if isinstance(value, str) else "?"
+
+
+def _int(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _frame(raw: dict[str, Any]) -> Frame:
+    path = _text(raw.get("filename"))
+    short = raw.get("short_filename")
+    line = _int(raw.get("line"))
+    return Frame(
+        function=_text(raw.get("name")),
+        file=_text(short) if isinstance(short, str) and short else os.path.basename(path),
+        line=line if line and line > 0 else None,
+        path=path,
+        native=raw.get("module") is not None,
+    )
+
+
+def parse_dump(data: bytes, pid: int) -> tuple[ThreadStack, ...]:
+    """py-spy's JSON (a list of threads, frames innermost first) as threads with frames in
+    call order, the main thread first.  ValueError when it is not py-spy's JSON."""
+    try:
+        raw = json.loads(data)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError("not JSON") from exc
+    if not isinstance(raw, list):
+        raise ValueError("not a list of threads")
+    threads = []
+    for item in raw[:MAX_THREADS]:
+        if not isinstance(item, dict):
+            raise ValueError("a thread is not an object")
+        frames = item.get("frames")
+        if not isinstance(frames, list):
+            raise ValueError("a thread has no frames list")
+        name = item.get("thread_name")
+        threads.append(
+            ThreadStack(
+                thread_id=_int(item.get("thread_id")) or 0,
+                os_thread_id=_int(item.get("os_thread_id")),
+                name=name[:MAX_TEXT] if isinstance(name, str) else None,
+                active=item.get("active") is True,
+                owns_gil=item.get("owns_gil") is True,
+                frames=tuple(_frame(f) for f in reversed(frames[:MAX_FRAMES]) if isinstance(f, dict)),
+            )
+        )
+    main = [t for t in threads if t.os_thread_id == pid] or [t for t in threads if t.name == "MainThread"][:1]
+    return tuple(main + [t for t in threads if t not in main])
+
+
+async def dump_many_async(
+    targets: Iterable[Target],
+    *,
+    native: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    py_spy: str | EllipsisType | None = ...,
+    parallel: int = PARALLEL,
+    on_result: Callable[[StackResult], None] | None = None,
+) -> tuple[StackResult, ...]:
+    """The stacks of several processes, at most `parallel` dumps at once, in the order given;
+    `on_result` is called with each as it arrives (on the loop's thread).  Cancelling kills
+    the py-spy children still running."""
+    exe = find_py_spy() if py_spy is ... else py_spy
+    gate = asyncio.Semaphore(max(1, parallel))
+
+    async def one(target: Target) -> StackResult:
+        async with gate:
+            res = await dump_async(target, native=native, timeout=timeout, py_spy=exe)
+        if on_result is not None:
+            on_result(res)
+        return res
+
+    return tuple(await asyncio.gather(*(one(t) for t in targets)))
+
+
+def dump_many(
+    targets: Iterable[Target],
+    *,
+    native: bool = False,
+    timeout: float = DEFAULT_TIMEOUT,
+    py_spy: str | EllipsisType | None = ...,
+    parallel: int = PARALLEL,
+    on_result: Callable[[StackResult], None] | None = None,
+) -> tuple[StackResult, ...]:
+    """`dump_many_async`, blocking (for the command line, or a thread with no event loop)."""
+    return asyncio.run(
+        dump_many_async(
+            targets, native=native, timeout=timeout, py_spy=py_spy, parallel=parallel, on_result=on_result
+        )
+    )
+
+
+class Background:
+    """Dumps running on a thread of their own, so a UI thread never waits: `on_result` is
+    called (on that thread) with each process's stacks as they arrive, then `on_done` with
+    all of them.  `cancel()` kills the py-spy children still running; `on_done` then gets
+    the results that had arrived."""
+
+    def __init__(
+        self,
+        targets: Iterable[Target],
+        *,
+        on_result: Callable[[StackResult], None] | None = None,
+        on_done: Callable[[tuple[StackResult, ...]], None] | None = None,
+        native: bool = False,
+        timeout: float = DEFAULT_TIMEOUT,
+        py_spy: str | EllipsisType | None = ...,
+    ) -> None:
+        self._targets = tuple(targets)
+        self._on_result = on_result
+        self._on_done = on_done
+        self._kw: dict[str, Any] = {"native": native, "timeout": timeout, "py_spy": py_spy}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._task: asyncio.Task[tuple[StackResult, ...]] | None = None
+        self._started = threading.Event()
+        self._cancelled = False
+        self.results: list[StackResult] = []
+        """What has arrived so far."""
+        self.thread = threading.Thread(target=self._run, name="gputui-stacks", daemon=True)
+        self.thread.start()
+
+    def _arrived(self, res: StackResult) -> None:
+        self.results.append(res)
+        if self._on_result is not None:
+            self._on_result(res)
+
+    def _run(self) -> None:
+        async def main() -> None:
+            self._loop = asyncio.get_running_loop()
+            self._task = asyncio.ensure_future(
+                dump_many_async(self._targets, on_result=self._arrived, **self._kw)
+            )
+            self._started.set()
+            if self._cancelled:
+                self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+        try:
+            asyncio.run(main())
+        finally:
+            self._started.set()
+            if self._on_done is not None:
+                self._on_done(tuple(self.results))
+
+    def cancel(self) -> None:
+        """Stop: running py-spy children are killed (returns at once; `join` to wait)."""
+        self._cancelled = True
+        self._started.wait(5)
+        loop, task = self._loop, self._task
+        if loop is not None and task is not None:
+            with contextlib.suppress(RuntimeError):  # the loop has already finished
+                loop.call_soon_threadsafe(task.cancel)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the end; True when it has ended."""
+        self.thread.join(timeout)
+        return not self.thread.is_alive()
+
+
+def dump_in_background(targets: Iterable[Target], **kw: Any) -> Background:
+    """Start `Background` dumps (see there) and return at once."""
+    return Background(targets, **kw)
