@@ -271,8 +271,8 @@ async def _read_limited(stream: asyncio.StreamReader | None, limit: int) -> byte
 
 
 async def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes | None, bytes | None, bool]:
-    """(exit status, stdout, stderr, timed out) of one py-spy child, killed and reaped past
-    `timeout` seconds or when the caller is cancelled."""
+    """(exit status, stdout, stderr, timed out) of one py-spy child, killed (status -9) and
+    reaped past `timeout` seconds or when the caller is cancelled."""
     proc = await asyncio.create_subprocess_exec(
         *argv,
         stdin=asyncio.subprocess.DEVNULL,
@@ -280,20 +280,22 @@ async def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes |
         stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "RUST_BACKTRACE": "0"},
     )
+    out = err = None
+    timed_out = False
     try:
         out, err = await asyncio.wait_for(
             asyncio.gather(_read_limited(proc.stdout, MAX_OUTPUT), _read_limited(proc.stderr, 1 << 16)),
             timeout,
         )
-        rc = await asyncio.wait_for(proc.wait(), timeout)
+        await asyncio.wait_for(proc.wait(), timeout)
     except asyncio.TimeoutError:
-        return None, None, None, True
+        timed_out = True
     finally:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.kill()
             await proc.wait()
-    return rc, out, err, False
+    return proc.returncode, out, err, timed_out
 
 
 def _text(value: object) -> str:

@@ -1,0 +1,100 @@
+"""Real Python children blocked in a known function, for the stacks tests."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+
+from gputui.stacks.dump import dump_many
+
+CHILD = textwrap.dedent(
+    """
+    import os, subprocess, sys, threading
+
+    def wait_here():
+        os.write(1, b"ready\\n")  # one write: two threads never interleave
+        threading.Event().wait()  # WAIT LINE
+
+    def branch_a():
+        wait_here()
+
+    def branch_b():
+        wait_here()
+
+    def rename(f, name):  # a function name is outside text too (and may hold any character)
+        code = f.__code__.replace(co_name=name)
+        f.__code__ = code.replace(co_qualname=name) if hasattr(code, "co_qualname") else code
+
+    def main():
+        if "--worker" in sys.argv:  # a rank's own child (a data loader): not a rank
+            subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        if "--thread" in sys.argv:
+            threading.Thread(target=wait_here, name="w\\u00f6rker\\x1b[31m", daemon=True).start()
+        (branch_b if "b" in sys.argv[1:] else branch_a)()
+
+    if "--hostile" in sys.argv:
+        rename(main, "main\x1b]0;owned\x07")
+        rename(branch_a, "branch_a\u202e")
+    main()
+    """
+)
+WAIT_LINE = next(i for i, line in enumerate(CHILD.splitlines(), 1) if "# WAIT LINE" in line)
+
+
+def write_child(directory: Path) -> Path:
+    script = directory / "stackchild.py"
+    script.write_text(CHILD)
+    return script
+
+
+def start_waiter(script: Path, children: list, *args: str, **kw) -> subprocess.Popen[bytes]:
+    """`python stackchild.py ARGS`, returned once it is about to wait in `wait_here`."""
+    child = subprocess.Popen(
+        [sys.executable, str(script), *args],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        **kw,
+    )
+    children.append(child)
+    assert child.stdout is not None
+    assert child.stdout.readline() == b"ready\n"
+    return child
+
+
+def settled(pids: list[int], timeout: float = 30.0):
+    """Dump until every process's main thread is inside `wait_here` (a child prints "ready"
+    just before it gets there)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        results = dump_many(pids)
+        if all(r.ok and any(f.function == "wait_here" for f in r.threads[0].frames) for r in results):
+            return results
+        assert time.monotonic() < deadline, [r.missing for r in results]
+        time.sleep(0.05)
+
+
+def py_spy_children() -> list[psutil.Process]:
+    """py-spy processes that are children of this test process."""
+    out = []
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if "py-spy" in c.name() or any("py-spy" in a for a in c.cmdline()[:1]):
+                out.append(c)
+        except psutil.Error:
+            continue
+    return out
+
+
+def wait_state(pid: int, state: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            if f.read().rpartition(b")")[2].split()[0].decode() == state:
+                return
+        assert time.monotonic() < deadline, f"PID {pid} never reached state {state}"
+        time.sleep(0.01)
