@@ -22,7 +22,7 @@ import pytest
 from conftest import gputui
 from stacks_support import WAIT_LINE, py_spy_children, settled, start_waiter, wait_state, write_child
 
-from gputui.stacks.dump import _run, dump_in_background, dump_many, dump_many_async, find_py_spy
+from gputui.stacks.dump import _run, dump_in_background, dump_many, dump_many_async, find_py_spy, parse_dump
 from gputui.stacks.fold import fold, fold_threads
 from gputui.stacks.model import Frame, Reason
 from gputui.telemetry.starttime import start_time
@@ -526,3 +526,35 @@ def test_cli_job_dumps_the_ranks_of_a_launcher(can_dump, script, children, tmp_p
     finally:
         os.killpg(launcher.pid, signal.SIGKILL)
         launcher.wait(timeout=10)
+
+
+# ---- py-spy's output is outside text too --------------------------------------------------
+
+
+def test_the_parser_refuses_what_is_not_py_spys_json() -> None:
+    for bad in (b"", b"not json", b"{}", b"[1]", b'[{"frames": 3}]', b"\xff\xfe"):
+        with pytest.raises(ValueError):
+            parse_dump(bad, 1)
+
+
+def test_the_parser_keeps_bounds_and_types() -> None:
+    thread = {
+        "thread_id": True,  # a bool is not an id
+        "os_thread_id": 7,
+        "thread_name": "x" * 5000,
+        "active": "yes",  # only true is true
+        "owns_gil": True,
+        "frames": [
+            {"name": "inner", "filename": "/a/b.py", "short_filename": "b.py", "line": 3, "module": None},
+            "not a frame",
+            {"name": 5, "filename": "/usr/lib/libc.so.6", "line": 0, "module": "/usr/lib/libc.so.6"},
+            {"name": "outer", "filename": "/a/c.py", "short_filename": "", "line": -1},
+        ],
+    }
+    main = {"thread_id": 1, "os_thread_id": 9, "thread_name": None, "frames": []}
+    (first, second) = parse_dump(json.dumps([thread, main]).encode(), 9)
+    assert first.os_thread_id == 9 and first.name is None  # the main thread (TID = PID) first
+    assert second.thread_id == 0 and second.active is False and second.owns_gil is True
+    assert len(second.name or "") == 1000
+    assert [f.where() for f in second.frames] == ["outer (c.py)", "? (libc.so.6)", "inner (b.py:3)"]
+    assert [f.native for f in second.frames] == [False, True, False]
