@@ -26,6 +26,9 @@ CHILD = textwrap.dedent(
     def branch_b():
         wait_here()
 
+    def thread_main():
+        wait_here()
+
     def rename(f, name):  # a function name is outside text too (and may hold any character)
         code = f.__code__.replace(co_name=name)
         f.__code__ = code.replace(co_qualname=name) if hasattr(code, "co_qualname") else code
@@ -34,12 +37,13 @@ CHILD = textwrap.dedent(
         if "--worker" in sys.argv:  # a rank's own child (a data loader): not a rank
             subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
         if "--thread" in sys.argv:
-            threading.Thread(target=wait_here, name="w\\u00f6rker\\x1b[31m", daemon=True).start()
+            threading.Thread(target=thread_main, name="w\\u00f6rker\\x1b[31m", daemon=True).start()
         (branch_b if "b" in sys.argv[1:] else branch_a)()
 
     if "--hostile" in sys.argv:
         rename(main, "main\x1b]0;owned\x07")
         rename(branch_a, "branch_a\u202e")
+        rename(thread_main, "thread\x1b[2Jmain")
     main()
     """
 )

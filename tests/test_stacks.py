@@ -388,7 +388,8 @@ def test_cli_text_folds_the_shared_frames(can_dump, script, children) -> None:
     assert f"  then PID {a0} python idle, PID {a2} python idle:\n    branch_a\\u202e (stackchild.py:" in text
     assert f"  then PID {b} python idle:\n    branch_b (stackchild.py:" in text
     assert f"wait_here (stackchild.py:{WAIT_LINE})" in text
-    assert 'Thread "wörker\\x1b[31m" of 3 processes:' in text
+    assert 'Thread "wörker\\x1b[31m", the same in all 3: ' in text
+    assert "\n    thread\\x1b[2Jmain (stackchild.py:" in text
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
 
 
@@ -519,6 +520,16 @@ def test_cli_job_dumps_the_ranks_of_a_launcher(can_dump, script, children, tmp_p
             assert f"then PID {ranks[1]} (rank 1) python idle:\n    branch_b" in out.stdout
         doc = json.loads(gputui("stacks", "--job", str(launcher.pid), "--json").stdout)
         assert [p["rank"] for p in doc["processes"]] == [0, 1, 2]  # the workers are not ranks
+        # one rank stopped: the others' stacks, and that rank named with why
+        os.kill(ranks[1], signal.SIGSTOP)
+        wait_state(ranks[1], "T")
+        out = gputui("stacks", "--job", str(launcher.pid))
+        assert out.returncode == 1
+        assert f"rank 1: PID {ranks[1]} (python) is stopped (state T" in out.stdout
+        assert (
+            f'Thread "MainThread", the same in all 2: PID {ranks[0]} (rank 0) python idle, '
+            f"PID {ranks[2]} (rank 2) python idle:\n    <module> (stackchild.py:"
+        ) in out.stdout
         alone = start_waiter(script, children)
         out = gputui("stacks", "--job", str(alone.pid))
         assert out.returncode == 2
@@ -558,3 +569,13 @@ def test_the_parser_keeps_bounds_and_types() -> None:
     assert len(second.name or "") == 1000
     assert [f.where() for f in second.frames] == ["outer (c.py)", "? (libc.so.6)", "inner (b.py:3)"]
     assert [f.native for f in second.frames] == [False, True, False]
+
+
+def test_the_stacks_package_imports_no_textual() -> None:
+    from conftest import fresh_python
+
+    out = fresh_python(
+        "import sys, gputui.stacks.dump, gputui.stacks.fold, gputui.stacks.render, gputui.stacks.ranks, "
+        "gputui.commands.stacks; print('textual' in sys.modules)"
+    )
+    assert out.stdout.strip() == "False", out.stderr

@@ -31,6 +31,11 @@ def thread_text(tf: ThreadFold) -> list[str]:
         lines = [f'Thread "{name}" of {_who(procs[0], threads[0].active)}:']
         lines += [INDENT + literal(f.where()) for f in threads[0].frames] or [INDENT + "(no frames)"]
         return lines
+    if len(folded.tails) == 1:  # all the same: one stack, every process named
+        who = ", ".join(_who(procs[i], threads[i].active) for i in folded.tails[0].members)
+        lines = [f'Thread "{name}", the same in all {len(procs)}: {who}:']
+        lines += [INDENT + literal(f.where()) for f in (*folded.shared, *folded.tails[0].frames)]
+        return lines
     lines = [f'Thread "{name}" of {len(procs)} processes:']
     if folded.shared:
         lines.append(f"  shared by all {len(procs)}:")
