@@ -579,3 +579,28 @@ def test_the_stacks_package_imports_no_textual() -> None:
         "gputui.commands.stacks; print('textual' in sys.modules)"
     )
     assert out.stdout.strip() == "False", out.stderr
+
+
+def test_which_ptrace_rule_refuses() -> None:
+    """The decision from the facts read in /proc (Yama's scope, CapEff bit 19, the owners):
+    refused before running py-spy only where the kernel is certain to refuse."""
+    from gputui.stacks.procfs import PtraceFacts, certain_refusal, refusal
+
+    def facts(uid=1000, cap=False, yama=None, owner=1000):
+        return PtraceFacts(uid, cap, yama, (owner, owner, owner, owner), "alice" if owner != uid else None)
+
+    assert certain_refusal(facts()) is None
+    assert certain_refusal(facts(cap=True, owner=0)) is None  # root with CAP_SYS_PTRACE
+    assert certain_refusal(facts(owner=0))[0] == "ptrace refused: the process belongs to alice, not to you"
+    # Yama 1: a process that asked for it (PR_SET_PTRACER) may still allow it: py-spy tries
+    assert certain_refusal(facts(yama=1)) is None
+    why, hint = refusal(facts(yama=1))
+    assert "ptrace_scope is 1" in why and "sudo sysctl kernel.yama.ptrace_scope=0" in hint
+    assert "ptrace_scope is 2" in certain_refusal(facts(yama=2))[0]
+    assert certain_refusal(facts(cap=True, yama=2)) is None
+    assert "ptrace_scope is 3" in certain_refusal(facts(cap=True, yama=3))[0]
+    # root in a container without SYS_PTRACE
+    why, hint = certain_refusal(facts(uid=0, owner=1000))
+    assert "root here lacks CAP_SYS_PTRACE" in why and "--cap-add SYS_PTRACE" in hint
+    why, hint = refusal(facts(uid=0, owner=0))
+    assert "lacks CAP_SYS_PTRACE" in why and "SYS_PTRACE" in hint
