@@ -247,7 +247,8 @@ def _roundup(v: str) -> str | None:
         return None
     if not _SIZE.fullmatch(v):
         return f"{v!r} is not a whole number"
-    return None if _power_of_two(int(v)) else f"{v} divisions: not a power of 2 (or 0 to disable roundup)"
+    n = int(v)  # one value for every size: 0 is not allowed here (only in the list)
+    return None if n and _power_of_two(n) else f"{n} divisions: not a power of 2"
 
 
 def _fraction_open(v: str) -> str | None:
