@@ -34,7 +34,7 @@ time.sleep(600)
 EOF
 HOLDER=$!
 trap 'kill "$HOLDER" 2>/dev/null' EXIT
-for _ in $(seq 120); do grep -q ready "$OUT/holder.txt" 2>/dev/null && break; sleep 0.5; done
+for _ in $(seq 120); do grep -q ready "$OUT/holder.txt" 2>/dev/null && break; kill -0 "$HOLDER" 2>/dev/null || break; sleep 0.5; done
 say "$(head -1 "$OUT/holder.txt")"
 nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$OUT/apps-held.csv" 2>&1
 "$PY" -m gputui diag --json --no-nccl --python "$PY" > "$OUT/diag-held.json" 2> "$OUT/diag-held.err"
