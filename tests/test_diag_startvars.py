@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import subprocess
+import sys
 
 import jsonschema
 import pytest
 from diag_support import (
+    ROOT,
     SEGFAULTS,
     fake_torch,
     make_bare_venv,
@@ -352,3 +355,34 @@ def test_a_clean_run_has_no_crash_finding_whatever_is_set(bare_python: str) -> N
     assert d.child["returncode"] == 0
     assert not [f for f in d.findings if f.id == "diag.child"]
     assert d.child["start_variables"] == {"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:maybe"}
+
+
+def test_gputui_diag_needs_neither_textual_nor_plotext(bare_python: str, tmp_path) -> None:
+    """The device that runs bench/device_diag_env.sh has torch, nvidia-ml-py, psutil and rich,
+    not textual or plotext: `gputui diag --json` must run with both impossible to import."""
+    runner = tmp_path / "no_textual.py"
+    runner.write_text(
+        "import importlib.abc, sys\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in ('textual', 'plotext'):\n"
+        "            raise ImportError(name + ' is not installed here')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        "sys.argv = ['gputui', 'diag', '--json', '--no-nccl', '--python', sys.argv[1]]\n"
+        "from gputui.cli import main\n"
+        "raise SystemExit(main())\n"
+    )
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYTORCH_CUDA_ALLOC_CONF="expandable_segments:maybe")
+    out = subprocess.run(
+        [sys.executable, str(runner), bare_python],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        check=False,
+    )
+    assert "Traceback" not in out.stderr, out.stderr
+    report = json.loads(out.stdout)
+    start = next(c for c in report["checks"] if c["id"] == "env.start")
+    assert start["status"] == "FAIL" and "PYTORCH_CUDA_ALLOC_CONF" in start["summary"]
+    assert out.returncode == report["exit_code"] == 2

@@ -108,13 +108,11 @@ def start_variables(p):
         ),
     }
     if bad:
-        stops = [n for n, _, _ in bad if startvars.start_variable(n).stops]
+        specs = [(n, startvars.start_variable(n)) for n, _, _ in bad]
+        stops = [(n, spec.library) for n, spec in specs if spec.stops]
         summary = "; ".join("%s=%r: %s" % (n, v, why) for n, v, why in bad)
-        if stops:
-            summary += "; %s stop%s CUDA or torch from starting" % (
-                " and ".join(stops),
-                "s" if len(stops) == 1 else "",
-            )
+        for name, library in stops:
+            summary += "; %s stops on %s where it reads it (an error, or a crash)" % (library, name)
         check(
             "env.start",
             "environment",
