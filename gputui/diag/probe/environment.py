@@ -284,7 +284,7 @@ def wheels(p):
 @declare("env.loaded", "environment", "Libraries actually loaded", needs=("torch",))
 def loaded_libraries(p):
     t0 = time.monotonic()
-    maps = read_text("/proc/p/maps") or ""
+    maps = read_text("/proc/self/maps") or ""
     loaded = {}
     for line in maps.splitlines():
         parts = line.split()
