@@ -353,6 +353,14 @@ MUTATIONS: list[Mutation] = [
         (DIAG_MEMORY,),
         "a process name with escapes reaches the terminal from `gputui diag`",
     ),
+    Mutation(
+        "diag-loaded-maps",
+        "gputui/diag/probe/environment.py",
+        'maps = read_text("/proc/self/maps") or ""',
+        'maps = read_text("/proc/p/maps") or ""',
+        ("tests/test_diag_probe.py::test_the_libraries_really_loaded_are_read_from_this_process",),
+        "the libraries really loaded are read from a file that never exists (the bug 9d2057c made)",
+    ),
     # ---- the kill path: the diagnosis and stress children -------------------------------
     Mutation(
         "runner-kill-reuse",
