@@ -46,6 +46,8 @@ class Mutation:
 
 GUARDS = "tests/test_safety_guards.py"
 CHILDREN = "tests/test_children.py"
+DIAG_MEMORY = "tests/test_diag_memory.py"
+DIAG_STARTVARS = "tests/test_diag_startvars.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -221,6 +223,143 @@ MUTATIONS: list[Mutation] = [
         "    if False:\n        return result(",
         ("tests/test_signals.py",),
         "a zombie is reported as signalled",
+    ),
+    # ---- issue 24 item 16: memory held by others, the start variables ---------------------
+    Mutation(
+        "diag-memory-threshold",
+        "gputui/diag/probe/memory.py",
+        "LOW_FREE_FRACTION = 0.10",
+        "LOW_FREE_FRACTION = 0.02",
+        (DIAG_MEMORY,),
+        "a GPU with 3 of 80 GiB free passes",
+    ),
+    Mutation(
+        "diag-memory-own-pid",
+        "gputui/diag/probe/memory.py",
+        'others = [p for p in (processes or []) if p.get("pid") not in own_pids]',
+        "others = list(processes or [])",
+        (DIAG_MEMORY,),
+        "the probe's own process named as another holder",
+    ),
+    Mutation(
+        "diag-memory-invisible-warns",
+        "gputui/diag/probe/memory.py",
+        "    if not low or not visible:",
+        "    if not low:",
+        (DIAG_MEMORY,),
+        "a full GPU hidden by CUDA_VISIBLE_DEVICES warns",
+    ),
+    Mutation(
+        "diag-memory-none-is-zero",
+        "gputui/diag/probe/memory.py",
+        'gib(used) if used is not None else "(memory not reported)"',
+        "gib(used or 0)",
+        (DIAG_MEMORY,),
+        "a process whose memory NVML cannot report shows 0.0 GiB",
+    ),
+    Mutation(
+        "diag-memory-unplanned",
+        "gputui/diag/probe/main.py",
+        "    memory.memory,  # before anything here starts CUDA: the probe holds no GPU memory yet\n",
+        "",
+        (DIAG_MEMORY, "tests/test_diag_probe.py::test_every_declared_check_is_planned_after_what_it_needs"),
+        "the memory check never runs",
+    ),
+    Mutation(
+        "diag-memory-after-cuda",
+        "gputui/diag/probe/main.py",
+        "    visibility.visibility,\n    memory.memory,",
+        '    visibility.visibility,\n    ("start", system.start_cuinit),\n    memory.memory,',
+        (f"{DIAG_MEMORY}::test_the_memory_check_runs_before_the_probe_starts_cuda",),
+        "cuInit starts before the memory check (the probe's own context counted as used)",
+    ),
+    Mutation(
+        "diag-start-unplanned",
+        "gputui/diag/probe/main.py",
+        "    environment.start_variables,  # before any CUDA call: a malformed value named, not a crash\n",
+        "",
+        (DIAG_STARTVARS,),
+        "malformed start variables are never named",
+    ),
+    Mutation(
+        "diag-start-fail-is-warn",
+        "gputui/diag/probe/environment.py",
+        '"FAIL" if stops else "WARN",',
+        '"WARN",',
+        (DIAG_STARTVARS,),
+        "a PYTORCH_CUDA_ALLOC_CONF torch refuses is only a warning",
+    ),
+    Mutation(
+        "diag-alloc-conf-bool",
+        "gputui/startvars.py",
+        '_PY_BOOL = _in(("True", "False"))',
+        '_PY_BOOL = _in(("True", "False", "true", "false", "maybe"))',
+        (DIAG_STARTVARS,),
+        "expandable_segments:maybe passes as well formed",
+    ),
+    Mutation(
+        "diag-alloc-conf-minimum",
+        "gputui/startvars.py",
+        '"max_split_size_mb": _alloc_size(20),',
+        '"max_split_size_mb": _alloc_size(),',
+        (f"{DIAG_STARTVARS}::test_alloc_conf_agrees_with_torchs_own_parser",),
+        "max_split_size_mb below torch's minimum passes",
+    ),
+    Mutation(
+        "diag-alloc-conf-brackets",
+        "gputui/startvars.py",
+        r'pairs = re.findall(r"[^,\[]*(?:\[[^\]]*\]?)?[^,]*", value)',
+        'pairs = value.split(",")',
+        (f"{DIAG_STARTVARS}::test_alloc_conf_agrees_with_torchs_own_parser",),
+        "roundup_power2_divisions' [..] list split at its commas",
+    ),
+    Mutation(
+        "diag-crash-no-suspects",
+        "gputui/diag/verdicts/diagnosis.py",
+        '+ (f"; suspects, set when it died: {suspects_text(suspects)}" if suspects else ""),',
+        '+ "",',
+        (DIAG_STARTVARS,),
+        "a crash does not name the variables set",
+    ),
+    Mutation(
+        "diag-crash-suspects-raw",
+        "gputui/diag/verdicts/diagnosis.py",
+        """f"{literal(name)}='{literal(value)}'\"""",
+        """f"{name}='{value}'\"""",
+        (DIAG_STARTVARS,),
+        "a suspect's value reaches the terminal raw (escape sequences obeyed)",
+    ),
+    Mutation(
+        "diag-crash-suspects-malformed-last",
+        "gputui/diag/verdicts/diagnosis.py",
+        "    return sorted(out, key=lambda t: (t[2] is None, t[0]))",
+        "    return sorted(out, key=lambda t: t[0])",
+        (DIAG_STARTVARS,),
+        "a malformed suspect is listed among the rest, not first",
+    ),
+    Mutation(
+        "diag-crash-suspects-gputui-own",
+        "gputui/diag/runner.py",
+        "start_suspects(self.env, skip=own_settings(self.env))",
+        "start_suspects(self.env)",
+        (DIAG_STARTVARS,),
+        "gputui's own NVLink-multicast switches named as the user's suspects",
+    ),
+    Mutation(
+        "diag-cli-raw-summary",
+        "gputui/commands/diag.py",
+        'lines = [f"{status:<4}  {literal(f.title)}: {literal(f.summary)}"]',
+        'lines = [f"{status:<4}  {f.title}: {f.summary}"]',
+        (DIAG_MEMORY,),
+        "a process name with escapes reaches the terminal from `gputui diag`",
+    ),
+    Mutation(
+        "diag-loaded-maps",
+        "gputui/diag/probe/environment.py",
+        'maps = read_text("/proc/self/maps") or ""',
+        'maps = read_text("/proc/p/maps") or ""',
+        ("tests/test_diag_probe.py::test_the_libraries_really_loaded_are_read_from_this_process",),
+        "the libraries really loaded are read from a file that never exists (the bug 9d2057c made)",
     ),
     # ---- the kill path: the diagnosis and stress children -------------------------------
     Mutation(

@@ -218,7 +218,12 @@ def test_not_an_interpreter():
     validate(d.to_json())
 
 
-CHILD_FILES = [*sorted(PROBE.glob("*.py")), STRESS, ROOT / "gputui" / "rules.py"]
+CHILD_FILES = [
+    *sorted(PROBE.glob("*.py")),
+    STRESS,
+    ROOT / "gputui" / "rules.py",
+    ROOT / "gputui" / "startvars.py",
+]
 
 
 @pytest.mark.parametrize("script", CHILD_FILES, ids=lambda p: p.name)

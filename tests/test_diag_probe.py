@@ -87,7 +87,9 @@ INDEPENDENT = (
     "driver.nvml",
     "driver.devices",
     "visibility.env",
+    "memory",
     "env.variables",
+    "env.start",
     "env.libpath",
     "env.wheels",
     "torch.import",
@@ -138,7 +140,13 @@ def test_a_torch_lacking_part_of_its_api_costs_only_the_checks_that_need_it(
     assert missing in fail.evidence["torch"]["lacks"]
     assert "Traceback" in fail.evidence["traceback"]
     # the checks that need what it would have given are skipped, saying why
-    after = [f for f in d.findings if f.group in ("devices", "compute", "cudnn") and f.id != "compute.nccl"]
+    after = [
+        f
+        for f in d.findings
+        if f.group in ("devices", "compute", "cudnn")
+        and f.id != "compute.nccl"
+        and f.id.split(".")[0] != "memory"
+    ]
     assert after and all(f.status == "SKIP" for f in after)
     assert all("failed unexpectedly" in f.summary or "not available" in f.summary for f in after)
     import jsonschema
@@ -209,3 +217,26 @@ def test_every_declared_check_is_planned_after_what_it_needs() -> None:
         assert set(needs) <= given, (cid, needs)
         if gives:
             given.add(gives)
+
+
+def test_the_libraries_really_loaded_are_read_from_this_process(bare_python: str, tmp_path) -> None:
+    """env.loaded reads the probe's own /proc/self/maps: a CUDA runtime loaded from outside
+    torch's packages (here a real shared library copied under that name and loaded by the
+    torch module) is named.  It read /proc/p/maps, which never exists: always "none loaded"."""
+    import glob
+    import shutil
+
+    libs = sorted(glob.glob("/lib/x86_64-linux-gnu/libm.so.*") + glob.glob("/usr/lib*/libm.so.*"))
+    if not libs:
+        pytest.skip("no libm to load")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    shutil.copy(libs[0], elsewhere / "libcudart.so.12")
+    site = fake_torch(
+        tmp_path / "site",
+        FAKE_TORCH + f"\nimport ctypes\nctypes.CDLL({str(elsewhere / 'libcudart.so.12')!r})\n",
+    )
+    checks = {f.id: f for f in diagnose(bare_python, str(site)).findings}
+    loaded = checks["env.loaded"]
+    assert loaded.evidence["loaded"] == {"libcudart.so.12": str(elsewhere / "libcudart.so.12")}
+    assert loaded.status == "WARN" and str(elsewhere) in loaded.summary

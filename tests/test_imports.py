@@ -23,6 +23,7 @@ HIGHER = {
     "gputui.options": ("gputui.ui", "gputui.commands", "gputui.cli"),
     "gputui.palette": ("gputui.ui", "gputui.commands", "gputui.cli"),
     "gputui.rules": ("gputui",),  # standard library only: the diagnosis children load it by path
+    "gputui.startvars": ("gputui",),  # the same
 }
 
 

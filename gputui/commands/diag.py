@@ -13,6 +13,7 @@ import threading
 from typing import Any
 
 from gputui.commands.common import Interrupted, interruptible, killed_line, positive, say
+from gputui.untrusted import literal
 
 NAME = "diag"
 
@@ -109,13 +110,16 @@ def run(args: argparse.Namespace) -> int:
 
 def format_finding(f: Any, colour: bool = False) -> str:
     status = f"{_COLOURS[f.status]}{f.status}{_RESET}" if colour else f.status
-    lines = [f"{status:<4}  {f.title}: {f.summary}"]
+    # the child's text carries what it found (variables, process names): untrusted
+    lines = [f"{status:<4}  {literal(f.title)}: {literal(f.summary)}"]
     if f.status in ("WARN", "FAIL"):
         if f.cause_title:
             lines.append(f"      {f.cause_title}: {f.meaning}")
-        lines += [f"      $ {line}" if _is_command(line) else f"      {line}" for line in f.fix]
+        lines += [
+            f"      $ {literal(line)}" if _is_command(line) else f"      {literal(line)}" for line in f.fix
+        ]
     elif f.note:
-        lines.append(f"      note: {f.note}")
+        lines.append(f"      note: {literal(f.note)}")
     return "\n".join(lines)
 
 
@@ -138,6 +142,6 @@ def verdict_text(diagnosis: Any, colour: bool = False) -> str:
     out = [f"\n{head}: {diagnosis.summary_line()}"]
     primary = diagnosis.primary()
     if primary is not None:
-        out.append(f"First fix: {primary.cause_title or primary.title}: {primary.summary}")
-        out += [f"  {line}" for line in primary.fix]
+        out.append(f"First fix: {primary.cause_title or literal(primary.title)}: {literal(primary.summary)}")
+        out += [f"  {literal(line)}" for line in primary.fix]
     return "\n".join(out)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.rules import MULTICAST_OFF
+from gputui.startvars import start_suspects
 
 #: Set in every child: unbuffered UTF-8 output, and a Python traceback on a fatal signal
 #: (so a segfault in a CUDA library shows where it happened in the stderr tail).
@@ -91,6 +92,11 @@ def child_env(
     return env, changes
 
 
+def own_settings(env: Mapping[str, str]) -> list[str]:
+    """The variables of `env` that hold gputui's own settings for its children (not the user's)."""
+    return [name for name, value in {**CHILD_SETTINGS, **MULTICAST_OFF}.items() if env.get(name) == value]
+
+
 def same_interpreter(python: str) -> bool:
     try:
         return os.path.samefile(python, sys.executable)
@@ -119,6 +125,9 @@ class ChildResult:
     """Processes it started (its group, and descendants that left the group) still alive
     after the kill (should be none)."""
     env_changes: dict[str, str | None] = field(default_factory=dict)
+    start_variables: dict[str, str] = field(default_factory=dict)
+    """The variables set in its environment (by the user, not gputui) that change how CUDA,
+    torch and NCCL start (gputui/startvars.py): the suspects when it dies."""
     dropped_output_bytes: int = 0
     """Bytes of its output not kept: over-long lines, beyond MAX_LINE_BYTES or MAX_STRAY_CHARS."""
 
@@ -137,6 +146,7 @@ class ChildResult:
             "pending_phase": self.pending_phase,
             "leftover_pids": self.leftover_pids,
             "env_changes": self.env_changes,
+            "start_variables": self.start_variables,
             "dropped_output_bytes": self.dropped_output_bytes,
         }
 
@@ -173,7 +183,13 @@ class ChildRun:
         self.on_exit = on_exit
         self.cwd = cwd
         self.proc: subprocess.Popen[bytes] | None = None
-        self.result = ChildResult(python, self.argv, timeout=timeout, env_changes=self.env_changes)
+        self.result = ChildResult(
+            python,
+            self.argv,
+            timeout=timeout,
+            env_changes=self.env_changes,
+            start_variables={n: v for n, v, _ in start_suspects(self.env, skip=own_settings(self.env))},
+        )
         self._stderr: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._phases: dict[str, str] = {}
         self._lock = threading.Lock()

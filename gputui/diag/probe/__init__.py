@@ -3,8 +3,9 @@
 Runs INSIDE the interpreter being diagnosed, as a directory (`python .../probe`) or a module
 (`python -m gputui.diag.probe`), so it uses the standard library only (plus torch, which it
 probes, and libnvidia-ml / libcuda through ctypes) and stays compatible with Python 3.8.  It
-imports nothing from gputui: the rules it shares with gputui (gputui/rules.py) are loaded by
-file path (`rules` below).
+imports nothing from gputui: the rules it shares with gputui (gputui/rules.py, and the table of
+variables that change how CUDA, torch and NCCL start, gputui/startvars.py) are loaded by file
+path (`rules` and `startvars` below).
 
 One module per layer, in the order a layer depends on the one before: `system` (Python, the
 driver through NVML, /dev/nvidia*, cuInit), `visibility`, `environment`, `torch_layer`,
@@ -39,21 +40,26 @@ import importlib.util
 import os
 import sys
 
-RULES_PATH = os.path.join(
-    os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "rules.py"
-)
+_GPUTUI = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RULES_PATH = os.path.join(_GPUTUI, "rules.py")
 """gputui/rules.py: the rules the children share with gputui."""
+STARTVARS_PATH = os.path.join(_GPUTUI, "startvars.py")
+"""gputui/startvars.py: the variables that change how CUDA, torch and NCCL start."""
 
 
-def load_rules():
-    """gputui/rules.py, loaded by its path (gputui itself is not importable here)."""
-    name = "_gputui_rules"
+def _load(name, path):
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, RULES_PATH)
+        spec = importlib.util.spec_from_file_location(name, path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # dataclasses look their module up while the file runs
         spec.loader.exec_module(module)
     return sys.modules[name]
 
 
+def load_rules():
+    """gputui/rules.py, loaded by its path (gputui itself is not importable here)."""
+    return _load("_gputui_rules", RULES_PATH)
+
+
 rules = load_rules()
+startvars = _load("_gputui_startvars", STARTVARS_PATH)

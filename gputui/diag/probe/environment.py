@@ -7,6 +7,7 @@ import os
 import re
 import time
 
+from . import rules, startvars
 from .protocol import check, read_text
 from .registry import declare
 
@@ -85,6 +86,59 @@ def variables(p):
         summary,
         {"flagged": flagged, "shown": shown},
         cause=cause,
+        t0=t0,
+    )
+
+
+@declare("env.start", "environment", "Variables that change how CUDA, torch and NCCL start")
+def start_variables(p):
+    """Every variable of gputui/startvars.py's table that is set, checked before any CUDA call:
+    a malformed value is named here, not found later as a crash.  FAIL where the library refuses
+    to start (or crashes) on it, WARN where it ignores it."""
+    t0 = time.monotonic()
+    env = os.environ
+    ours = [k for k, v in rules.MULTICAST_OFF.items() if env.get(k) == v]  # gputui set these
+    found = startvars.start_suspects(env, skip=ours)
+    bad = [(n, v, why) for n, v, why in found if why is not None]
+    ev = {
+        "set": {n: v for n, v, _ in found},
+        "malformed": {n: why for n, _, why in bad},
+        "judged_elsewhere": sorted(
+            n for n, _, _ in found if startvars.start_variable(n).checked_by is not None
+        ),
+    }
+    if bad:
+        specs = [(n, startvars.start_variable(n)) for n, _, _ in bad]
+        stops = [(n, spec.library) for n, spec in specs if spec.stops]
+        summary = "; ".join("%s=%r: %s" % (n, v, why) for n, v, why in bad)
+        for name, library in stops:
+            summary += "; %s stops on %s where it reads it (an error, or a crash)" % (library, name)
+        check(
+            "env.start",
+            "environment",
+            "Variables that change how CUDA, torch and NCCL start",
+            "FAIL" if stops else "WARN",
+            summary,
+            ev,
+            cause="malformed-variable",
+            fix=["unset %s   # or correct it: %s" % (n, why) for n, _, why in bad],
+            t0=t0,
+        )
+        return
+    summary = (
+        "well formed: " + ", ".join("%s=%r" % (n, v) for n, v, _ in found)
+        if found
+        else "none set (besides gputui's own NVLink multicast switches)"
+        if ours
+        else "none set"
+    )
+    check(
+        "env.start",
+        "environment",
+        "Variables that change how CUDA, torch and NCCL start",
+        "PASS",
+        summary,
+        ev,
         t0=t0,
     )
 
@@ -230,7 +284,7 @@ def wheels(p):
 @declare("env.loaded", "environment", "Libraries actually loaded", needs=("torch",))
 def loaded_libraries(p):
     t0 = time.monotonic()
-    maps = read_text("/proc/p/maps") or ""
+    maps = read_text("/proc/self/maps") or ""
     loaded = {}
     for line in maps.splitlines():
         parts = line.split()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 import time
 
-from . import compute, devices, environment, health, loader, system, torch_layer, visibility
+from . import compute, devices, environment, health, loader, memory, system, torch_layer, visibility
 from .protocol import emit, first_line, hello, take_stdout
 from .registry import Runner
 from .state import Probe
@@ -26,7 +26,9 @@ PLAN = (
     system.driver,
     system.device_nodes,
     visibility.visibility,
+    memory.memory,  # before anything here starts CUDA: the probe holds no GPU memory yet
     environment.variables,
+    environment.start_variables,  # before any CUDA call: a malformed value named, not a crash
     loader.loader,
     environment.library_path,
     ("start", compute.start_nccl),

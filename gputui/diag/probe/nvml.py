@@ -30,6 +30,11 @@ NVML_ERRORS = {
 }
 
 
+#: NVML's "not available" for a process's memory (in containers, without permission).
+NVML_VALUE_NOT_AVAILABLE = (1 << 64) - 1
+NVML_INSUFFICIENT_SIZE = 7
+
+
 class _PciInfo(ctypes.Structure):
     _fields_ = [
         ("busIdLegacy", ctypes.c_char * 16),
@@ -218,23 +223,62 @@ class Nvml:
             "nvmlDeviceGetCurrPcieLinkWidth", h
         )
 
-    def compute_pids(self, i):
-        """PIDs with a compute context on GPU i (None when NVML cannot say)."""
-
-        class _Proc(ctypes.Structure):
-            _fields_ = [
-                ("pid", ctypes.c_uint),
-                ("usedGpuMemory", ctypes.c_ulonglong),
-                ("gpuInstanceId", ctypes.c_uint),
-                ("computeInstanceId", ctypes.c_uint),
-            ]
-
+    def memory(self, i):
+        """{"total", "free", "used"} in bytes (used includes what the driver reserves), or None."""
         h = self.handles[i]
-        count = ctypes.c_uint(64)
-        procs = (_Proc * 64)()
-        for name in ("nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetComputeRunningProcesses_v2"):
-            if self.call(name, h, ctypes.byref(count), procs) == 0:
-                return [procs[k].pid for k in range(count.value)]
+        mem = _Memory()
+        if h is None or self.call("nvmlDeviceGetMemoryInfo", h, ctypes.byref(mem)) != 0:
+            return None
+        return {"total": mem.total, "free": mem.free, "used": mem.used}
+
+    def processes(self, i):
+        """[{"pid", "used_bytes"}] of every process with a context on GPU i (compute and
+        graphics; used_bytes None where NVML cannot say), or None when NVML cannot list them."""
+        h = self.handles[i]
+        if h is None:
+            return None
+        out, listed = {}, False
+        for kind in ("Compute", "Graphics"):
+            for version in ("_v3", "_v2", ""):
+                rows = self._process_rows("nvmlDeviceGet%sRunningProcesses%s" % (kind, version), h)
+                if rows is not None:
+                    listed = True
+                    for pid, used in rows:
+                        if pid not in out or out[pid] is None:
+                            out[pid] = used
+                    break
+        if not listed:
+            return None
+        return [{"pid": pid, "used_bytes": used} for pid, used in sorted(out.items())]
+
+    def _process_rows(self, name, h):
+        """(pid, used bytes or None) from one of NVML's process lists, or None (no such call)."""
+        if getattr(self.lib, name, None) is None:
+            return None
+        # nvmlProcessInfo_t: the same layout for the _v2 and _v3 calls (the first call, without
+        # a suffix, has no instance ids)
+        fields = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong)]
+        if name[-3:] in ("_v2", "_v3"):
+            fields += [("gpuInstanceId", ctypes.c_uint), ("computeInstanceId", ctypes.c_uint)]
+        row = type("_Process", (ctypes.Structure,), {"_fields_": fields})
+        size = 64
+        for _ in range(4):  # the list may grow between the calls
+            count = ctypes.c_uint(size)
+            procs = (row * size)()
+            rc = self.call(name, h, ctypes.byref(count), procs)
+            if rc == 0:
+                return [
+                    (
+                        procs[k].pid,
+                        None
+                        if procs[k].usedGpuMemory >= NVML_VALUE_NOT_AVAILABLE
+                        else procs[k].usedGpuMemory,
+                    )
+                    for k in range(count.value)
+                ]
+            if rc != NVML_INSUFFICIENT_SIZE:
+                return None
+            size = max(count.value, size) * 2
         return None
 
 

@@ -19,6 +19,8 @@ class Probe:
         self.in_container = False
         self.container_evidence = []
         self.expected_visible = None  # GPUs CUDA should see, from NVML and the variables
+        self.visible_nvml = None
+        """NVML indices of the GPUs CUDA will show here (None: unknown)."""
         self.torch = None
         self.torch_cuda = None
         self.cuda_api = None

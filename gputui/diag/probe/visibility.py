@@ -144,6 +144,7 @@ def visibility(p):
     if p.in_container:
         notes.append("in a container ({})".format("; ".join(p.container_evidence)))
     p.expected_visible = len(visible) if p.nvml.ok else None
+    p.visible_nvml = [v for v in visible if isinstance(v, int) and v >= 0] if p.nvml.ok else None
     check(
         "visibility.env",
         "visibility",

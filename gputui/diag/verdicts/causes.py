@@ -594,6 +594,23 @@ CAUSES: dict[str, Cause] = {
         "PYTORCH_NO_CUDA_MEMORY_CACHING makes every allocation a cudaMalloc: much slower.",
         _static("unset PYTORCH_NO_CUDA_MEMORY_CACHING"),
     ),
+    "malformed-variable": Cause(
+        "A variable CUDA, torch or NCCL reads at start is malformed",
+        "A variable that changes how CUDA, torch or NCCL start holds a value they do not accept: "
+        "depending on the variable they stop with an error, crash (torch segfaults on a malformed "
+        "PYTORCH_CUDA_ALLOC_CONF in some versions) or ignore it silently.",
+        _static("Correct or unset it (the fix above names each one and what is wrong)"),
+    ),
+    "memory-held": Cause(
+        "GPU memory held by other processes",
+        "Other processes hold nearly all of this GPU's memory: CUDA works, but a job started here "
+        "runs out of memory at its first large allocation.",
+        _static(
+            "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv   # who holds it",
+            "export CUDA_VISIBLE_DEVICES=N   # pick a GPU with free memory (gputui shows them)",
+            "Or wait for the processes named above to finish (or ask their owners)",
+        ),
+    ),
     "nccl-timeout": Cause(
         "NCCL all-reduce timed out",
         "The ranks did not complete the all-reduce: a hang in NCCL's setup (P2P/IB/shared memory).",

@@ -13,6 +13,8 @@ from typing import Any
 from gputui import __version__
 from gputui.diag.verdicts.causes import CAUSES, Context
 from gputui.rules import iso_utc
+from gputui.startvars import start_problem
+from gputui.untrusted import literal
 
 STATUSES = ("PASS", "WARN", "FAIL", "SKIP")
 EXIT_CODES = {"PASS": 0, "WARN": 1, "FAIL": 2}
@@ -202,6 +204,7 @@ class Diagnosis:
             )
             pending = self.current_phase()
             syntax = "SyntaxError" in (child.get("stderr_tail") or "") and not self.findings
+            suspects = crash_suspects(child)
             self.add_check(
                 {
                     "id": "diag.child",
@@ -210,14 +213,18 @@ class Diagnosis:
                     "status": "FAIL",
                     "summary": f"the diagnosis {how}"
                     + (f" during {pending}" if pending else "")
-                    + ("" if self.done else " before it finished"),
+                    + ("" if self.done else " before it finished")
+                    + (f"; suspects, set when it died: {suspects_text(suspects)}" if suspects else ""),
                     "cause": "bad-interpreter" if syntax else "child-crashed",
                     "evidence": {
                         "signal": signal_name,
                         "returncode": child.get("returncode"),
                         "pending_phase": pending,
                         "stderr_tail": child.get("stderr_tail"),
+                        "suspect_variables": {name: value for name, value, _ in suspects},
+                        "malformed_variables": {name: why for name, _, why in suspects if why},
                     },
+                    "fix": suspects_fix(suspects),
                 }
             )
 
@@ -282,6 +289,36 @@ class Diagnosis:
             "stray_output": self.stray[-20:],
             "stress": stress,
         }
+
+
+def crash_suspects(child: dict[str, Any]) -> list[tuple[str, str, str | None]]:
+    """The variables that change how CUDA, torch and NCCL start, set in a child that died:
+    (name, value, why it is malformed or None), malformed first."""
+    found = child.get("start_variables")
+    if not isinstance(found, dict):
+        return []
+    out = [(str(n), str(v), start_problem(str(n), str(v))) for n, v in found.items() if isinstance(v, str)]
+    return sorted(out, key=lambda t: (t[2] is None, t[0]))
+
+
+def suspects_text(suspects: list[tuple[str, str, str | None]]) -> str:
+    """`NAME='value' (malformed: why), ...`: names, values and reasons as untrusted text."""
+    return ", ".join(
+        f"{literal(name)}='{literal(value)}'" + (f" (malformed: {literal(why)})" if why else "")
+        for name, value, why in suspects
+    )
+
+
+def suspects_fix(suspects: list[tuple[str, str, str | None]]) -> list[str]:
+    if not suspects:
+        return []
+    lines = [f"unset {literal(name)}   # malformed: {literal(why)}" for name, _, why in suspects if why]
+    names = " ".join(f"-u {literal(name)}" for name, _, _ in suspects)
+    lines.append(
+        f"Run the diagnosis again without them (`env {names} gputui diag`): if it no longer crashes, "
+        "one of them is the cause"
+    )
+    return lines
 
 
 def explain(finding: Finding, ctx: Context, child_fix: Iterable[str] = ()) -> None:

@@ -1,0 +1,104 @@
+"""GPU memory held by other processes: a GPU that is nearly full is no place to start a job,
+however well everything else works.  Read from NVML before this probe starts CUDA (it holds
+nothing itself then), with the processes that hold the memory named."""
+
+from __future__ import annotations
+
+import os
+import time
+
+from .protocol import check, read_text
+from .registry import declare
+
+#: Less free than this share of the total: a job started here will likely run out of memory.
+LOW_FREE_FRACTION = 0.10
+GIB = 1 << 30
+
+
+def gib(n):
+    return "%.1f GiB" % (n / GIB)
+
+
+def who(pid):
+    """The name and user of a process, from /proc (None where it is not in this PID namespace)."""
+    name = read_text("/proc/%d/comm" % pid)
+    user = None
+    try:
+        import pwd
+
+        uid = os.stat("/proc/%d" % pid).st_uid
+        try:
+            user = pwd.getpwuid(uid).pw_name
+        except KeyError:
+            user = str(uid)
+    except (OSError, ImportError):
+        pass
+    return (name.strip() if name else None), user
+
+
+def holder_text(proc):
+    """`PID 4242 (python3, bob) 77.0 GiB`; a process outside this PID namespace by PID alone,
+    its memory "memory not reported" where NVML cannot say (None is not 0)."""
+    facts = [x for x in (proc.get("name"), proc.get("user")) if x]
+    used = proc.get("used_bytes")
+    return "PID %d%s %s" % (
+        proc["pid"],
+        " (%s)" % ", ".join(facts) if facts else "",
+        gib(used) if used is not None else "(memory not reported)",
+    )
+
+
+def judge_memory(memory, processes, own_pids=(), visible=True):
+    """(status, cause, summary, evidence) for one GPU from NVML's memory figures
+    ({"total", "free", "used"} in bytes, or None) and the processes holding it
+    ([{"pid", "used_bytes", "name", "user"}], or None when NVML cannot list them).
+
+    WARN when less than LOW_FREE_FRACTION of the memory is free on a GPU this process can
+    see, naming the processes that hold it, largest first; the probe's own processes
+    (`own_pids`) are not others."""
+    if not memory or not memory.get("total") or memory.get("free") is None:
+        return "SKIP", None, "NVML does not report this GPU's memory", {"memory": memory}
+    total, free = memory["total"], memory["free"]
+    others = [p for p in (processes or []) if p.get("pid") not in own_pids]
+    others.sort(key=lambda p: -(p.get("used_bytes") or 0))
+    evidence = {
+        "total_bytes": total,
+        "free_bytes": free,
+        "used_bytes": memory.get("used"),
+        "free_fraction": round(free / total, 4),
+        "processes": others,
+        "processes_listed": processes is not None,
+        "visible_here": visible,
+        "low_free_fraction": LOW_FREE_FRACTION,
+    }
+    free_text = "%s of %s free" % (gib(free), gib(total))
+    held = "; ".join(holder_text(p) for p in others)
+    low = free < LOW_FREE_FRACTION * total
+    if not low or not visible:
+        summary = free_text + ("; held by " + held if held else "")
+        if low:
+            summary += " (not visible to this process: CUDA_VISIBLE_DEVICES)"
+        return "PASS", None, summary, evidence
+    if held:
+        whom = "held by other processes: " + held
+    elif processes is None:
+        whom = "NVML cannot list the processes holding it"
+    else:
+        whom = "held by processes NVML does not list here (another container or VM, or the driver)"
+    summary = "only %s: %s; a job started here will run out of memory" % (free_text, whom)
+    return "WARN", "memory-held", summary, evidence
+
+
+@declare("memory", "devices", "GPU memory held by other processes", needs=("nvml",))
+def memory(p):
+    own = {os.getpid()}
+    for i in range(len(p.nvml.handles)):
+        t0 = time.monotonic()
+        procs = p.nvml.processes(i)
+        for proc in procs or []:
+            proc["name"], proc["user"] = who(proc["pid"])
+        visible = p.visible_nvml is None or i in p.visible_nvml
+        status, cause, summary, ev = judge_memory(p.nvml.memory(i), procs, own, visible)
+        name = p.nvml_devices[i].get("name") if i < len(p.nvml_devices) else None
+        ev["name"] = name
+        check("memory.%d" % i, "devices", "GPU %d memory" % i, status, summary, ev, cause=cause, t0=t0)
