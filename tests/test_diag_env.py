@@ -4,13 +4,14 @@ test failed before its fix."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 from diag_support import fake_torch, make_bare_venv, run_probe_checks
 
 from gputui.diag.session import StressSession
-from gputui.diag.verdicts import CAUSES, Diagnosis, report_markdown, stress_markdown
+from gputui.diag.verdicts import CAUSES, Diagnosis, report_json, report_markdown, stress_markdown
 from gputui.ui.diagnostics import stress_lines
 
 
@@ -193,3 +194,35 @@ def test_entries_cuda_reads_loosely_are_explained(bare_python: str, value: str, 
     assert vis["status"] == "WARN"
     assert vis["cause"] == "cvd-loose" and vis["cause"] in CAUSES
     assert f"{value.strip()!r} is read as {read_as}" in f"{vis['summary']} {vis.get('note')}"
+
+
+HOSTILE = "evil\x1b]52;c;cm0gLXJmIH4=\x07 \x9b31m red \u202e txt"
+
+
+def test_reports_render_the_childs_text_literally() -> None:
+    """A check's text, its evidence and the child's stderr come from the diagnosed
+    interpreter (untrusted): the Markdown report shows them escaped, the JSON report carries
+    them exactly but with no raw control character (ESC, C1's CSI, a bidi override)."""
+    d = Diagnosis(python="/usr/bin/python3")
+    d.feed(
+        {
+            "v": 1,
+            "event": "check",
+            "id": "hostile",
+            "group": "driver",
+            "title": HOSTILE,
+            "status": "FAIL",
+            "summary": HOSTILE,
+            "evidence": {"value": HOSTILE},
+            "fix": [HOSTILE],
+        }
+    )
+    report = d.to_json()
+    report["child"] = {"returncode": 1, "stderr_tail": HOSTILE}
+    for text in (report_markdown(report), report_json(report)):
+        assert not any(ch in text for ch in ("\x1b", "\x07", "\x9b", "\u202e")), text
+    md = report_markdown(report)
+    assert "\\x1b]52;c;cm0gLXJmIH4=\\x07" in md
+    again = json.loads(report_json(report))
+    assert again["checks"][0]["summary"] == HOSTILE
+    assert again["child"]["stderr_tail"] == HOSTILE

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from gputui.diag.verdicts.diagnosis import EXIT_CODES, Diagnosis
+from gputui.untrusted import json_text, literal
 from gputui.diag.verdicts.stress import md_cell, stress_markdown
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "report.schema.json"
@@ -24,7 +25,9 @@ def load_schema() -> dict[str, Any]:
 
 
 def report_json(report: dict[str, Any]) -> str:
-    return json.dumps(report, indent=2, ensure_ascii=False, default=str) + "\n"
+    """The report as JSON: every string exact, with no control character raw (untrusted text
+    from the diagnosed interpreter is in it)."""
+    return json_text(json.dumps(report, indent=2, ensure_ascii=False, default=str)) + "\n"
 
 
 #: First words of a fix line that make it a shell command.
@@ -196,7 +199,9 @@ def report_markdown(report: dict[str, Any]) -> str:
     lines.append("```")
     lines.append("")
     lines.append("</details>")
-    return "\n".join(lines) + "\n"
+    # the checks' text, evidence and stderr come from the diagnosed interpreter: each line
+    # is shown literally (control and invisible characters as escapes)
+    return "\n".join(literal(line) for line in "\n".join(lines).split("\n")) + "\n"
 
 
 def stress_only_report(python: str, stress: dict[str, Any]) -> dict[str, Any]:
