@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from gputui.diag.verdicts.diagnosis import EXIT_CODES, Diagnosis
-from gputui.untrusted import json_text, literal
 from gputui.diag.verdicts.stress import md_cell, stress_markdown
+from gputui.untrusted import json_text, literal
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "report.schema.json"
 
