@@ -246,12 +246,16 @@ def test_a_refusal_names_the_status_and_a_redirect_is_not_followed(raw_servers):
     assert "HTTP 500" in text and "\x1b" not in text and "\x07" not in text and len(text) <= 80, text
 
 
-def test_short_url_keeps_the_host_and_cuts_the_middle():
+def test_short_url_keeps_the_host_and_cuts_the_rest():
     long = "http://prometheus.example.internal:9090/api/v1/query?query=" + "x" * 540
     short = short_url(long, 40)
     assert len(short) <= 40 and short.startswith("prometheus.example.internal:9090") and "…" in short
     assert short_url("http://n1:9400/metrics", 40) == "n1:9400/metrics"
     assert "alice" not in short_url("http://alice:pw@n1:9400/metrics", 40)
+    # a message: the URL is cut to make room, the reason never is
+    err = FetchError(long, "HTTP 401 Unauthorized")
+    assert len(str(err)) <= 80 and str(err).endswith(": HTTP 401 Unauthorized"), str(err)
+    assert str(err).startswith("prometheus.example.internal:9090/api/v1/")
 
 
 def test_prometheus_401_reason_fits_80_columns(raw_servers):
