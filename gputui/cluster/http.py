@@ -1,30 +1,69 @@
-"""HTTP GET for the cluster sources: a deadline on every request, a bounded body, TLS options,
-credentials that never reach a message or a log, no redirects (an Authorization header must
-not follow a redirect to another host).
+"""HTTP GET for the cluster sources: one deadline for the whole exchange, a bounded answer
+(gputui/cluster/wire.py), TLS options, credentials that never reach a message or a log, no
+redirects (an Authorization header must not follow a redirect to another host), no proxies.
 
-Errors are `FetchError` with one line a user can read; its text names the URL without any
-credentials and never includes a header.
+Errors are `FetchError`: a short `reason` a user can read ("HTTP 401 Unauthorized", "more
+than 100 headers") and the URL without credentials; `str()` shortens the URL, never the
+reason, so the message fits 80 columns.  Nothing the server wrote reaches a message except
+through the untrusted-text filter.
 """
 
 from __future__ import annotations
 
 import base64
+import http
 import ssl
-import time
-import urllib.error
 import urllib.parse
-import urllib.request
-import zlib
 from dataclasses import dataclass, field
-from typing import Any
+
+from gputui.cluster import wire
+from gputui.cluster.wire import MAX_HEADERS, MAX_LINE  # noqa: F401 - re-exported for callers and tests
+from gputui.untrusted import escaped
 
 MAX_BODY = 64 * 2**20
 """Largest response body accepted (after decompression): 512 GPUs of dcgm-exporter are ~2 MiB."""
-CHUNK = 1 << 16
+MESSAGE_WIDTH = 80
+"""`str(FetchError)` fits this many columns: the URL is shortened to make room for the reason."""
+MAX_REASON = 60
+"""A reason longer than this (a server's own words) is cut."""
+
+
+def short_url(url: str, width: int) -> str:
+    """`url` for a message at most `width` characters: no scheme, no credentials, the host
+    and port first; what does not fit (the path's end, the query) cut with "…"."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    text = host + (f":{port}" if port else "") + parts.path + (f"?{parts.query}" if parts.query else "")
+    text = escaped(text)
+    width = max(2, width)
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 class FetchError(Exception):
-    """A request that failed: the message is safe to show (no credentials)."""
+    """A request that failed: the message is safe to show (no credentials, no headers)."""
+
+    def __init__(self, url: str, reason: str) -> None:
+        self.url = display_url(url)
+        self.reason = reason
+        super().__init__(self.message())
+
+    def message(self, width: int = MESSAGE_WIDTH) -> str:
+        """ "host:port/path: reason" in at most `width` characters (the URL cut first)."""
+        room = width - len(self.reason) - 2
+        if room < 8:
+            return self.reason[:width]
+        return f"{short_url(self.url, room)}: {self.reason}"
+
+
+def _reason(text: str) -> str:
+    text = escaped(text)
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -71,39 +110,55 @@ def display_url(url: str) -> str:
     host = parts.hostname or ""
     if ":" in host:
         host = f"[{host}]"
-    netloc = host + (f":{parts.port}" if parts.port else "")
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    netloc = host + (f":{port}" if port else "")
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
+
+
+def _bad_characters(text: str) -> bool:
+    return not text.isascii() or any(c <= " " or c == "\x7f" for c in text)
 
 
 def check_url(url: str) -> str | None:
     """A problem with a target or server URL, or None."""
     parts = urllib.parse.urlsplit(url)
     if parts.scheme not in ("http", "https"):
-        return f"{display_url(url)}: expected an http:// or https:// URL"
+        return f"{escaped(display_url(url))}: expected an http:// or https:// URL"
     if not parts.hostname:
-        return f"{display_url(url)}: no host in the URL"
+        return f"{escaped(display_url(url))}: no host in the URL"
     if parts.username is not None or parts.password is not None:
         return (
             f"{display_url(url)}: credentials in a URL show in `ps` and shell history; put them in "
             "the config file's [cluster] section (basic_auth_user / basic_auth_password_file)"
         )
+    if _bad_characters(url):
+        return f"{escaped(display_url(url))}: spaces, controls or non-ASCII characters in the URL"
     try:
         _ = parts.port
     except ValueError:
-        return f"{display_url(url)}: bad port"
+        return f"{escaped(display_url(url))}: bad port"
     return None
 
 
-class _NoRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req: Any, fp: Any, code: int, msg: str, headers: Any, newurl: str) -> None:
-        raise FetchError(f"{display_url(req.full_url)}: HTTP {code} redirect (not followed)")
+def _status_reason(status: int, server_said: str) -> str:
+    if 300 <= status < 400:
+        return f"HTTP {status} redirect (not followed)"
+    try:
+        phrase = http.HTTPStatus(status).phrase  # the standard words, not the server's
+    except ValueError:
+        phrase = _reason(server_said.strip())[:30]
+    return f"HTTP {status} {phrase}".rstrip()
 
 
 @dataclass
 class HttpClient:
-    """GETs with a timeout, a size limit, optional auth and TLS settings."""
+    """GETs with one deadline, a size limit, optional auth and TLS settings."""
 
     timeout: float = 5.0
+    """Seconds for the whole exchange: connect, TLS, request, headers and body."""
     credentials: Credentials = field(default_factory=Credentials)
     tls: TlsOptions = field(default_factory=TlsOptions)
     max_body: int = MAX_BODY
@@ -111,65 +166,73 @@ class HttpClient:
     bytes_received: int = 0
     """Bytes read from the network (compressed), for benchmarks."""
     requests: int = 0
-    _opener: Any = field(default=None, repr=False)
+    _context: ssl.SSLContext | None = field(default=None, repr=False)
 
-    def opener(self) -> Any:
-        if self._opener is None:
-            self._opener = urllib.request.build_opener(
-                urllib.request.ProxyHandler({}),  # loopback and cluster-internal: no proxy
-                urllib.request.HTTPSHandler(context=self.tls.context()),
-                _NoRedirect(),
-            )
-        return self._opener
+    def _tls(self) -> ssl.SSLContext:
+        if self._context is None:
+            self._context = self.tls.context()
+        return self._context
+
+    def _count(self, n: int) -> None:
+        self.bytes_received += n
 
     def get(self, url: str, accept: str = "*/*") -> bytes:
         """The body of a 200 answer, or FetchError.  The whole request, headers and body,
-        must finish within `timeout` seconds (a server dripping bytes is cut off)."""
-        shown = display_url(url)
-        req = urllib.request.Request(url, method="GET")  # noqa: S310 - check_url allows only http(s)
-        req.add_header("Accept", accept)
-        req.add_header("Accept-Encoding", "gzip")
-        req.add_header("User-Agent", self.user_agent)
-        if self.credentials:
-            req.add_unredirected_header("Authorization", self.credentials.header)
-        deadline = time.monotonic() + self.timeout
-        self.requests += 1
+        must finish within `timeout` seconds (a server dripping bytes is cut off).  Name
+        resolution is the one step a deadline cannot interrupt: DirectSource gives up on a
+        target that overruns, without waiting for its thread."""
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise FetchError(url, "expected an http:// or https:// URL with a host")
+        if _bad_characters(url):
+            raise FetchError(url, "spaces, controls or non-ASCII characters in the URL")
         try:
-            with self.opener().open(req, timeout=self.timeout) as resp:
-                gz = (resp.headers.get("Content-Encoding") or "").lower() == "gzip"
-                return self._read(resp, gz, deadline, shown)
+            port = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:
+            raise FetchError(url, "bad port") from None
+        host = parts.hostname
+        host_header = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        head = [
+            f"GET {target} HTTP/1.1",
+            f"Host: {host_header}",
+            f"Accept: {accept}",
+            "Accept-Encoding: gzip",
+            f"User-Agent: {self.user_agent}",
+            "Connection: close",
+        ]
+        if self.credentials:
+            head.append(f"Authorization: {self.credentials.header}")
+        request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
+        self.requests += 1
+        deadline = wire.Deadline(self.timeout)
+        try:
+            tls = self._tls() if parts.scheme == "https" else None
+            sock = wire.connect(host, port, deadline, tls)
+            with sock:
+                try:
+                    sock.settimeout(deadline.left())
+                    sock.sendall(request)
+                except TimeoutError:
+                    raise wire.TimedOut(f"no complete answer within {self.timeout:g} s") from None
+                except OSError as exc:
+                    raise wire.WireError(f"connection lost: {exc.strerror or exc}") from None
+                resp = wire.Response(sock, deadline, self._count)
+                resp.read_head()
+                if resp.status != 200:
+                    raise FetchError(url, _status_reason(resp.status, resp.reason))
+                raw = resp.body(self.max_body)
+            encoding = resp.headers.get("content-encoding", "").strip().lower()
+            if encoding == "gzip":
+                return wire.gunzip(raw, self.max_body)
+            if encoding not in ("", "identity"):
+                raise FetchError(url, f"an unsupported content encoding ({_reason(encoding)[:20]})")
+            return raw
         except FetchError:
             raise
-        except urllib.error.HTTPError as exc:
-            raise FetchError(f"{shown}: HTTP {exc.code} {exc.reason}") from None
-        except urllib.error.URLError as exc:
-            reason = exc.reason
-            text = getattr(reason, "strerror", None) or str(reason)
-            raise FetchError(f"{shown}: {text}") from None
-        except TimeoutError:
-            raise FetchError(f"{shown}: no answer within {self.timeout:g} s") from None
-        except ssl.SSLError as exc:
-            raise FetchError(f"{shown}: TLS: {exc.reason or exc}") from None
-        except zlib.error:
-            raise FetchError(f"{shown}: a gzip answer that does not decompress") from None
-        except (OSError, ValueError) as exc:
-            raise FetchError(f"{shown}: {type(exc).__name__}: {exc}") from None
-
-    def _read(self, resp: Any, gz: bool, deadline: float, shown: str) -> bytes:
-        out = bytearray()
-        inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz else None
-        while True:
-            if time.monotonic() > deadline:
-                raise FetchError(f"{shown}: the answer took longer than {self.timeout:g} s")
-            chunk = resp.read1(CHUNK) if hasattr(resp, "read1") else resp.read(CHUNK)
-            if not chunk:
-                break
-            self.bytes_received += len(chunk)
-            if inflate is not None:
-                chunk = inflate.decompress(chunk, self.max_body + 1 - len(out))
-            out += chunk
-            if len(out) > self.max_body:
-                raise FetchError(f"{shown}: the answer is larger than {self.max_body // 2**20} MiB")
-        if inflate is not None:
-            out += inflate.flush()
-        return bytes(out)
+        except wire.TooLarge:
+            raise FetchError(url, f"the answer is larger than {self.max_body / 2**20:g} MiB") from None
+        except wire.WireError as exc:
+            raise FetchError(url, str(exc)) from None
+        except (OSError, ValueError, UnicodeError) as exc:  # a TLS context that does not load
+            raise FetchError(url, _reason(f"{type(exc).__name__}: {exc}")) from None

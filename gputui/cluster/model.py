@@ -19,6 +19,8 @@ from typing import Any
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.gpm import METRICS as GPM_METRICS
 from gputui.telemetry.gpm import GpmMetric
+from gputui.telemetry.hints import KINDS as HINT_KINDS
+from gputui.telemetry.hints import REMEDIES, Hint
 from gputui.telemetry.metrics import FB_TOTAL as FB_TOTAL_EXPORT
 from gputui.telemetry.metrics import GPU_LOST, GPU_METRICS, GPU_PROCESSES, MIB, PROCESS_METRICS, Export, Per
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
@@ -81,8 +83,11 @@ def gpm_value(m: GpmMetric, value: float) -> float:
     return value * 100.0 if m.unit == "%" else round(value)
 
 
+HINT = "gputui_gpu_efficiency_hint"
+"""`gputui export`'s efficiency hints: one series per GPU and hint (label `hint`), value 1."""
+
 #: Every metric name the cluster view reads (for a Prometheus query).
-WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, *GPM_BY_NAME)
+WANTED: tuple[str, ...] = (*SAMPLE_FIELDS, FB_TOTAL, PROCESSES, HINT, *GPM_BY_NAME)
 #: What the list of every GPU needs (its columns, flags and summary): a Prometheus refresh
 #: asks only for these; a host's view asks for everything of that host.
 LIST_WANTED: tuple[str, ...] = (
@@ -146,8 +151,18 @@ class ClusterGpu:
     namespace: str = ""
     container: str = ""
     processes: int | None = None
-    """How many processes use it (`gputui export` only)."""
+    """How many processes use it (`gputui export` only); None where the exporter does not
+    say (dcgm-exporter): unknown, not 0."""
     procs: tuple[GpuProcess, ...] = ()
+    hints: tuple[str, ...] = ()
+    """The efficiency hints the exporter publishes now (`gputui export`): their kinds."""
+
+    @property
+    def process_count(self) -> int | None:
+        """The exporter's count, else the processes listed, else None (unknown)."""
+        if self.processes is not None:
+            return self.processes
+        return len(self.procs) if self.procs else None
 
     @property
     def key(self) -> str:
@@ -207,6 +222,7 @@ class _Gpu:
     labels: Mapping[str, str]
     values: dict[str, float] = field(default_factory=dict)
     procs: list[GpuProcess] = field(default_factory=list)
+    hints: list[str] = field(default_factory=list)
 
 
 def _index(text: str) -> int | None:
@@ -251,6 +267,11 @@ def build_gpus(
                         visible=False,
                     )
                 )
+            continue
+        if name == HINT:
+            kind = labels.get("hint", "")
+            if value == 1 and kind in HINT_KINDS and kind not in g.hints:
+                g.hints.append(kind)
             continue
         if usable(value):
             g.values[name] = value
@@ -298,6 +319,25 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
         container=g.labels.get(lm.container, ""),
         processes=round(v[PROCESSES]) if PROCESSES in v else None,
         procs=procs,
+        hints=tuple(sorted(g.hints, key=HINT_KINDS.index)),
+    )
+
+
+PUBLISHED_HINT = {
+    "fp32_no_tensor": "no tensor cores: try TF32 or bf16",
+    "tiny_kernels": "SMs idle: tiny kernels or CPU-bound",
+    "dram_bound": "memory-bandwidth bound",
+    "idle_memory": "idle, holding memory",
+}
+"""A published hint's words on a card: the local hint's own (telemetry/hints.py), without
+the numbers the exporter does not publish."""
+
+
+def published_hints(g: ClusterGpu) -> tuple[Hint, ...]:
+    """The exporter's hints for one GPU as `Hint`s for the Overview's card."""
+    return tuple(
+        Hint(kind, g.device.index, PUBLISHED_HINT[kind], "published by the exporter", REMEDIES[kind])
+        for kind in g.hints
     )
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import functools
 import json
+import queue
 import threading
 import time
 import urllib.parse
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -79,6 +79,78 @@ class ClusterSource(Protocol):
 # direct: scrape each exporter's /metrics
 # --------------------------------------------------------------------------------------
 
+GIVE_UP_GRACE_S = 1.0
+"""A scrape still running this long after its own deadline (a name lookup that hangs: the
+one step the client cannot interrupt) is given up: its target reads as down, and the
+refresh goes on without it."""
+
+
+class ScrapePool:
+    """Daemon worker threads for the scrapes.  `run` waits for each job at most `give_up`
+    seconds from when that job started, and never for a job left behind: a slow target
+    cannot hold up a refresh, and quitting never waits for one (the threads are daemons;
+    a `ThreadPoolExecutor`'s are joined when the interpreter exits)."""
+
+    def __init__(self, workers: int, give_up: float, overdue: str) -> None:
+        self.give_up = give_up
+        self.overdue = overdue
+        self.workers = workers
+        self._jobs: queue.SimpleQueue[Callable[[], None] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._surplus = 0
+        """Threads to retire: one replaced each worker stuck past its deadline."""
+        for _ in range(workers):
+            self._spawn()
+
+    def _spawn(self) -> None:
+        threading.Thread(target=self._work, name="gputui-scrape", daemon=True).start()
+
+    def _work(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            job()
+            with self._lock:
+                if self._surplus > 0:  # a stuck worker came back: one too many now
+                    self._surplus -= 1
+                    return
+
+    def run(self, fn: Callable[[str], Any], items: Sequence[str]) -> list[Any]:
+        """[fn(item) ...] in order; `overdue` for a job that ran past `give_up` seconds."""
+        results: list[Any] = [self.overdue] * len(items)
+        started: list[float | None] = [None] * len(items)
+        done = [threading.Event() for _ in items]
+
+        def job(k: int) -> None:
+            started[k] = time.monotonic()
+            try:
+                results[k] = fn(items[k])
+            except Exception as exc:  # a bug in one target's parsing: that target only
+                results[k] = f"{type(exc).__name__}: {exc}"[:120]
+            done[k].set()
+
+        for k in range(len(items)):
+            self._jobs.put(functools.partial(job, k))
+        out: list[Any] = []
+        for k in range(len(items)):
+            while not done[k].is_set():
+                t = started[k]
+                if t is not None and time.monotonic() >= t + self.give_up:
+                    break
+                done[k].wait(0.05 if t is None else max(0.0, t + self.give_up - time.monotonic()))
+            if done[k].is_set():
+                out.append(results[k])
+                continue
+            out.append(self.overdue)
+            with self._lock:  # its thread is stuck (in a name lookup): the next job gets another
+                self._surplus += 1
+            self._spawn()
+        return out
+
+    def close(self) -> None:
+        with self._lock:
+            alive = self.workers + self._surplus
+        for _ in range(alive):
+            self._jobs.put(None)
+
 
 def normalize_target(text: str) -> str:
     """ "n1:9400" -> "http://n1:9400/metrics"; a URL without a path gets /metrics."""
@@ -113,26 +185,29 @@ class DirectSource:
         self.client = client
         self.labels = labels or LabelMap()
         self.description = f"{len(self.targets)} exporter{'s' if len(self.targets) != 1 else ''} (direct)"
-        self._pool = ThreadPoolExecutor(
-            max_workers=min(32, max(1, len(self.targets))), thread_name_prefix="scrape"
+        self._pool = ScrapePool(
+            min(32, max(1, len(self.targets))),
+            give_up=client.timeout + GIVE_UP_GRACE_S,
+            overdue=f"no complete answer within {client.timeout:g} s",
         )
         self._last: dict[str, HostState] = {}
         self._history: dict[str, deque[tuple[float, ClusterGpu]]] = {}
         self._history_points = history_points
         self._lock = threading.Lock()
 
-    def _scrape(self, target: str) -> tuple[str, list[expfmt.Sample] | str]:
+    def _scrape(self, target: str) -> list[expfmt.Sample] | str:
+        """The target's samples, or why not (one short line)."""
         try:
             body = self.client.get(target, accept="text/plain;version=0.0.4")
         except FetchError as exc:
-            return target, str(exc)
+            return exc.reason  # the row names the host; the URL is its instance
         text = body.decode("utf-8", "replace")
-        return target, expfmt.parse(text, names=WANTED_SET).samples
+        return expfmt.parse(text, names=WANTED_SET).samples
 
     def fetch(self) -> ClusterState:
         t0 = time.monotonic()
         req0, bytes0 = self.client.requests, self.client.bytes_received
-        results = list(self._pool.map(self._scrape, self.targets))
+        results = list(zip(self.targets, self._pool.run(self._scrape, self.targets), strict=True))
         now = time.time()
         lm = self.labels
         raw: list[tuple[str, str, str, list[expfmt.Sample] | str]] = []
@@ -205,7 +280,7 @@ class DirectSource:
         return host.gpus
 
     def close(self) -> None:
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        self._pool.close()
 
 
 # --------------------------------------------------------------------------------------
@@ -284,7 +359,7 @@ class PrometheusSource:
         try:
             return json.loads(body)
         except ValueError:
-            raise PrometheusError(f"{display_url(self.url)}{path}: the answer is not JSON") from None
+            raise PrometheusError(f"{path}: the answer is not JSON") from None
 
     def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
         params = {"query": promql}
@@ -337,7 +412,8 @@ class PrometheusSource:
                 fetched_at=last.fetched_at if last else 0.0,
                 duration=time.monotonic() - t0,
                 source=self.description,
-                error=str(exc),
+                # the source names the server: the reason alone, never cut off by a long URL
+                error=exc.reason if isinstance(exc, FetchError) else str(exc),
                 queries=self.client.requests - req0,
                 bytes=self.client.bytes_received - bytes0,
             )

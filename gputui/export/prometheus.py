@@ -86,20 +86,39 @@ GPM_EXPORTS: tuple[tuple[Callable[[GpuSample], Any], Export], ...] = tuple(
 )
 
 
+def label_value(text: str) -> str:
+    """The one rule for every label value gputui exports: the untrusted-text filter
+    (gputui/untrusted.py: ESC, C1 controls such as CSI, DEL, bidirectional and invisible
+    characters become escapes like `\\x1b`), then the Prometheus text format's own escaping
+    of backslash, quote and newline, which prometheus_client adds as it writes the
+    exposition (so `\\x1b` travels as `\\\\x1b` and a scraper reads back `\\x1b`)."""
+    return escaped(text)
+
+
+class _Family(Metric):
+    """A metric family whose every sample's label values pass `label_value`: no caller can
+    add a raw one (job fields, process names, host and GPU names are all untrusted)."""
+
+    def add_sample(self, name: str, labels: Mapping[str, str], value: float, *args: Any, **kw: Any) -> None:
+        super().add_sample(name, {k: label_value(v) for k, v in labels.items()}, value, *args, **kw)
+
+
 def _labels(info: MachineInfo, d: DeviceInfo) -> dict[str, str]:
     return {
         "gpu": str(d.index),
-        "UUID": escaped(d.uuid or ""),
-        "pci_bus_id": escaped(d.bus_id or ""),
-        "device": f"nvidia{d.minor_number if d.minor_number is not None else d.index}",
-        "modelName": escaped(d.name),
-        "Hostname": escaped(info.system.hostname),
-        "DCGM_FI_DRIVER_VERSION": escaped(info.system.driver_version or ""),
+        "UUID": d.uuid or "",
+        "pci_bus_id": d.bus_id or "",
+        # the /dev/nvidiaN file (dcgm-exporter's meaning): the minor number, which need not
+        # be the index; empty where unknown, never the index passed off as one
+        "device": f"nvidia{d.minor_number}" if d.minor_number is not None else "",
+        "modelName": d.name,
+        "Hostname": info.system.hostname,
+        "DCGM_FI_DRIVER_VERSION": info.system.driver_version or "",
     }
 
 
 def _family(name: str, doc: str, typ: str) -> Metric:
-    return Metric(name, doc, typ)
+    return _Family(name, doc, typ)
 
 
 def build_families(
@@ -143,7 +162,7 @@ def build_families(
         out += _process_families(info, snap, devices)
     host = snap.host
     if host is not None:
-        hostname = {"Hostname": escaped(info.system.hostname)}
+        hostname = {"Hostname": info.system.hostname}
         for name, doc, value in (
             ("gputui_host_cpu_utilization_ratio", "CPU busy, all cores, 0-1.", _ratio(host.cpu_percent)),
             ("gputui_host_memory_total_bytes", "Host memory.", host.mem_total),
@@ -176,8 +195,8 @@ def build_families(
             {
                 "alert": a.kind,
                 "gpu": str(a.gpu),
-                "UUID": escaped(dev.uuid or "") if dev else "",
-                "Hostname": escaped(info.system.hostname),
+                "UUID": (dev.uuid or "") if dev else "",
+                "Hostname": info.system.hostname,
                 "pid": "" if a.pid is None else str(a.pid),
             },
             1.0,
@@ -212,11 +231,11 @@ def _process_families(info: MachineInfo, snap: Snapshot, devices: dict[int, Devi
         d = devices.get(p.gpu_index)
         labels = {
             "gpu": str(p.gpu_index),
-            "UUID": escaped(d.uuid or "") if d else "",
-            "Hostname": escaped(info.system.hostname),
+            "UUID": (d.uuid or "") if d else "",
+            "Hostname": info.system.hostname,
             "pid": str(p.pid),
-            "process_name": escaped(p.name or ""),  # any local user's process name: untrusted
-            "user": escaped(p.user or ""),
+            "process_name": p.name or "",  # any local user's process name: untrusted
+            "user": p.user or "",
             "type": p.type,
             **exporter_labels(p.job),
         }
@@ -243,18 +262,18 @@ class GpuCollector(Collector):
             snap, info = hub.latest, hub.info
         alerts = list(hub.active_alerts().values())
         hints = hub.hints_by_gpu()
-        up = Metric("gputui_up", "1 when gputui has a sample of the GPUs to serve.", "gauge")
+        up = _family("gputui_up", "1 when gputui has a sample of the GPUs to serve.", "gauge")
         up.add_sample("gputui_up", {}, 0.0 if snap is None or info is None else 1.0)
         yield up
-        build = Metric("gputui_build_info", "gputui's version.", "gauge")
+        build = _family("gputui_build_info", "gputui's version.", "gauge")
         build.add_sample("gputui_build_info", {"version": __version__}, 1.0)
         yield build
         if self.poller is not None:
-            ticks = Metric("gputui_poller_ticks", "Samples taken since gputui started.", "counter")
+            ticks = _family("gputui_poller_ticks", "Samples taken since gputui started.", "counter")
             ticks.add_sample("gputui_poller_ticks_total", {}, float(self.poller.ticks))
             yield ticks
             if self.poller.last_cost is not None:
-                cost = Metric("gputui_sample_duration_seconds", "How long the last sample took.", "gauge")
+                cost = _family("gputui_sample_duration_seconds", "How long the last sample took.", "gauge")
                 cost.add_sample(cost.name, {}, self.poller.last_cost)
                 yield cost
         if snap is None or info is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import work
 from textual.app import ComposeResult
@@ -19,7 +19,7 @@ from textual.containers import VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
 
-from gputui.cluster.model import ClusterGpu, ClusterState, HostState, summarize
+from gputui.cluster.model import ClusterGpu, ClusterState, HostState, published_hints, summarize
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
 from gputui.telemetry.alerts import IdleRule
 from gputui.ui.base_app import BaseApp
@@ -397,10 +397,7 @@ class HostScreen(Screen[None]):
             cards = []
             for g in gpus[start : start + cols]:
                 by_width, _ = self._series_fn(g)
-                card = gpu_card(
-                    g.device, g.sample, g.procs, by_width, card_w, 1, selected=g.key == self.selected_key
-                )
-                cards.append([*card, workload_line(g, card_w)])
+                cards.append(card_of(g, card_w, by_width, g.key == self.selected_key))
             for y in range(len(cards[0])):
                 line: Line = []
                 for c in cards:
@@ -413,6 +410,28 @@ class HostScreen(Screen[None]):
         elif self.history_pending:
             out.append([(" loading history…", S.dim)])
         return out
+
+
+def card_of(g: ClusterGpu, width: int, series: Any = None, selected: bool = False) -> list[Line]:
+    """A remote GPU as the Overview's card: the exporter's process count (the per-process
+    series may be absent: `--no-processes`, a Prometheus view), its efficiency hints, and
+    the Kubernetes pod under it."""
+    card = gpu_card(
+        g.device,
+        g.sample,
+        g.procs,
+        series or _no_series,
+        width,
+        1,
+        selected=selected,
+        hints=published_hints(g),
+        process_count=g.process_count,
+    )
+    return [*card, workload_line(g, width)]
+
+
+def _no_series(index: int, metric: str, width: int) -> list[float]:
+    return []
 
 
 def workload_line(g: ClusterGpu, width: int) -> Line:

@@ -187,14 +187,18 @@ def status_line(
     if state is None:
         left = [(" waiting for the first answer…", S.dim)]
     else:
-        left = [(" " + clean(state.source), S.label)]
+        tail: Line = []
         if state.fetched_at:
             age = time.time() - state.fetched_at
-            left += [(f"  {time.strftime('%H:%M:%S', time.localtime(state.fetched_at))}", S.value)]
+            tail += [(f"  {time.strftime('%H:%M:%S', time.localtime(state.fetched_at))}", S.value)]
             if age > 3 * refresh:
-                left += [(f" ({age:.0f} s old)", S.warn)]
+                tail += [(f" ({age:.0f} s old)", S.warn)]
         if state.error:
-            left += [("  ✗ ", S.bad), (clean(state.error), S.bad)]
+            tail += [("  ✗ ", S.bad), (clean(state.error), S.bad)]
+        # the source (a URL) is cut before the error's reason is
+        source = " " + clean(state.source)
+        room = max(12, width - line_len(tail))
+        left = [(pad(source, room) if len(source) > room else source, S.label), *tail]
     if busy_for is not None and busy_for > 2.0:
         left += [(f"  ⧗ waiting for an answer for {busy_for:.0f} s", S.warn)]
     right: Line = [

@@ -10,6 +10,7 @@ import textwrap
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import EllipsisType
 
 from rich.style import Style
 
@@ -261,7 +262,11 @@ def gpu_card(
     alert: str | None = None,
     card: CardConfig = DEFAULT_CARD,
     hints: Sequence[Hint] = (),
+    process_count: int | EllipsisType | None = ...,
 ) -> list[Line]:
+    """One GPU's card.  `process_count`: how many processes use the GPU where `procs` does
+    not list them all (a remote GPU: the exporter's count; None where unknown, shown as
+    N/A, never as 0); by default, the processes listed."""
     inner = width - 4
     charts = len(card.sparklines)
     title: Line = [(f"{dev.index} ", S.index), (clean(dev.name), S.title)]
@@ -363,9 +368,12 @@ def gpu_card(
                 ]
             )
     ev_text, ev_style = events_line(g.clock_event_reasons)
-    n = len(procs)
+    n = len(procs) if process_count is ... else process_count
     used = sum(p.gpu_memory or 0 for p in procs)
-    proc_text = f"{n} process{'es' if n != 1 else ''}" + (f" · {fmt_gib(used)}" if n else "")
+    if n is None:
+        proc_text = f"processes {NA}"
+    else:
+        proc_text = f"{n} process{'es' if n != 1 else ''}" + (f" · {fmt_gib(used)}" if procs else "")
     rows.append([(pad(ev_text, inner - len(proc_text) - 1), ev_style), (" ", None), (proc_text, S.label)])
     return boxed(title, right, rows, width, selected, bool(alert))
 
