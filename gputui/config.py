@@ -25,12 +25,15 @@ from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alerts import AlertConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
+from gputui.untrusted import escaped
 
 THEMES = tuple(THEME_COLORS)
 CARD_SPARKLINES = CARD_CHARTS
 CARD_INFO = tuple(CARD_ITEMS)
 
 _COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
+MAX_BYTES = 1024 * 1024
+"""The largest config file read (the defaults, every setting commented, are about 12 KiB)."""
 
 
 def _check_sort(value: str) -> str | None:
@@ -216,16 +219,23 @@ def default_path() -> Path:
 def load(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
     """Read the config file (`path`, else the default location).  Never raises: a missing
     default file means the defaults; any problem means the defaults plus `errors`."""
+    from gputui.safefile import Refused, read_private_text
+
     explicit = path is not None
     p = Path(path) if path is not None else default_path()
+    shown = escaped(str(p))
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_private_text(p, MAX_BYTES)
     except FileNotFoundError:
         if explicit:
-            return LoadedConfig(Config(), p, (f"{p}: no such file; using the defaults",))
+            return LoadedConfig(Config(), p, (f"{shown}: no such file; using the defaults",))
         return LoadedConfig(Config(), None)
-    except (OSError, UnicodeDecodeError) as exc:
-        return LoadedConfig(Config(), p, (f"{p}: cannot read it ({exc}); using the defaults",))
+    except Refused as exc:
+        return LoadedConfig(Config(), p, (f"{exc}; using the defaults",))
+    except OSError as exc:
+        return LoadedConfig(
+            Config(), p, (f"{shown}: cannot read it ({exc.strerror or exc}); using the defaults",)
+        )
     config, errors = parse(text, str(p))
     return LoadedConfig(config, p, tuple(errors))
 

@@ -48,12 +48,21 @@ def add_parser(subparsers: Any) -> None:
     add_config_option(p)
 
 
+SECRET_MAX_BYTES = 64 * 1024
+
+
 def _read_secret(path: str, what: str) -> str:
+    """A secret file, under the config file's rule (gputui/safefile.py): one nobody else
+    could have written or replaced."""
+    from gputui.safefile import Refused, read_private_text
+    from gputui.untrusted import escaped
+
     try:
-        with open(os.path.expanduser(path), encoding="utf-8") as f:
-            return f.read().strip()
+        return read_private_text(os.path.expanduser(path), SECRET_MAX_BYTES).strip()
+    except Refused as exc:
+        raise ValueError(f"{what}: {exc}") from None
     except OSError as exc:
-        raise ValueError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+        raise ValueError(f"{what}: cannot read {escaped(path)}: {exc.strerror or exc}") from None
 
 
 def make_client(cfg: ClusterConfig) -> HttpClient:
