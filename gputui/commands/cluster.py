@@ -95,6 +95,7 @@ def make_source(args: argparse.Namespace, cfg: ClusterConfig) -> Any:
     from gputui.cluster.http import check_url
     from gputui.cluster.model import LabelMap
     from gputui.cluster.sources import DirectSource, PrometheusSource, normalize_target, read_targets_file
+    from gputui.untrusted import escaped
 
     labels = LabelMap(**vars(cfg.labels))
     targets = list(args.targets)
@@ -103,7 +104,7 @@ def make_source(args: argparse.Namespace, cfg: ClusterConfig) -> Any:
             targets += read_targets_file(args.targets_file)
         except OSError as exc:
             raise ValueError(
-                f"--targets-file: cannot read {args.targets_file}: {exc.strerror or exc}"
+                f"--targets-file: cannot read {escaped(args.targets_file)}: {exc.strerror or exc}"
             ) from None
     prometheus = args.prometheus
     if prometheus and targets:
