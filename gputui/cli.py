@@ -133,6 +133,16 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `gputui ... | head -1`: the reader is done; end as SIGPIPE would
+        from gputui.commands.common import SIGPIPE_EXIT, stdout_gone
+
+        stdout_gone()
+        return SIGPIPE_EXIT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
