@@ -82,7 +82,7 @@ def test_watch_ends_quietly_when_the_reader_leaves(tmp_path):
 
 
 def test_stress_ends_quietly_when_the_reader_leaves():
-    rc, err, _ = first_line_then_close(
+    _, err, _ = first_line_then_close(
         ["stress", "--test-cpu", "--duration", "0.5", "--monitor-interval", "0"]
     )
     assert_quiet(err)
