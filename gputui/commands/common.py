@@ -168,6 +168,6 @@ def add_replay_options(parser: Any, what: str) -> None:
     parser.add_argument(
         "--replay",
         metavar="FILE",
-        default=None,
+        default=argparse.SUPPRESS,  # absent: the global `gputui --replay F COMMAND`'s, else None
         help=f"{what} from a gputui recording instead of this machine's GPUs (old recordings, tests)",
     )
