@@ -268,7 +268,7 @@ def parse(text: str, name: str = "config.toml") -> tuple[Config, list[str]]:
     errors: list[str] = []
     config = _build(Config, Config(), data, "", errors, lines, name)
     if errors:
-        return Config(), [escaped(e) for e in errors]  # (every part is escaped already)
+        return Config(), errors
     return config, []
 
 
