@@ -46,15 +46,22 @@ def test_demo_is_honoured_by_snapshot():
     assert json.loads(r.stdout)["source"]["file"] == DEMO_RECORDING
 
 
-@pytest.mark.parametrize("command", ["diag", "stress", "record"])
+@pytest.mark.parametrize("command", ["diag", "stress", "record", "stacks"])
 @pytest.mark.parametrize("flag", ["--replay", "--demo"])
 def test_a_global_replay_is_refused_by_commands_that_cannot_replay(command, flag, tmp_path):
     args = [flag, str(H200_X2)] if flag == "--replay" else [flag]
-    extra = [str(tmp_path / "out.jsonl")] if command == "record" else []
+    extra = {"record": [str(tmp_path / "out.jsonl")], "stacks": [str(os.getpid())]}.get(command, [])
     r = gputui(*args, command, *extra)
     assert r.returncode == 2
-    assert r.stderr == f"gputui {command}: {flag} does not apply: it works on this machine's GPUs\n"
+    why = "it reads this machine's processes" if command == "stacks" else "it works on this machine's GPUs"
+    assert r.stderr == f"gputui {command}: {flag} does not apply: {why}\n"
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_serve_says_where_the_flag_goes():
+    r = gputui("--demo", "serve")
+    assert r.returncode == 2
+    assert r.stderr == "gputui serve: --demo goes after --: gputui serve -- --demo\n"
 
 
 def test_watch_says_when_the_recording_ends_before_duration():
