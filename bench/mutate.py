@@ -49,6 +49,8 @@ CHILDREN = "tests/test_children.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
+PRIVATE = "tests/test_private_files.py"
+BAD_FILES = "tests/test_bad_files.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -654,6 +656,143 @@ MUTATIONS: list[Mutation] = [
         "if dumped.isascii():",
         ("tests/test_snapshot_host.py",),
         "DEL passes the all-ASCII fast path raw into JSON documents",
+    ),
+    # ---- files in directories others can write; bad files (issue 24, items 4, 5, 8, 14) --
+    Mutation(
+        "files-owner-any",
+        "gputui/safefile.py",
+        "    return uid in (os.geteuid(), 0)\n",
+        "    return True\n",
+        (PRIVATE,),
+        "another user's config, state or secret is used (the tests need root to chown)",
+    ),
+    Mutation(
+        "files-others-writable",
+        "gputui/safefile.py",
+        "if mode & stat.S_IWOTH and not (is_dir and mode & stat.S_ISVTX):",
+        "if False:",
+        (PRIVATE,),
+        "a file or directory anyone can write is trusted",
+    ),
+    Mutation(
+        "files-sticky-refused",
+        "gputui/safefile.py",
+        "if mode & stat.S_IWOTH and not (is_dir and mode & stat.S_ISVTX):",
+        "if mode & stat.S_IWOTH:",
+        (PRIVATE,),
+        "a sticky directory like /tmp refuses everything below it",
+    ),
+    Mutation(
+        "files-group-writable",
+        "gputui/safefile.py",
+        "if mode & stat.S_IWGRP and not _private_group(st.st_gid, st.st_uid):",
+        "if False:",
+        (PRIVATE,),
+        "a file its (shared) group can write is trusted",
+    ),
+    Mutation(
+        "files-dirs-unchecked",
+        "gputui/safefile.py",
+        "            self.problem = _dir_problem(self.where, os.fstat(self.fd))\n",
+        "            pass\n",
+        (PRIVATE,),
+        "the directories on the way are not checked",
+    ),
+    Mutation(
+        "files-read-ignores-dir",
+        "gputui/safefile.py",
+        "        if walk.problem is not None:\n            raise Refused(path, walk.problem)\n        if not stat",
+        "        if not stat",
+        (PRIVATE,),
+        "a config in a world-writable $XDG_CONFIG_HOME is read (its alert_cmd runs)",
+    ),
+    Mutation(
+        "files-write-ignores-dir",
+        "gputui/safefile.py",
+        "        if walk.problem is not None:\n            raise Refused(path, walk.problem)\n        tmp =",
+        "        tmp =",
+        (PRIVATE,),
+        "saving follows a link planted in a world-writable $XDG_STATE_HOME",
+    ),
+    Mutation(
+        "files-state-follows-link",
+        "gputui/safefile.py",
+        "with _Walk(path, create=False, follow_last=follow_symlinks) as walk:",
+        "with _Walk(path, create=False, follow_last=True) as walk:",
+        (PRIVATE, "tests/test_state.py"),
+        "the state file is read through a symbolic link",
+    ),
+    Mutation(
+        "files-state-int-unbounded",
+        "gputui/state.py",
+        'json.loads(raw.decode("utf-8"), parse_int=_bounded_int)',
+        'json.loads(raw.decode("utf-8"))',
+        (BAD_FILES,),
+        "a 5000-digit integer in the state file: a ValueError traceback at every start",
+    ),
+    Mutation(
+        "files-toml-deep",
+        "gputui/toml_bounds.py",
+        "if depth > MAX_NESTING:",
+        "if False:",
+        (BAD_FILES,),
+        "a deeply nested config reaches tomllib's recursion",
+    ),
+    Mutation(
+        "files-toml-long-number",
+        "gputui/toml_bounds.py",
+        'len(token) - token.count("_") > MAX_NUMBER_CHARS',
+        "False",
+        (BAD_FILES,),
+        "a 5000-digit number reaches int() (ValueError), a 400-digit one float() (OverflowError)",
+    ),
+    Mutation(
+        "files-toml-strings-counted",
+        "gputui/toml_bounds.py",
+        """    r"|'[^'\\n]*'?"  # literal string\n""",
+        "",
+        (BAD_FILES,),
+        "brackets inside a string count as nesting",
+    ),
+    Mutation(
+        "files-config-key-raw",
+        "gputui/config.py",
+        "    text = escaped(text)\n    return text if len(text) <= limit",
+        "    return text if len(text) <= limit",
+        (BAD_FILES,),
+        "escapes in config keys and values reach stderr raw",
+    ),
+    Mutation(
+        "files-recording-name-raw",
+        "gputui/telemetry/recording.py",
+        'super().__init__(escaped(f"{where}: {message}"))',
+        'super().__init__(f"{where}: {message}")',
+        (BAD_FILES,),
+        "a recording's file name with escapes reaches stderr raw",
+    ),
+    Mutation(
+        "files-diag-pipe-thread",
+        "gputui/commands/diag.py",
+        "                out(format_finding(f, colour))\n",
+        "                print(format_finding(f, colour), flush=True)\n",
+        ("tests/test_broken_pipe.py::test_diag_stops_quietly_when_the_reader_leaves",),
+        "`gputui diag | head -1`: BrokenPipeError tracebacks from the runner's threads",
+    ),
+    Mutation(
+        "files-cli-pipe",
+        "gputui/cli.py",
+        "    except BrokenPipeError:  # `gputui ... | head -1`",
+        "    except ZeroDivisionError:  # `gputui ... | head -1`",
+        ("tests/test_broken_pipe.py",),
+        "`gputui --print-config | head -1`: a traceback and 'Exception ignored'",
+    ),
+    Mutation(
+        "files-global-replay-ignored",
+        "gputui/commands/common.py",
+        "default=argparse.SUPPRESS,  # absent: the global",
+        "default=None,  # absent: the global",
+        ("tests/test_cli_honesty.py",),
+        "`gputui --replay F snapshot` silently reads NVML",
     ),
 ]
 

@@ -27,6 +27,8 @@ DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz"
 #: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
 #: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
 COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve", "stacks")
+REPLAYING = ("snapshot", "watch", "export")
+"""Subcommands that play a recording (their own --replay; the global --replay/--demo too)."""
 
 
 def command_module(name: str) -> ModuleType:
@@ -133,6 +135,16 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `gputui ... | head -1`: the reader is done; end as SIGPIPE would
+        from gputui.commands.common import SIGPIPE_EXIT, stdout_gone
+
+        stdout_gone()
+        return SIGPIPE_EXIT
+
+
+def _main(argv: Sequence[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
@@ -143,11 +155,34 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(default_text())
         return 0
     if args.command is not None:
+        problem = _global_source(args)
+        if problem is not None:
+            print(f"gputui {args.command}: {problem}", file=sys.stderr)
+            return 2
         command = command_module(args.command)
         if getattr(command, "USES_CONFIG", False):
             args.settings = load_config(args, f"gputui {args.command}").config
         return int(command.run(args))
     return run_tui(args)
+
+
+def _global_source(args: argparse.Namespace) -> str | None:
+    """Apply `gputui --replay F COMMAND` / `gputui --demo COMMAND` to a subcommand that
+    replays (its own --replay wins); why not, for one that cannot."""
+    flag = "--demo" if args.demo else "--replay" if args.replay is not None else None
+    if flag is None:
+        return None
+    if args.command in REPLAYING:
+        if args.demo and args.replay is None:
+            args.replay = DEMO_RECORDING
+        return None
+    if args.command == "serve":
+        return f"{flag} goes after --: gputui serve -- {flag}{' FILE' if flag == '--replay' else ''}"
+    if args.command == "cluster":
+        return f"{flag} does not apply: it shows what Prometheus or the exporters serve"
+    if args.command == "stacks":
+        return f"{flag} does not apply: it reads this machine's processes"
+    return f"{flag} does not apply: it works on this machine's GPUs"
 
 
 def remembered(args: argparse.Namespace, settings: Config) -> tuple[SavedState, str | None, Path | None]:

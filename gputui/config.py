@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import json
 import math
 import os
 import re
@@ -25,12 +26,16 @@ from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alerts import AlertConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
+from gputui.toml_bounds import first_excess
+from gputui.untrusted import escaped
 
 THEMES = tuple(THEME_COLORS)
 CARD_SPARKLINES = CARD_CHARTS
 CARD_INFO = tuple(CARD_ITEMS)
 
 _COLOR = re.compile(r"^#[0-9a-fA-F]{6}$")
+MAX_BYTES = 1024 * 1024
+"""The largest config file read (the defaults, every setting commented, are about 12 KiB)."""
 
 
 def _check_sort(value: str) -> str | None:
@@ -216,16 +221,23 @@ def default_path() -> Path:
 def load(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
     """Read the config file (`path`, else the default location).  Never raises: a missing
     default file means the defaults; any problem means the defaults plus `errors`."""
+    from gputui.safefile import Refused, read_private_text
+
     explicit = path is not None
     p = Path(path) if path is not None else default_path()
+    shown = escaped(str(p))
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_private_text(p, MAX_BYTES)
     except FileNotFoundError:
         if explicit:
-            return LoadedConfig(Config(), p, (f"{p}: no such file; using the defaults",))
+            return LoadedConfig(Config(), p, (f"{shown}: no such file; using the defaults",))
         return LoadedConfig(Config(), None)
-    except (OSError, UnicodeDecodeError) as exc:
-        return LoadedConfig(Config(), p, (f"{p}: cannot read it ({exc}); using the defaults",))
+    except Refused as exc:
+        return LoadedConfig(Config(), p, (f"{exc}; using the defaults",))
+    except OSError as exc:
+        return LoadedConfig(
+            Config(), p, (f"{shown}: cannot read it ({exc.strerror or exc}); using the defaults",)
+        )
     config, errors = parse(text, str(p))
     return LoadedConfig(config, p, tuple(errors))
 
@@ -237,15 +249,21 @@ def parse(text: str, name: str = "config.toml") -> tuple[Config, list[str]]:
         import tomllib
     else:  # pragma: no cover - exercised on 3.10 only
         import tomli as tomllib
+    name = escaped(name)
+    excess = first_excess(text)  # before tomllib: a ValueError or RecursionError there
+    if excess is not None:
+        return Config(), [f"{name}:{excess[0]}: {excess[1]}"]
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        msg = str(exc)
+        msg = escaped(str(exc))
         m = re.search(r"\(at line (\d+), column (\d+)\)", msg)
         if m:
             msg = msg[: m.start()].strip()
             return Config(), [f"{name}:{m.group(1)}: TOML syntax: {msg} (column {m.group(2)})"]
         return Config(), [f"{name}: TOML syntax: {msg}"]
+    except (ValueError, RecursionError) as exc:  # past the scan all the same: one line
+        return Config(), [f"{name}: not a usable TOML file ({type(exc).__name__})"]
     lines = key_lines(text)
     errors: list[str] = []
     config = _build(Config, Config(), data, "", errors, lines, name)
@@ -265,6 +283,16 @@ def _where(name: str, lines: dict[str, int], key: str) -> str:
         key = key.rsplit(".", 1)[0]
         line = lines.get(key)
     return f"{name}:{line}" if line is not None else name
+
+
+def _shown(text: str, limit: int = 60) -> str:
+    """Untrusted text from the file (a key, a value) for a message: escaped, cut."""
+    text = escaped(text)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _value(raw: Any) -> str:
+    return _shown(repr(raw))
 
 
 def _type_name(v: Any) -> str:
@@ -290,7 +318,7 @@ def _build(
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             table = f"[{prefix[:-1]}]" if prefix else "the top level"
             errors.append(
-                f"{_where(name, lines, prefix + key)}: {prefix}{key}: unknown key in {table}{hint}; "
+                f"{_where(name, lines, prefix + key)}: {prefix}{_shown(key)}: unknown key in {table}{hint}; "
                 f"known: {', '.join(fields)}"
             )
     values: dict[str, Any] = {}
@@ -336,7 +364,7 @@ def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None
     origin = typing.get_origin(tp)
     if tp is bool:
         if not isinstance(raw, bool):
-            return f"expected true or false, got {_type_name(raw)} {raw!r}", None
+            return f"expected true or false, got {_type_name(raw)} {_value(raw)}", None
         return None, raw
     if tp in (int, float):
         if (
@@ -345,31 +373,29 @@ def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None
             or (tp is int and isinstance(raw, float))
         ):
             what = "an integer" if tp is int else "a number"
-            return f"expected {what}, got {_type_name(raw)} {raw!r}", None
+            return f"expected {what}, got {_type_name(raw)} {_value(raw)}", None
         if not math.isfinite(raw):  # TOML has nan and inf: nan never crosses a threshold
-            return f"must be a finite number, got {raw!r}", None
+            return f"must be a finite number, got {_value(raw)}", None
         if lo is not None and raw < lo:
-            return f"must be at least {lo:g}, got {raw!r}", None
+            return f"must be at least {lo:g}, got {_value(raw)}", None
         if hi is not None and raw > hi:
-            return f"must be at most {hi:g}, got {raw!r}", None
+            return f"must be at most {hi:g}, got {_value(raw)}", None
         return None, tp(raw)
     if tp is str:
         if not isinstance(raw, str):
-            return f"expected a string, got {_type_name(raw)} {raw!r}", None
+            return f"expected a string, got {_type_name(raw)} {_value(raw)}", None
         if choices is not None and raw not in choices:
-            return f"expected one of {', '.join(choices)}, got {raw!r}", None
+            return f"expected one of {', '.join(choices)}, got {_value(raw)}", None
         if check is not None and (problem := check(raw)):
             return problem, None
         return None, raw
     if origin is tuple:
         if not isinstance(raw, list) or not all(isinstance(x, str) for x in raw):
-            return f"expected an array of strings, got {_type_name(raw)} {raw!r:.60}", None
+            return f"expected an array of strings, got {_type_name(raw)} {_value(raw)}", None
         bad = [x for x in raw if choices is not None and x not in choices]
         if bad:
-            return (
-                f"unknown item(s) {', '.join(map(repr, bad))}; expected any of {', '.join(choices or ())}",
-                None,
-            )
+            shown = ", ".join(map(_value, bad[:3]))
+            return f"unknown item(s) {shown}; expected any of {', '.join(choices or ())}", None
         if len(set(raw)) != len(raw):
             return "an item is listed twice", None
         if lo is not None and len(raw) < lo:
@@ -382,9 +408,9 @@ def _leaf(tp: Any, raw: Any, meta: typing.Mapping[str, Any]) -> tuple[str | None
             return f"expected a table, got {_type_name(raw)}", None
         for k, v in raw.items():
             if choices is not None and k not in choices:
-                return f"{k}\0unknown name; expected any of {', '.join(choices)}", None
+                return f"{_shown(k)}\0unknown name; expected any of {', '.join(choices)}", None
             if not isinstance(v, str) or not _COLOR.match(v):
-                return f'{k}\0expected a colour as "#rrggbb", got {v!r}', None
+                return f'{_shown(k)}\0expected a colour as "#rrggbb", got {_value(v)}', None
         return None, dict(raw)
     raise TypeError(f"no validator for {tp!r}")  # pragma: no cover - a programming error
 
@@ -401,9 +427,19 @@ _HEADER = re.compile(rf"^\s*\[\[?\s*({_DOTTED})\s*\]\]?")
 _KEY = re.compile(rf"^\s*({_DOTTED})\s*=")
 
 
+def _unquote(part: str) -> str:
+    if part[:1] == "'":
+        return part[1:-1]
+    if part[:1] == '"':
+        try:  # TOML's basic-string escapes are JSON's (\\uXXXX ...), bar a few rare ones
+            return str(json.loads(part))
+        except ValueError:
+            return part[1:-1]
+    return part
+
+
 def _split_dotted(text: str) -> list[str]:
-    parts = re.findall(_PART, text)
-    return [p[1:-1] if p[:1] in "\"'" else p for p in parts]
+    return [_unquote(p) for p in re.findall(_PART, text)]
 
 
 def key_lines(text: str) -> dict[str, int]:

@@ -8,26 +8,26 @@ over both).  `remember = false` in the config file's [ui], or `--no-remember`, n
 nor writes it.
 
 The file is written atomically (a temporary file in the same directory, then a rename),
-mode 0600 in a 0700 directory.  It is read as untrusted: only a regular file owned by this
-user, at most MAX_BYTES, every field checked against the same limits as the config file;
-anything else gives one line saying why and the defaults (the file is then rewritten at
-exit).  Pure stdlib (no Textual).
+mode 0600 in a 0700 directory, never through a symbolic link nor into a directory others
+can write (gputui/safefile.py).  It is read as untrusted: only a regular file that nobody
+else could have written, at most MAX_BYTES, every field checked against the same limits as
+the config file; anything else gives one line saying why and the defaults (the file is then
+rewritten at exit).  Pure stdlib (no Textual).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import stat
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig
 from gputui.options import limits
+from gputui.safefile import Refused, read_private, write_private
 from gputui.telemetry.metrics import sort_field
+from gputui.untrusted import escaped
 
 LAYOUTS = ("auto", "cards", "compact")
 """The Overview's layouts, in the order `c` steps through them."""
@@ -131,54 +131,44 @@ def to_json(state: SavedState) -> dict[str, Any]:
     return {"version": VERSION, **out}
 
 
+def _bounded_int(text: str) -> int:
+    """JSON integers of at most 20 digits: a longer one is no setting (and Python refuses to
+    convert one of more than 4300 digits with a ValueError)."""
+    if len(text.lstrip("-")) > 20:
+        raise StateError("a number longer than 20 digits")
+    return int(text)
+
+
 def load(path: Path | None = None) -> tuple[SavedState, str | None]:
     """The saved state, and a one-line warning when the file was there but not usable (then
     the defaults).  Never raises."""
     p = path or default_path()
+    shown = escaped(str(p))
     try:
-        fd = os.open(p, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except FileNotFoundError:
-        return SavedState(), None
-    except OSError as exc:
-        return SavedState(), f"{p}: cannot read it ({exc.strerror or exc}); using the defaults"
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise StateError("not a regular file")
-        if st.st_uid != os.geteuid():
-            raise StateError("owned by another user")
-        if st.st_size > MAX_BYTES:
-            raise StateError(f"larger than {MAX_BYTES} bytes")
-        raw = os.read(fd, MAX_BYTES + 1)
+        raw = read_private(p, MAX_BYTES, follow_symlinks=False)
         try:
-            data = json.loads(raw.decode("utf-8"))
+            data = json.loads(raw.decode("utf-8"), parse_int=_bounded_int)
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
             raise StateError("not valid JSON") from exc
         return from_json(data), None
-    except (StateError, OSError) as exc:
-        return SavedState(), f"{p}: ignored ({exc}); using the defaults"
-    finally:
-        os.close(fd)
+    except FileNotFoundError:
+        return SavedState(), None
+    except Refused as exc:
+        return SavedState(), f"{shown}: ignored ({exc.why}); using the defaults"
+    except StateError as exc:
+        return SavedState(), f"{shown}: ignored ({exc}); using the defaults"
+    except OSError as exc:
+        return SavedState(), f"{shown}: cannot read it ({exc.strerror or exc}); using the defaults"
 
 
 def save(state: SavedState, path: Path | None = None) -> str | None:
-    """Write the state atomically, mode 0600; a one-line problem instead of raising."""
+    """Write the state atomically, mode 0600 in a 0700 directory, never through a symbolic
+    link nor into a directory others can write; a one-line problem instead of raising."""
     p = path or default_path()
-    tmp = None
     try:
-        p.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".state-", suffix=".tmp", dir=p.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            os.fchmod(f.fileno(), 0o600)
-            json.dump(to_json(state), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-        tmp = None
+        write_private(p, json.dumps(to_json(state), indent=1).encode("utf-8"))
+    except Refused as exc:
+        return f"cannot save the settings: {exc}"
     except OSError as exc:
-        return f"{p}: cannot save the settings ({exc.strerror or exc})"
-    finally:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+        return f"{escaped(str(p))}: cannot save the settings ({exc.strerror or exc})"
     return None

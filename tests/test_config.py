@@ -157,10 +157,10 @@ def test_xdg_config_home_is_read_by_the_cli(tmp_path):
     assert "refusing to listen on 10.1.2.3:9400" in r.stderr  # the file's address was used
 
 
-def test_the_readme_example_is_a_valid_file():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    block = readme.split("## Configuration", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
-    cfg, errors = parse(block, "README.md")
+def test_the_documented_example_is_a_valid_file():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "configuration.md").read_text()
+    block = page.split("## The config file", 1)[1].split("```toml\n", 1)[1].split("```", 1)[0]
+    cfg, errors = parse(block, "configuration.md")
     assert errors == []
     assert cfg.ui.colors == {"red": "#d70000"}
     assert cfg.alerts.temperature.above == 83.0

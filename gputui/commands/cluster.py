@@ -48,12 +48,21 @@ def add_parser(subparsers: Any) -> None:
     add_config_option(p)
 
 
+SECRET_MAX_BYTES = 64 * 1024
+
+
 def _read_secret(path: str, what: str) -> str:
+    """A secret file, under the config file's rule (gputui/safefile.py): one nobody else
+    could have written or replaced."""
+    from gputui.safefile import Refused, read_private_text
+    from gputui.untrusted import escaped
+
     try:
-        with open(os.path.expanduser(path), encoding="utf-8") as f:
-            return f.read().strip()
+        return read_private_text(os.path.expanduser(path), SECRET_MAX_BYTES).strip()
+    except Refused as exc:
+        raise ValueError(f"{what}: {exc}") from None
     except OSError as exc:
-        raise ValueError(f"{what}: cannot read {path}: {exc.strerror or exc}") from None
+        raise ValueError(f"{what}: cannot read {escaped(path)}: {exc.strerror or exc}") from None
 
 
 def make_client(cfg: ClusterConfig) -> HttpClient:
@@ -86,6 +95,7 @@ def make_source(args: argparse.Namespace, cfg: ClusterConfig) -> Any:
     from gputui.cluster.http import check_url
     from gputui.cluster.model import LabelMap
     from gputui.cluster.sources import DirectSource, PrometheusSource, normalize_target, read_targets_file
+    from gputui.untrusted import escaped
 
     labels = LabelMap(**vars(cfg.labels))
     targets = list(args.targets)
@@ -94,7 +104,7 @@ def make_source(args: argparse.Namespace, cfg: ClusterConfig) -> Any:
             targets += read_targets_file(args.targets_file)
         except OSError as exc:
             raise ValueError(
-                f"--targets-file: cannot read {args.targets_file}: {exc.strerror or exc}"
+                f"--targets-file: cannot read {escaped(args.targets_file)}: {exc.strerror or exc}"
             ) from None
     prometheus = args.prometheus
     if prometheus and targets:

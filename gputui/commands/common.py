@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import math
+import os
 import signal
 import sys
 from collections.abc import Iterator
@@ -70,6 +71,32 @@ def say(text: str) -> None:
     """A line on stderr that never fails (after a hang-up there is no terminal to write to)."""
     with contextlib.suppress(OSError, ValueError):
         print(text, file=sys.stderr, flush=True)
+
+
+SIGPIPE_EXIT = 128 + signal.SIGPIPE
+"""The exit status of a command whose reader left (`| head`), as SIGPIPE gives other tools."""
+
+
+class ReaderGone(Exception):
+    """stdout's reader has left (`| head -1`); stdout now goes to /dev/null."""
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null after a broken pipe: what is still buffered, and the
+    interpreter's flush at exit, then go nowhere instead of raising again."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
+def out(text: str) -> None:
+    """A line on stdout, flushed; ReaderGone (after `stdout_gone`) when the reader left."""
+    try:
+        print(text, flush=True)
+    except BrokenPipeError:
+        stdout_gone()
+        raise ReaderGone from None
 
 
 def killed_line(command: str, what: str, interrupted: Interrupted, child: dict[str, Any]) -> str:
@@ -141,6 +168,6 @@ def add_replay_options(parser: Any, what: str) -> None:
     parser.add_argument(
         "--replay",
         metavar="FILE",
-        default=None,
+        default=argparse.SUPPRESS,  # absent: the global `gputui --replay F COMMAND`'s, else None
         help=f"{what} from a gputui recording instead of this machine's GPUs (old recordings, tests)",
     )

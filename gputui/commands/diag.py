@@ -7,12 +7,21 @@ prologue can run `gputui diag --json > node.json || drain-node`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import threading
 from typing import Any
 
-from gputui.commands.common import Interrupted, interruptible, killed_line, positive, say
+from gputui.commands.common import (
+    SIGPIPE_EXIT,
+    Interrupted,
+    ReaderGone,
+    interruptible,
+    killed_line,
+    out,
+    positive,
+    say,
+    stdout_gone,
+)
 from gputui.untrusted import literal
 
 NAME = "diag"
@@ -64,12 +73,20 @@ def run(args: argparse.Namespace) -> int:
     colour = stream and sys.stdout.isatty()
     progress = sys.stderr.isatty()
     lock = threading.Lock()
+    reader_gone = threading.Event()
+    session: DiagnosisSession | None = None
 
     def on_finding(f: Finding) -> None:
-        if not stream:
+        # called from the runner's threads: never raises into them (they read the child)
+        if not stream or reader_gone.is_set():
             return
         with lock:
-            print(format_finding(f, colour), flush=True)
+            try:
+                out(format_finding(f, colour))
+            except ReaderGone:  # `gputui diag | head -1`: stop, as SIGPIPE would
+                reader_gone.set()
+                if session is not None:
+                    session.cancel()
 
     def on_phase(title: str | None) -> None:
         if progress and title:
@@ -77,7 +94,10 @@ def run(args: argparse.Namespace) -> int:
                 print(f"  … {title}", file=sys.stderr, flush=True)
 
     if stream:
-        print(f"gputui diag: {python}", flush=True)
+        try:
+            out(f"gputui diag: {python}")
+        except ReaderGone:
+            return SIGPIPE_EXIT
     with interruptible():
         session = DiagnosisSession(
             python,
@@ -85,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
             probe_args=["--no-nccl"] if args.no_nccl else [],
             on_finding=on_finding,
             on_phase=on_phase,
-        ).start()
+        )
+        session.start()  # (assigned first: on_finding may cancel it from the first finding)
         interrupted: Interrupted | None = None
         try:
             diagnosis = session.wait()
@@ -93,8 +114,10 @@ def run(args: argparse.Namespace) -> int:
             interrupted = exc if isinstance(exc, Interrupted) else Interrupted()
             session.cancel()
             diagnosis = session.wait(30)
+    if reader_gone.is_set():
+        return SIGPIPE_EXIT
     report = diagnosis.to_json()
-    with contextlib.suppress(OSError):  # stdout gone with the terminal (SIGHUP)
+    try:
         if args.json:
             sys.stdout.write(report_json(report))
         elif args.markdown:
@@ -102,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
         elif interrupted is None:
             print(verdict_text(diagnosis, colour))
         sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader is done
+        stdout_gone()
+        if interrupted is None:
+            return SIGPIPE_EXIT
+    except OSError:  # stdout gone with the terminal (SIGHUP)
+        pass
     if interrupted is not None:
         say(killed_line("diag", "diagnosis", interrupted, diagnosis.child))
         return interrupted.exit_code

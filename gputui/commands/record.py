@@ -40,10 +40,11 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from gputui.telemetry.nvml import NvmlSource
     from gputui.telemetry.recording import RecordingWriter
+    from gputui.untrusted import escaped
 
     path = Path(args.file)
     if path.exists() and not args.force:
-        print(f"gputui record: {path} exists; pass --force to overwrite it", file=sys.stderr)
+        print(f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it", file=sys.stderr)
         return 2
     source = NvmlSource()
     info = source.open()
@@ -63,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         writer = RecordingWriter(path, info_with_topology, args.interval, note=args.note)
     except OSError as exc:
-        print(f"gputui record: cannot write {path}: {exc.strerror}", file=sys.stderr)
+        print(f"gputui record: cannot write {escaped(str(path))}: {exc.strerror}", file=sys.stderr)
         source.close()
         return 2
     start = time.monotonic()

@@ -8,12 +8,19 @@ Exit status: 0 every GPU passed, 1 warnings, 2 failures, 130 interrupted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
 import threading
 from typing import Any
 
-from gputui.commands.common import Interrupted, interruptible, killed_line, non_negative, positive, say
+from gputui.commands.common import (
+    Interrupted,
+    interruptible,
+    killed_line,
+    non_negative,
+    positive,
+    say,
+    stdout_gone,
+)
 
 NAME = "stress"
 
@@ -134,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     if source is not None and session.child.pid is not None:
         stress["child"]["gpu_processes_left"] = gpu_processes_left(source, session.child.pid)
     report = stress_only_report(python, stress)
-    with contextlib.suppress(OSError):  # stdout gone with the terminal (SIGHUP)
+    try:
         if args.json:
             sys.stdout.write(report_json(report))
         elif args.markdown:
@@ -142,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
         else:
             print("\n".join(stress_markdown(stress)))
         sys.stdout.flush()
+    except BrokenPipeError:  # `| head`: the reader is done
+        stdout_gone()
+    except OSError:  # stdout gone with the terminal (SIGHUP)
+        pass
     if interrupted is not None:
         say(killed_line("stress", "stress", interrupted, stress.get("child") or {}))
         return interrupted.exit_code

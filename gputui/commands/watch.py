@@ -146,6 +146,13 @@ def run(args: argparse.Namespace) -> int:
                 hub.publish(snap)
                 if stop.wait(interval) or (deadline is not None and time.monotonic() >= deadline):
                     break
+            else:
+                if deadline is not None:  # --duration asked for more than the recording holds
+                    print(
+                        f"{PROG}: the recording ended after its {len(source.ticks)} samples, "
+                        f"before --duration {args.duration:g} s",
+                        file=sys.stderr,
+                    )
         else:
             from gputui.telemetry.poller import Poller
 

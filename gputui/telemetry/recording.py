@@ -36,7 +36,7 @@ from typing import IO, Any
 
 from gputui import __version__
 from gputui.telemetry.model import MachineInfo, Snapshot, Topology
-from gputui.untrusted import label
+from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"
 FORMAT_VERSION = 2
@@ -58,7 +58,7 @@ class RecordingError(ValueError):
 
     def __init__(self, path: str | os.PathLike[str], line: int | None, message: str) -> None:
         where = f"{path}:{line}" if line is not None else str(path)
-        super().__init__(f"{where}: {message}")
+        super().__init__(escaped(f"{where}: {message}"))  # the name and fields are the file's
         self.path = str(path)
         self.line = line
         self.message = message

@@ -336,6 +336,11 @@ def stress_markdown(stress: dict[str, Any]) -> list[str]:
     """The stress results as Markdown lines."""
     lines = [f"## Stress benchmark: {stress['status']}", ""]
     rows = stress_table(stress)
+    if len(rows) < 2:  # no GPU was tested: say so, not a table of nothing
+        errors = [str(e.get("message")) for e in stress.get("errors") or []]
+        first, rest = (errors[0], errors[1:]) if errors else ("no GPU was found", [])
+        lines.append(f"No GPU was stress-tested: {first}")
+        return lines + [f"\nError: {e}" for e in rest]
     lines.append("| " + " | ".join(rows[0]) + " |")
     lines.append("|" + "---|" * len(rows[0]))
     for row in rows[1:]:
