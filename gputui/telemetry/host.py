@@ -92,6 +92,32 @@ class HostFacts(TypedDict, total=False):
     create_time: float | None
     job: Job | None
     launcher: int | None
+    state: str | None
+
+
+#: psutil's names of the states in /proc/PID/stat -> the kernel's letters (`GpuProcess.state`).
+STATE_LETTERS = {
+    "running": "R",
+    "sleeping": "S",
+    "disk-sleep": "D",
+    "stopped": "T",
+    "tracing-stop": "t",
+    "zombie": "Z",
+    "dead": "X",
+    "wake-kill": "K",
+    "waking": "W",
+    "parked": "P",
+    "idle": "I",
+}
+
+
+def _state(proc: psutil.Process) -> str | None:
+    """The state letter; call inside `proc.oneshot()` after `cpu_times()`: psutil then
+    takes it from the /proc/PID/stat it has already read (no further read)."""
+    try:
+        return STATE_LETTERS.get(proc.status())
+    except psutil.AccessDenied:
+        return None
 
 
 @dataclass
@@ -186,6 +212,7 @@ class ProcessInspector:
                     user = _safe(proc.username)
                     cmd = _safe(proc.cmdline)
                     times = proc.cpu_times()
+                    state = _state(proc)
                     rss = proc.memory_info().rss
                 if self.verify_gpu_files:
                     files = gpu_device_files(pid)
@@ -208,6 +235,7 @@ class ProcessInspector:
                     return self._describe(pid, now)
                 with proc.oneshot():
                     times = proc.cpu_times()
+                    state = _state(proc)
                     rss = proc.memory_info().rss
                 cpu_total = times.user + times.system
                 dt = now - tracked.seen_at
@@ -226,6 +254,7 @@ class ProcessInspector:
             "cpu_percent": round(max(cpu_pct, 0.0), 1),
             "rss": rss,
             "create_time": tracked.create_time,
+            "state": state,
         }
 
 
