@@ -103,7 +103,8 @@ class HealthConfig:
         max=1.0,
     )
     straggler_busy_util: float = option(
-        "straggler: only while the other ranks' median GPU utilization is at least this percent",
+        "straggler: only while the other ranks' median GPU utilization (and SM activity, with GPM) is "
+        "at least this percent",
         50.0,
         min=0.0,
         max=100.0,
@@ -304,6 +305,7 @@ class HealthEngine:
         self._state: dict[Ident, tuple[str, float]] = {}
         self._wait_since: dict[Ident, float] = {}
         self._slow_since: dict[Ident, float] = {}
+        self._ranks: dict[Ident, int | None] = {}
         self._members: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
         self._exited: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
         self.current = HealthReport(0.0, {}, ())
@@ -400,7 +402,7 @@ class HealthEngine:
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
             self._exited.pop(key, None)
-        for d in (self._state, self._wait_since, self._slow_since):
+        for d in (self._state, self._wait_since, self._slow_since, self._ranks):
             for ident in [k for k in d if k not in seen]:
                 del d[ident]
         out.sort(key=lambda j: j.key)
@@ -410,9 +412,13 @@ class HealthEngine:
         self, rows: list[GpuProcess], gpus: dict[int, GpuSample], spin: dict[int, bool | None], ts: float
     ) -> RankHealth:
         cfg = self.config
-        rows = sorted(rows, key=lambda r: r.gpu_index)
+        if len(rows) > 1:
+            rows = sorted(rows, key=lambda r: r.gpu_index)
         p = rows[0]
         ident = (p.pid, p.create_time)
+        rank = self._ranks.get(ident, -1)
+        if rank == -1:
+            rank = self._ranks[ident] = rank_number(p.cmdline)
         g = gpus.get(p.gpu_index)
         w = g.activity if g is not None else None
         util = p.sm_util if p.sm_util is not None else (g.gpu_util if g is not None else None)
@@ -449,11 +455,11 @@ class HealthEngine:
             create_time=p.create_time,
             gpu=p.gpu_index,
             gpus=tuple(r.gpu_index for r in rows),
-            rank=rank_number(p.cmdline),
+            rank=rank,
             util=gpu_util,
             sm=w.sm_active if w is not None else None,
             tensor=w.tensor_active if w is not None else None,
-            memory=sum(r.gpu_memory for r in rows if r.gpu_memory is not None) if any(r.gpu_memory is not None for r in rows) else None,
+            memory=p.gpu_memory if len(rows) == 1 else _total(r.gpu_memory for r in rows),
             power=g.power_draw if g is not None else None,
             state=p.state,
             cpu_percent=cpu,
@@ -508,34 +514,37 @@ class HealthEngine:
 
     def _straggler(self, ranks: list[RankHealth], ts: float) -> JobVerdict | None:
         cfg = self.config
+        slow = self._slow_since
         if len(ranks) < 2 or len({r.gpu for r in ranks}) < len(ranks):
             return None  # ranks sharing a GPU share its figures: nothing to compare
-        if any(r.condition != "computing" for r in ranks):
-            return None
-        if all(r.sm is not None for r in ranks):
-            metric, what = [r.sm for r in ranks], "SM activity"
-        elif all(r.power is not None for r in ranks):
-            metric, what = [r.power for r in ranks], "power"
-        else:
-            return None
+        metric: list[float] = []
+        utils: list[float] = []
+        what = "SM activity" if all(r.sm is not None for r in ranks) else "power"
+        for r in ranks:
+            m = r.sm if what == "SM activity" else r.power
+            if r.condition != "computing" or m is None or r.util is None:
+                return None  # a rank waits, or a figure is missing: no comparison
+            metric.append(m)
+            utils.append(r.util)
+        top = max(metric)
         found = None
         for k, r in enumerate(ranks):
             ident = (r.pid, r.create_time)
-            rest = [m for j, m in enumerate(metric) if j != k]
-            rest_util = [o.util for j, o in enumerate(ranks) if j != k]
             m = metric[k]
-            slow = (
-                m is not None
-                and all(u is not None for u in rest_util)
-                and statistics.median(u for u in rest_util if u is not None) >= cfg.straggler_busy_util
-                and m < cfg.straggler_ratio * statistics.median(x for x in rest if x is not None)
-            )
-            if not slow:
-                self._slow_since.pop(ident, None)
+            if m >= cfg.straggler_ratio * top:  # not under the ratio of anybody (the common case)
+                slow.pop(ident, None)
                 continue
-            since = self._slow_since.setdefault(ident, ts)
+            med = statistics.median(metric[:k] + metric[k + 1 :])
+            busy = statistics.median(utils[:k] + utils[k + 1 :]) >= cfg.straggler_busy_util
+            # GPM's window lags NVML's utilization by up to a slow interval: while a job
+            # starts, the others' SM figures may still be those of before
+            if what == "SM activity":
+                busy = busy and med >= cfg.straggler_busy_util
+            if not (busy and m < cfg.straggler_ratio * med):
+                slow.pop(ident, None)
+                continue
+            since = slow.setdefault(ident, ts)
             if ts - since >= cfg.straggler_seconds and found is None:
-                med = statistics.median(x for x in rest if x is not None)
                 unit = " %" if what == "SM activity" else " W"
                 found = JobVerdict(
                     "straggler",
@@ -546,6 +555,11 @@ class HealthEngine:
                     (r.pid,),
                 )
         return found
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 def _gone(r: RankHealth, ts: float) -> RankHealth:
