@@ -104,6 +104,37 @@ def test_state_is_kept_across_ticks_by_the_same_inspector(children) -> None:
         time.sleep(0.02)
 
 
+@pytest.mark.parametrize(
+    ("env", "want"),
+    [
+        ({"RANK": "5", "LOCAL_RANK": "1"}, 5),
+        ({"OMPI_COMM_WORLD_RANK": "3", "SLURM_PROCID": "9"}, 3),
+        ({"SLURM_PROCID": "2"}, 2),
+        ({"RANK": "abc", "PMI_RANK": "4"}, 4),
+        ({"RANK": "9" * 40}, None),
+        ({"RANK": "-1"}, None),
+        ({}, None),
+    ],
+)
+def test_rank_from_a_real_processs_environment(children, env: dict[str, str], want: int | None) -> None:
+    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")}
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env={**base, **env})
+    children.append(child)
+    (p,) = ProcessInspector(verify_gpu_files=False).enrich([GpuProcess(gpu_index=0, pid=child.pid)])
+    assert p.rank == want
+
+
+def test_the_environments_rank_wins_over_the_command_line() -> None:
+    snaps = [
+        dataclasses.replace(
+            s, processes=tuple(dataclasses.replace(p, rank=10 + (rank_number(p.cmdline) or 0)) for p in s.processes)
+        )
+        for s in ticks(STOPPED_DERIVED)
+    ]
+    v = run(snaps)[-1].jobs[0].verdict
+    assert v is not None and v.short == "rank 11 (PID 457, GPU 0) is the one the others wait for"
+
+
 def test_state_of_an_exited_process_is_not_invented(children) -> None:
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     child.wait()

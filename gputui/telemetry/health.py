@@ -35,8 +35,9 @@ and blocked ranks wait.  One verdict per job, once ranks have waited `stuck_seco
              without GPM) stays under `straggler_ratio` of the others' median for
              `straggler_seconds`
 
-"rank N" comes from the command line (`--rank N`, `--local-rank N`); where it gives none
-the rank is named by its PID and GPU.  Every text here is built from numbers and fixed
+"rank N" comes from the process's environment (RANK, as torchrun sets it; `GpuProcess.rank`),
+else its command line (`--rank N`, `--local-rank N`); where neither gives one the rank is
+named by its PID and GPU.  Every text here is built from numbers and fixed
 words only: nothing from a process (names, command lines, job ids) goes into it.
 """
 
@@ -147,7 +148,7 @@ class RankHealth:
     """Its GPU (the lowest index where it holds several: `gpus`)."""
     gpus: tuple[int, ...]
     rank: int | None
-    """From its command line (`--rank N`, `--local-rank N`); None where it gives none."""
+    """From its environment (RANK...) or command line (`--rank N`); None where neither says."""
     util: float | None
     """Its GPU's utilization, percent (NVML)."""
     sm: float | None
@@ -418,7 +419,7 @@ class HealthEngine:
         ident = (p.pid, p.create_time)
         rank = self._ranks.get(ident, -1)
         if rank == -1:
-            rank = self._ranks[ident] = rank_number(p.cmdline)
+            rank = self._ranks[ident] = p.rank if p.rank is not None else rank_number(p.cmdline)
         g = gpus.get(p.gpu_index)
         w = g.activity if g is not None else None
         util = p.sm_util if p.sm_util is not None else (g.gpu_util if g is not None else None)

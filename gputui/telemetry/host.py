@@ -93,6 +93,31 @@ class HostFacts(TypedDict, total=False):
     job: Job | None
     launcher: int | None
     state: str | None
+    rank: int | None
+
+
+RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
+"""Where launchers put a process's rank (torchrun, Open MPI, MPICH/Intel MPI, srun), in order."""
+
+
+def environ_rank(pid: int, proc: str = "/proc") -> int | None:
+    """The rank in a process's environment (`RANK_VARIABLES`, the first present); None when
+    the environment is unreadable or holds no rank of at most 6 digits."""
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return None
+    found: dict[bytes, bytes] = {}
+    for item in data.split(b"\0"):
+        name, eq, value = item.partition(b"=")
+        if eq and name in RANK_VARIABLES:
+            found[name] = value
+    for name in RANK_VARIABLES:
+        value = found.get(name)
+        if value is not None and value.isdigit() and len(value) <= 6:
+            return int(value)
+    return None
 
 
 #: psutil's names of the states in /proc/PID/stat -> the kernel's letters (`GpuProcess.state`).
@@ -129,6 +154,7 @@ class _Tracked:
     cmdline: tuple[str, ...] | None
     cpu_total: float
     seen_at: float
+    rank: int | None = None
 
 
 class ProcessInspector:
@@ -223,7 +249,14 @@ class ProcessInspector:
                 elapsed = max(now - create_time, 1e-3)
                 cpu_pct = 100.0 * cpu_total / elapsed
                 tracked = _Tracked(
-                    proc, create_time, name, user, tuple(cmd) if cmd is not None else None, cpu_total, now
+                    proc,
+                    create_time,
+                    name,
+                    user,
+                    tuple(cmd) if cmd is not None else None,
+                    cpu_total,
+                    now,
+                    environ_rank(pid),
                 )
                 self._tracked[pid] = tracked
             else:
@@ -255,6 +288,7 @@ class ProcessInspector:
             "rss": rss,
             "create_time": tracked.create_time,
             "state": state,
+            "rank": tracked.rank,
         }
 
 

@@ -504,6 +504,10 @@ class GpuProcess:
     zombie (exited, not yet reaped).  None where unreadable, or in recordings made before
     gputui read it (format version 2 and older).  How long a process has been in its state
     is tracked across ticks by `gputui.telemetry.health`."""
+    rank: int | None = None
+    """The distributed rank its environment gives (RANK, else OMPI_COMM_WORLD_RANK,
+    PMI_RANK, SLURM_PROCID), read once when the process is first seen; None where the
+    environment is not readable (another user's process, without root) or says none."""
 
 
 @dataclass(frozen=True, slots=True)
