@@ -35,7 +35,7 @@ from gputui.telemetry.recording import read_recording  # noqa: E402
 JOBS_240 = ROOT / "tests/fixtures/derived/h200x8-nvswitch-240procs-jobs.jsonl.gz"
 
 
-def state_cost(n: int, rounds: int) -> dict[str, float]:
+def state_cost(n: int, rounds: int) -> dict[str, float | str]:
     import psutil
 
     kids = []
@@ -48,7 +48,8 @@ def state_cost(n: int, rounds: int) -> dict[str, float]:
     try:
         insp = host.ProcessInspector(verify_gpu_files=False)
         insp.enrich(rows)  # first sight: psutil objects, command lines, environments
-        with_state, without = [], []
+        with_state: list[float] = []
+        without: list[float] = []
         for _ in range(rounds):
             for label, out in (("with", with_state), ("without", without)):
                 host._state = real_state if label == "with" else (lambda proc: None)

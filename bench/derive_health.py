@@ -31,11 +31,12 @@ import argparse
 import dataclasses
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gputui.telemetry.model import GpmSample, GpuProcess, Snapshot
-from gputui.telemetry.recording import RecordingWriter, read_recording
+from gputui.telemetry.recording import RecordingHeader, RecordingWriter, read_recording
 
 ROOT = Path(__file__).resolve().parents[1]
 GPM_BASE = "tests/fixtures/h100-gpm/recording.jsonl.gz"
@@ -149,7 +150,9 @@ def job(out: Path, exited: bool) -> None:
     _write(out / name, header, snaps, derived, note)
 
 
-def _write(path: Path, header, snaps: list[Snapshot], derived: dict, note: str) -> None:
+def _write(
+    path: Path, header: RecordingHeader, snaps: list[Snapshot], derived: dict[str, Any], note: str
+) -> None:
     with RecordingWriter(path, header.machine, header.interval, derived=derived, note=note) as w:
         for s in snaps:
             w.write(s)

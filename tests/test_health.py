@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 from conftest import DERIVED, H100_GPM, H100_JOB, X8_240
-from gpm_support import ALL, BF16, COPIES, FP32, IDLE, IDLE_HOLDING, TINY, TINY_SYNC, phase_ticks
+from gpm_support import ALL, phase_ticks
 
 from gputui.telemetry.health import (
     HealthConfig,
@@ -34,7 +34,7 @@ from gputui.telemetry.health import (
     spin_signature,
 )
 from gputui.telemetry.host import ProcessInspector
-from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
+from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import FORMAT_VERSION, RecordingWriter, read_recording
 
 SPIN_DERIVED = DERIVED / "h100-spin-derived.jsonl.gz"  # SWITCH TO REAL: spin.jsonl.gz
@@ -55,7 +55,9 @@ def run(snaps: list[Snapshot], cfg: HealthConfig | None = None) -> list[HealthRe
 
 def derived_header(path: Path) -> None:
     header = read_recording(path)[0]
-    assert header.derived is not None and header.note and header.note.startswith("DERIVED (not a real machine)")
+    assert (
+        header.derived is not None and header.note and header.note.startswith("DERIVED (not a real machine)")
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -117,7 +119,11 @@ def test_state_is_kept_across_ticks_by_the_same_inspector(children) -> None:
     ],
 )
 def test_rank_from_a_real_processs_environment(children, env: dict[str, str], want: int | None) -> None:
-    base = {k: v for k, v in os.environ.items() if k not in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")}
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+    }
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env={**base, **env})
     children.append(child)
     (p,) = ProcessInspector(verify_gpu_files=False).enrich([GpuProcess(gpu_index=0, pid=child.pid)])
@@ -127,7 +133,10 @@ def test_rank_from_a_real_processs_environment(children, env: dict[str, str], wa
 def test_the_environments_rank_wins_over_the_command_line() -> None:
     snaps = [
         dataclasses.replace(
-            s, processes=tuple(dataclasses.replace(p, rank=10 + (rank_number(p.cmdline) or 0)) for p in s.processes)
+            s,
+            processes=tuple(
+                dataclasses.replace(p, rank=10 + (rank_number(p.cmdline) or 0)) for p in s.processes
+            ),
         )
         for s in ticks(STOPPED_DERIVED)
     ]
@@ -145,7 +154,9 @@ def test_state_of_an_exited_process_is_not_invented(children) -> None:
 def test_recordings_carry_the_state_and_say_version_3(tmp_path: Path) -> None:
     header, snaps = read_recording(H100_JOB)
     assert all(p.state is None for s in snaps for p in s.processes)  # older file: unknown, not "R"
-    snap = dataclasses.replace(snaps[0], processes=tuple(dataclasses.replace(p, state="T") for p in snaps[0].processes))
+    snap = dataclasses.replace(
+        snaps[0], processes=tuple(dataclasses.replace(p, state="T") for p in snaps[0].processes)
+    )
     out = tmp_path / "r.jsonl"
     with RecordingWriter(out, header.machine, header.interval) as w:
         w.write(snap)
@@ -305,14 +316,16 @@ def test_rank_that_exited_is_named_with_its_time() -> None:  # SWITCH TO REAL
     assert [r.pid for r in job.exited] == [457] and job.exited[0].exited_at == gone_ts
     v = job.verdict
     assert v is not None and v.kind == "exited" and v.pids == (457,)
-    assert v.short == f"rank 1 (PID 457, GPU 0) exited at {time.strftime('%H:%M:%S', time.gmtime(gone_ts))} while the others wait"
+    at = time.strftime("%H:%M:%S", time.gmtime(gone_ts))
+    assert v.short == f"rank 1 (PID 457, GPU 0) exited at {at} while the others wait"
 
 
 def test_every_rank_waiting_is_stuck_since_when_they_all_began() -> None:  # SWITCH TO REAL
     """The stopped recording with rank 1 blocked like the others (derived in the test)."""
     snaps = [
         dataclasses.replace(
-            s, processes=tuple(dataclasses.replace(p, state="S") if p.state == "T" else p for p in s.processes)
+            s,
+            processes=tuple(dataclasses.replace(p, state="S") if p.state == "T" else p for p in s.processes),
         )
         for s in ticks(STOPPED_DERIVED)
     ]

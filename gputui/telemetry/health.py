@@ -54,7 +54,9 @@ from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
 
 @dataclass(frozen=True)
 class HealthConfig:
-    enabled: bool = option("judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True)
+    enabled: bool = option(
+        "judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True
+    )
     spin_seconds: float = option(
         "how long a GPU must show the spinning signature before it counts as waiting in a collective",
         120.0,
@@ -326,7 +328,9 @@ class HealthEngine:
 
     # ---- GPUs ----
 
-    def _gpus(self, gpus: Iterable[GpuSample], ts: float) -> tuple[dict[int, GpuHealth], dict[int, bool | None]]:
+    def _gpus(
+        self, gpus: Iterable[GpuSample], ts: float
+    ) -> tuple[dict[int, GpuHealth], dict[int, bool | None]]:
         cfg = self.config
         out: dict[int, GpuHealth] = {}
         now: dict[int, bool | None] = {}
@@ -440,9 +444,19 @@ class HealthEngine:
             cond = "zombie"
         elif spin.get(p.gpu_index) is not False and p.gpu_index in spin:
             cond = "spinning"
-        elif p.state == "S" and cpu is not None and cpu < cfg.blocked_max_cpu and util is not None and util <= cfg.blocked_max_util:
+        elif (
+            p.state == "S"
+            and cpu is not None
+            and cpu < cfg.blocked_max_cpu
+            and util is not None
+            and util <= cfg.blocked_max_util
+        ):
             cond = "blocked"
-        elif p.state == "R" or (cpu is not None and cpu >= cfg.blocked_max_cpu) or (gpu_util is not None and gpu_util > cfg.blocked_max_util):
+        elif (
+            p.state == "R"
+            or (cpu is not None and cpu >= cfg.blocked_max_cpu)
+            or (gpu_util is not None and gpu_util > cfg.blocked_max_util)
+        ):
             cond = "computing"
         else:
             cond = "unknown"
@@ -473,9 +487,11 @@ class HealthEngine:
         self, ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
     ) -> JobVerdict | None:
         cfg = self.config
-        waiting = [r for r in ranks if r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds]
+        waiting = [
+            r for r in ranks if r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds
+        ]
         others = [r for r in ranks if r.condition not in WAITING]
-        waited_since = max((r.waiting_since for r in waiting), default=None)
+        waited_since = max((r.waiting_since for r in waiting if r.waiting_since is not None), default=None)
         if waiting and waited_since is not None:
             waited = f"waited {duration(ts - waited_since)} (since {hms(waited_since)})"
             if exited and len(waiting) == len(ranks):
@@ -490,20 +506,21 @@ class HealthEngine:
                     tuple(r.pid for r in exited),
                 )
             pending = [r for r in ranks if r.condition in WAITING and r not in waiting]
-            if others and not pending and "unknown" not in {r.condition for r in others}:
-                if len(others) == 1 or all(r.condition in ABNORMAL for r in others):
-                    if len(waiting) >= len(others):
-                        first = others[0]
-                        verb = "is the one" if len(others) == 1 else "are the ones"
-                        who = " and ".join(r.who for r in others)
-                        reasons = "; ".join(_why_not_waiting(r, ts) for r in others)
-                        return JobVerdict(
-                            "culprit",
-                            f"{who} {verb} the others wait for",
-                            f"{reasons}; the other {len(waiting)} rank(s) have {waited}: {_how_waiting(waiting)}",
-                            first.state_since if first.condition in ABNORMAL else waited_since,
-                            tuple(r.pid for r in others),
-                        )
+            known = "unknown" not in {r.condition for r in others}
+            # one rank, or ranks that cannot go on by themselves, and at least as many waiting
+            odd = len(others) == 1 or all(r.condition in ABNORMAL for r in others)
+            if others and not pending and known and odd and len(waiting) >= len(others):
+                first = others[0]
+                verb = "is the one" if len(others) == 1 else "are the ones"
+                who = " and ".join(r.who for r in others)
+                reasons = "; ".join(_why_not_waiting(r) for r in others)
+                return JobVerdict(
+                    "culprit",
+                    f"{who} {verb} the others wait for",
+                    f"{reasons}; the other {len(waiting)} rank(s) have {waited}: {_how_waiting(waiting)}",
+                    first.state_since if first.condition in ABNORMAL else waited_since,
+                    tuple(r.pid for r in others),
+                )
             if len(waiting) == len(ranks):
                 return JobVerdict(
                     "stuck",
@@ -580,13 +597,16 @@ def _how_waiting(ranks: Sequence[RankHealth]) -> str:
     return ", ".join(parts)
 
 
-def _why_not_waiting(r: RankHealth, ts: float) -> str:
+def _why_not_waiting(r: RankHealth) -> str:
     since = f" since {hms(r.state_since)}" if r.state_since is not None else ""
     if r.condition == "stopped":
-        how = "SIGSTOP or Ctrl-Z (SIGCONT resumes it)" if r.state == "T" else "stopped by a debugger or tracer"
+        how = (
+            "SIGSTOP or Ctrl-Z (SIGCONT resumes it)" if r.state == "T" else "stopped by a debugger or tracer"
+        )
         return f"{r.who} is stopped (state {r.state}{since}: {how})"
     if r.condition == "disk":
-        return f"{r.who} is in uninterruptible sleep (state D{since}: I/O, a network file system or a driver call)"
+        how = "I/O, a network file system or a driver call"
+        return f"{r.who} is in uninterruptible sleep (state D{since}: {how})"
     if r.condition == "zombie":
         return f"{r.who} has exited (a zombie{since}, not yet reaped)"
     cpu = "N/A" if r.cpu_percent is None else f"{r.cpu_percent:.0f} %"

@@ -113,10 +113,10 @@ def environ_rank(pid: int, proc: str = "/proc") -> int | None:
         name, eq, value = item.partition(b"=")
         if eq and name in RANK_VARIABLES:
             found[name] = value
-    for name in RANK_VARIABLES:
-        value = found.get(name)
-        if value is not None and value.isdigit() and len(value) <= 6:
-            return int(value)
+    for key in RANK_VARIABLES:
+        rank = found.get(key)
+        if rank is not None and rank.isdigit() and len(rank) <= 6:
+            return int(rank)
     return None
 
 
