@@ -16,6 +16,7 @@ from conftest import X1_RECORDING, X2_RECORDING
 from gputui import __version__
 from gputui.telemetry.model import GpuProcess, GpuSample, HostSample, MachineInfo, Snapshot
 from gputui.telemetry.recording import (
+    FORMAT_VERSION,
     RecordingError,
     RecordingHeader,
     RecordingWriter,
@@ -267,22 +268,22 @@ def test_json_but_not_a_recording(tmp_path: Path, line: str) -> None:
     )
 
 
-@pytest.mark.parametrize("version", [3, 0, "1", "2", None, True])
+@pytest.mark.parametrize("version", [4, 0, "1", "2", None, True])
 def test_unsupported_version(tmp_path: Path, version: Any) -> None:
     path = write_text(tmp_path / "r.jsonl", [header_with(version=version), x2_lines()[1]])
-    expect_error(path, 1, f"recording format version {version!r}", "reads versions 1, 2")
+    expect_error(path, 1, f"recording format version {version!r}", "reads versions 1, 2, 3")
 
 
 def test_version_1_recordings_still_load_without_gpm(tmp_path: Path) -> None:
     """Version 2 added GPM; the version-1 captures read as before, GPM not recorded (None),
-    and are written back as version 2 with the same tick lines."""
+    and are written back as the current version with the same tick lines."""
     assert json.loads(x2_lines()[0])["version"] == 1
     header, ticks = read_recording(X2_RECORDING)
     assert all(g.gpm is None for t in ticks for g in t.gpus)
     out = tmp_path / "v2.jsonl"
     with RecordingWriter(out, header.machine, header.interval) as w:
         w.write(ticks[0])
-    assert json.loads(raw_lines(out)[0])["version"] == 2
+    assert json.loads(raw_lines(out)[0])["version"] == FORMAT_VERSION
     assert raw_lines(out)[1] == x2_lines()[1]
 
 

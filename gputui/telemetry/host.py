@@ -92,6 +92,57 @@ class HostFacts(TypedDict, total=False):
     create_time: float | None
     job: Job | None
     launcher: int | None
+    state: str | None
+    rank: int | None
+
+
+RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
+"""Where launchers put a process's rank (torchrun, Open MPI, MPICH/Intel MPI, srun), in order."""
+
+
+def environ_rank(pid: int, proc: str = "/proc") -> int | None:
+    """The rank in a process's environment (`RANK_VARIABLES`, the first present); None when
+    the environment is unreadable or holds no rank of at most 6 digits."""
+    try:
+        with open(f"{proc}/{pid}/environ", "rb") as f:
+            data = f.read(1 << 20)
+    except OSError:
+        return None
+    found: dict[bytes, bytes] = {}
+    for item in data.split(b"\0"):
+        name, eq, value = item.partition(b"=")
+        if eq and name in RANK_VARIABLES:
+            found[name] = value
+    for key in RANK_VARIABLES:
+        rank = found.get(key)
+        if rank is not None and rank.isdigit() and len(rank) <= 6:
+            return int(rank)
+    return None
+
+
+#: psutil's names of the states in /proc/PID/stat -> the kernel's letters (`GpuProcess.state`).
+STATE_LETTERS = {
+    "running": "R",
+    "sleeping": "S",
+    "disk-sleep": "D",
+    "stopped": "T",
+    "tracing-stop": "t",
+    "zombie": "Z",
+    "dead": "X",
+    "wake-kill": "K",
+    "waking": "W",
+    "parked": "P",
+    "idle": "I",
+}
+
+
+def _state(proc: psutil.Process) -> str | None:
+    """The state letter; call inside `proc.oneshot()` after `cpu_times()`: psutil then
+    takes it from the /proc/PID/stat it has already read (no further read)."""
+    try:
+        return STATE_LETTERS.get(proc.status())
+    except psutil.AccessDenied:
+        return None
 
 
 @dataclass
@@ -103,6 +154,7 @@ class _Tracked:
     cmdline: tuple[str, ...] | None
     cpu_total: float
     seen_at: float
+    rank: int | None = None
 
 
 class ProcessInspector:
@@ -186,6 +238,7 @@ class ProcessInspector:
                     user = _safe(proc.username)
                     cmd = _safe(proc.cmdline)
                     times = proc.cpu_times()
+                    state = _state(proc)
                     rss = proc.memory_info().rss
                 if self.verify_gpu_files:
                     files = gpu_device_files(pid)
@@ -196,7 +249,14 @@ class ProcessInspector:
                 elapsed = max(now - create_time, 1e-3)
                 cpu_pct = 100.0 * cpu_total / elapsed
                 tracked = _Tracked(
-                    proc, create_time, name, user, tuple(cmd) if cmd is not None else None, cpu_total, now
+                    proc,
+                    create_time,
+                    name,
+                    user,
+                    tuple(cmd) if cmd is not None else None,
+                    cpu_total,
+                    now,
+                    environ_rank(pid),
                 )
                 self._tracked[pid] = tracked
             else:
@@ -208,6 +268,7 @@ class ProcessInspector:
                     return self._describe(pid, now)
                 with proc.oneshot():
                     times = proc.cpu_times()
+                    state = _state(proc)
                     rss = proc.memory_info().rss
                 cpu_total = times.user + times.system
                 dt = now - tracked.seen_at
@@ -226,6 +287,8 @@ class ProcessInspector:
             "cpu_percent": round(max(cpu_pct, 0.0), 1),
             "rss": rss,
             "create_time": tracked.create_time,
+            "state": state,
+            "rank": tracked.rank,
         }
 
 

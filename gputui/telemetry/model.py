@@ -497,6 +497,17 @@ class GpuProcess:
     """The Slurm job, pod, container, unit or session it belongs to; None when unknown."""
     launcher: int | None = None
     """PID of its nearest ancestor that is a launcher (in `Snapshot.launchers`)."""
+    state: str | None = None
+    """The kernel's scheduling state at the tick, the letter of /proc/PID/stat: "R"
+    running, "S" sleeping (waiting for an event: a futex, a socket), "D" uninterruptible
+    (usually I/O or a driver call), "T" stopped (SIGSTOP), "t" stopped by a tracer, "Z"
+    zombie (exited, not yet reaped).  None where unreadable, or in recordings made before
+    gputui read it (format version 2 and older).  How long a process has been in its state
+    is tracked across ticks by `gputui.telemetry.health`."""
+    rank: int | None = None
+    """The distributed rank its environment gives (RANK, else OMPI_COMM_WORLD_RANK,
+    PMI_RANK, SLURM_PROCID), read once when the process is first seen; None where the
+    environment is not readable (another user's process, without root) or says none."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Recordings: a versioned JSON-lines file of static facts and one snapshot per tick.
 
-Format (version 2), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
+Format (version 3), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
 
-  line 1   header  {"format": "gputui-recording", "version": 2, "created": ISO-8601,
+  line 1   header  {"format": "gputui-recording", "version": 3, "created": ISO-8601,
                     "gputui": "<version>", "interval": seconds, "derived": null | {...},
                     "note": str | null, "machine": MachineInfo}
   line 2+  tick    Snapshot: {"seq", "timestamp", "gpus": [GpuSample], "processes":
@@ -13,8 +13,11 @@ is absent takes its default (None for every measured value), so fields equal to 
 default are left out when writing.  Readers reject unknown fields and wrong types with
 the file name, line number and the field's path, so a hand-edited file fails loudly.
 
-Versions: 2 added `GpuSample.gpm` (GPM activity); version 1 files read as they are (no GPM:
-N/A).  A file of a newer version than this gputui knows is refused.
+Versions: 2 added `GpuSample.gpm` (GPM activity); 3 added `GpuProcess.state` (the process's
+R/S/D/T/Z state at the tick).  Older files read as they are (no GPM, no state: N/A).  A file
+of a newer version than this gputui knows is refused with "upgrade gputui": since readers
+reject unknown fields, a version-2 reader would otherwise fail on the first process's
+`state` with a message that does not say what to do.
 """
 
 from __future__ import annotations
@@ -39,8 +42,8 @@ from gputui.telemetry.model import MachineInfo, Snapshot, Topology
 from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 """Versions this gputui reads: each later version only added fields with defaults."""
 
 MAX_LINE_CHARS = 8 * 2**20

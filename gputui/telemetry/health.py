@@ -1,0 +1,613 @@
+"""Job health: a GPU spinning in a collective, a stuck job, the rank the others wait for,
+a rank that exited, a straggler.
+
+Pure data, like the hint and alert engines: `HealthEngine.update(snapshot)` gives a
+`HealthReport` for that tick.  Time is the snapshots' own, so a replay gives the verdicts
+the live run gave.  Thresholds are the config file's `[health]` table (`HealthConfig`).
+
+The spinning signature (per GPU).  A rank waiting in an NCCL collective runs one kernel
+that polls a flag in memory: the graphics engine is busy all the time (GPM's
+graphics_active, and NVML's utilization, ~100 %) while the SMs do nothing (SM active under
+~2 %: one block of one kernel), DRAM is idle and the power is the GPU's idle power (on an
+H100: 100 % utilization at 131 W, idle 131 W, busy 700 W).  Held longer than
+`spin_seconds`, a GPU is "waiting in a collective".  Without GPM only utilization and power
+are known: 100 % utilization at idle power is a spinning kernel or a stream of tiny
+kernels, and that is what is said.
+
+Idle power: the lowest power gputui has seen on the GPU, but never more than
+`idle_power_fraction` of its power limit (a GPU busy since gputui started has never shown
+its idle power).  Power counts as idle up to `idle_power_margin` of the power limit above
+that (an H100 reads 70 W without a CUDA context, 120-131 W with one idling or spinning).
+Unknown power limit or power: the signature is not claimed.
+
+The job's health.  The GPU processes of one job (one launcher such as torchrun, else one
+Slurm job step or pod) are its ranks.  Each rank is, at each tick: "stopped" (state T or
+t), "disk" (state D), "zombie" (Z), "spinning" (its GPU shows the signature), "blocked"
+(state S at under `blocked_max_cpu` % CPU with its GPU idle: gloo, or a CPU-side wait),
+"computing", or "unknown" (the evidence is missing: None is never read as 0).  Spinning
+and blocked ranks wait.  One verdict per job, once ranks have waited `stuck_seconds`:
+
+  exited     a rank has gone while the others wait: which, and when
+  culprit    the others wait and one does not (stopped, in D state, a zombie, or still
+             computing): "rank 1 (PID 589, GPU 1) is the one the others wait for", and why
+  stuck      every rank waits: "stuck in a collective since 12:03"
+  straggler  nobody waits, the others are busy, and one rank's SM activity (or power,
+             without GPM) stays under `straggler_ratio` of the others' median for
+             `straggler_seconds`
+
+"rank N" comes from the process's environment (RANK, as torchrun sets it; `GpuProcess.rank`),
+else its command line (`--rank N`, `--local-rank N`); where neither gives one the rank is
+named by its PID and GPU.  Every text here is built from numbers and fixed
+words only: nothing from a process (names, command lines, job ids) goes into it.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from gputui.options import option
+from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    enabled: bool = option(
+        "judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True
+    )
+    spin_seconds: float = option(
+        "how long a GPU must show the spinning signature before it counts as waiting in a collective",
+        120.0,
+        min=0.0,
+    )
+    spin_min_util: float = option(
+        "spinning: GPM's graphics-engine activity (or, without GPM, NVML's utilization) at or above "
+        "this percent",
+        95.0,
+        min=0.0,
+        max=100.0,
+    )
+    spin_max_sm: float = option("spinning: GPM's SM activity below this percent", 2.0, min=0.0, max=100.0)
+    spin_max_dram: float = option(
+        "spinning: GPM's DRAM bandwidth below this percent of the maximum", 1.0, min=0.0, max=100.0
+    )
+    idle_power_fraction: float = option(
+        "the GPU's idle power: the lowest power seen on it, at most this fraction of its power limit",
+        0.2,
+        min=0.0,
+        max=1.0,
+    )
+    idle_power_margin: float = option(
+        "power up to this fraction of the power limit above the idle power counts as idle power",
+        0.1,
+        min=0.0,
+        max=1.0,
+    )
+    blocked_max_cpu: float = option(
+        "blocked: a rank in state S using less than this percent of a core, its GPU idle", 2.0, min=0.0
+    )
+    blocked_max_util: float = option(
+        "blocked: the rank's GPU utilization (percent) at or below which its GPU counts as idle",
+        5.0,
+        min=0.0,
+        max=100.0,
+    )
+    stuck_seconds: float = option(
+        "how long ranks must wait before the job counts as stuck (or a rank as the one the others wait for)",
+        120.0,
+        min=0.0,
+    )
+    straggler_ratio: float = option(
+        "straggler: a rank whose SM activity (or power) is below this fraction of the job's median",
+        0.5,
+        min=0.0,
+        max=1.0,
+    )
+    straggler_busy_util: float = option(
+        "straggler: only while the other ranks' median GPU utilization (and SM activity, with GPM) is "
+        "at least this percent",
+        50.0,
+        min=0.0,
+        max=100.0,
+    )
+    straggler_seconds: float = option("straggler: held this long", 60.0, min=0.0)
+
+
+# --------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------
+
+WAITING = ("spinning", "blocked")
+ABNORMAL = ("stopped", "disk", "zombie")
+"""States a rank cannot leave by itself: each names the culprit, however many there are."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHealth:
+    """One GPU showing the spinning signature."""
+
+    gpu: int
+    certain: bool
+    """True where GPM tells a spinning kernel from tiny kernels; False without GPM."""
+    since: float
+    """When the signature began (the snapshots' time)."""
+    seconds: float
+    waiting: bool
+    """Held for `spin_seconds` at least: the finding to show."""
+    short: str
+    evidence: str
+
+
+@dataclass(frozen=True, slots=True)
+class RankHealth:
+    """One rank (one GPU process of a job) side by side with the others."""
+
+    pid: int
+    create_time: float | None
+    gpu: int
+    """Its GPU (the lowest index where it holds several: `gpus`)."""
+    gpus: tuple[int, ...]
+    rank: int | None
+    """From its environment (RANK...) or command line (`--rank N`); None where neither says."""
+    util: float | None
+    """Its GPU's utilization, percent (NVML)."""
+    sm: float | None
+    """Its GPU's SM activity, percent (GPM)."""
+    tensor: float | None
+    memory: int | None
+    """Bytes of GPU memory the process holds."""
+    power: float | None
+    """Its GPU's power, watts."""
+    state: str | None
+    cpu_percent: float | None
+    state_since: float | None
+    """When gputui first saw it in `state` (None when the state is unknown)."""
+    condition: str
+    """"spinning", "blocked", "stopped", "disk", "zombie", "computing" or "unknown"."""
+    waiting_since: float | None
+    """When it began waiting (spinning or blocked), continuously; None when not waiting."""
+    exited_at: float | None = None
+    """For a rank that has gone: the first tick it was missing."""
+
+    @property
+    def who(self) -> str:
+        r = f"rank {self.rank} " if self.rank is not None else ""
+        return f"{r}(PID {self.pid}, GPU {self.gpu})" if r else f"PID {self.pid} (GPU {self.gpu})"
+
+
+@dataclass(frozen=True, slots=True)
+class JobVerdict:
+    kind: str
+    """"stuck", "culprit", "exited" or "straggler"."""
+    short: str
+    """One line: "rank 1 (PID 457, GPU 0) is the one the others wait for"."""
+    why: str
+    """The evidence, with its numbers."""
+    since: float | None
+    pids: tuple[int, ...] = ()
+    """The ranks it names (none for "stuck")."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobHealth:
+    key: tuple[str, ...]
+    """("launcher", "455"), or (kind, id, step) of a Slurm job step or a pod."""
+    launcher: int | None
+    ranks: tuple[RankHealth, ...]
+    exited: tuple[RankHealth, ...]
+    verdict: JobVerdict | None
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    timestamp: float
+    gpus: dict[int, GpuHealth]
+    """GPUs showing the spinning signature (`waiting` once held long enough)."""
+    jobs: tuple[JobHealth, ...]
+    """Jobs of two ranks or more."""
+
+    def job_of(self, pid: int) -> JobHealth | None:
+        return next((j for j in self.jobs if any(r.pid == pid for r in j.ranks)), None)
+
+
+# --------------------------------------------------------------------------------------
+# Pure parts
+# --------------------------------------------------------------------------------------
+
+
+def hms(ts: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
+
+def duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _pct(v: float | None) -> str:
+    return "N/A" if v is None else f"{v:.1f} %"
+
+
+RANK_FLAGS = ("--rank", "--local-rank", "--local_rank", "--node-rank")
+
+
+def rank_number(cmdline: Sequence[str] | None) -> int | None:
+    """`--rank N`, `--rank=N`, `--local-rank N`, `--local_rank=N` of a command line."""
+    if not cmdline:
+        return None
+    for k, arg in enumerate(cmdline):
+        flag, eq, value = arg.partition("=")
+        if flag not in RANK_FLAGS[:3]:
+            continue
+        if not eq:
+            value = cmdline[k + 1] if k + 1 < len(cmdline) else ""
+        if value.isascii() and value.isdigit() and len(value) < 7:
+            return int(value)
+    return None
+
+
+def idle_power(lowest: float | None, limit: float | None, cfg: HealthConfig) -> float | None:
+    """The power that counts as idle for a GPU (the module docstring has the rule)."""
+    if limit is None or limit <= 0:
+        return None
+    cap = limit * cfg.idle_power_fraction
+    base = cap if lowest is None else min(lowest, cap)
+    return base + limit * cfg.idle_power_margin
+
+
+def spin_signature(g: GpuSample, idle_max: float | None, cfg: HealthConfig) -> bool | None:
+    """True: the GPU shows the spinning signature now (GPM says so); None: it might (no GPM:
+    utilization ~100 % at idle power, which tiny kernels also give); False: it does not, or
+    the evidence is missing."""
+    if g.lost or g.power_draw is None or idle_max is None or g.power_draw > idle_max:
+        return False
+    w = g.activity
+    if w is not None:
+        busy = w.graphics_active if w.graphics_active is not None else g.gpu_util
+        sm, dram = w.sm_active, w.dram_active
+        if busy is None or sm is None or dram is None:
+            return False
+        return busy >= cfg.spin_min_util and sm < cfg.spin_max_sm and dram < cfg.spin_max_dram
+    if g.gpu_util is not None and g.gpu_util >= cfg.spin_min_util:
+        return None
+    return False
+
+
+def _job_key(p: GpuProcess) -> tuple[str, ...] | None:
+    if p.launcher is not None:
+        return ("launcher", str(p.launcher))
+    j = p.job
+    if j is not None and j.kind in ("slurm", "pod"):
+        return (j.kind, j.id, j.step or "")
+    return None
+
+
+# --------------------------------------------------------------------------------------
+# The engine: what must be remembered across ticks
+# --------------------------------------------------------------------------------------
+
+Ident = tuple[int, float | None]
+
+
+class HealthEngine:
+    """Keeps when each signature, state and wait began; `update` gives the report."""
+
+    def __init__(self, config: HealthConfig | None = None) -> None:
+        self.config = config or HealthConfig()
+        self.reset()
+
+    def reset(self) -> None:
+        self._last_ts: float | None = None
+        self._lowest_power: dict[int, float] = {}
+        self._spin_since: dict[int, float] = {}
+        self._state: dict[Ident, tuple[str, float]] = {}
+        self._wait_since: dict[Ident, float] = {}
+        self._slow_since: dict[Ident, float] = {}
+        self._ranks: dict[Ident, int | None] = {}
+        self._members: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
+        self._exited: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
+        self.current = HealthReport(0.0, {}, ())
+
+    def update(self, snap: Snapshot) -> HealthReport:
+        ts = snap.timestamp
+        if self._last_ts is not None and ts < self._last_ts:
+            self.reset()  # a replay looped
+        self._last_ts = ts
+        cfg = self.config
+        if not cfg.enabled:
+            self.current = HealthReport(ts, {}, ())
+            return self.current
+        spins = self._gpus(snap.gpus, ts)
+        self.current = HealthReport(ts, spins[0], self._jobs(snap, ts, spins[1]))
+        return self.current
+
+    # ---- GPUs ----
+
+    def _gpus(
+        self, gpus: Iterable[GpuSample], ts: float
+    ) -> tuple[dict[int, GpuHealth], dict[int, bool | None]]:
+        cfg = self.config
+        out: dict[int, GpuHealth] = {}
+        now: dict[int, bool | None] = {}
+        for g in gpus:
+            i = g.index
+            p = g.power_draw
+            if p is not None and p > 0 and not g.lost:
+                low = self._lowest_power.get(i)
+                if low is None or p < low:
+                    self._lowest_power[i] = p
+            idle_max = idle_power(self._lowest_power.get(i), g.power_limit, cfg)
+            sig = spin_signature(g, idle_max, cfg)
+            now[i] = sig
+            if sig is False:
+                self._spin_since.pop(i, None)
+                continue
+            since = self._spin_since.setdefault(i, ts)
+            seconds = ts - since
+            waiting = seconds >= cfg.spin_seconds
+            w = g.activity
+            power = f"power {g.power_draw:.0f} W (idle up to {idle_max:.0f} W)"
+            if sig:
+                assert w is not None
+                short = (
+                    f"waiting in a collective for {duration(seconds)}?"
+                    if waiting
+                    else f"one kernel spinning for {duration(seconds)}"
+                )
+                evidence = (
+                    f"GR engine {_pct(w.graphics_active)} · SM {_pct(w.sm_active)} · DRAM "
+                    f"{_pct(w.dram_active)} · {power} since {hms(since)}: one kernel polls while "
+                    "nothing computes (NCCL waiting for a peer looks like this)"
+                )
+            else:
+                short = (
+                    f"spinning or tiny kernels for {duration(seconds)}?"
+                    if waiting
+                    else f"busy at idle power for {duration(seconds)}"
+                )
+                evidence = (
+                    f"utilization {_pct(g.gpu_util)} · {power} since {hms(since)}: a kernel spinning "
+                    "(a collective waiting for a peer) or tiny kernels; without GPM (Hopper and "
+                    "newer) the two cannot be told apart"
+                )
+            out[i] = GpuHealth(i, bool(sig), since, seconds, waiting, short, evidence)
+        return out, now
+
+    # ---- jobs ----
+
+    def _jobs(self, snap: Snapshot, ts: float, spin: dict[int, bool | None]) -> tuple[JobHealth, ...]:
+        gpus = {g.index: g for g in snap.gpus}
+        by_job: dict[tuple[str, ...], dict[int, list[GpuProcess]]] = {}
+        for p in snap.processes:
+            key = _job_key(p)
+            if key is not None:
+                by_job.setdefault(key, {}).setdefault(p.pid, []).append(p)
+        seen: set[Ident] = set()
+        out = []
+        for key, procs in by_job.items():
+            ranks = [self._rank(rows, gpus, spin, ts) for rows in procs.values()]
+            seen.update((r.pid, r.create_time) for r in ranks)
+            members = {(r.pid, r.create_time): r for r in ranks}
+            exited = self._exited.setdefault(key, {})
+            for ident, old in self._members.get(key, {}).items():
+                if ident not in members and ident not in exited:
+                    exited[ident] = _gone(old, ts)
+            self._members[key] = members
+            if len(ranks) + len(exited) < 2:
+                continue
+            ranks.sort(key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.gpu, r.pid))
+            gone = tuple(sorted(exited.values(), key=lambda r: r.exited_at or 0.0))
+            launcher = procs[next(iter(procs))][0].launcher
+            out.append(JobHealth(key, launcher, tuple(ranks), gone, self._verdict(ranks, gone, ts)))
+        for key in [k for k in self._members if k not in by_job]:
+            del self._members[key]  # the job has ended: every rank gone
+            self._exited.pop(key, None)
+        for d in (self._state, self._wait_since, self._slow_since, self._ranks):
+            for ident in [k for k in d if k not in seen]:
+                del d[ident]
+        out.sort(key=lambda j: j.key)
+        return tuple(out)
+
+    def _rank(
+        self, rows: list[GpuProcess], gpus: dict[int, GpuSample], spin: dict[int, bool | None], ts: float
+    ) -> RankHealth:
+        cfg = self.config
+        if len(rows) > 1:
+            rows = sorted(rows, key=lambda r: r.gpu_index)
+        p = rows[0]
+        ident = (p.pid, p.create_time)
+        rank = self._ranks.get(ident, -1)
+        if rank == -1:
+            rank = self._ranks[ident] = p.rank if p.rank is not None else rank_number(p.cmdline)
+        g = gpus.get(p.gpu_index)
+        w = g.activity if g is not None else None
+        util = p.sm_util if p.sm_util is not None else (g.gpu_util if g is not None else None)
+        gpu_util = g.gpu_util if g is not None else None
+        state_since: float | None = None
+        if p.state is not None:
+            prev = self._state.get(ident)
+            state_since = prev[1] if prev is not None and prev[0] == p.state else ts
+            self._state[ident] = (p.state, state_since)
+        else:
+            self._state.pop(ident, None)
+        cpu = p.cpu_percent
+        if p.state in ("T", "t"):
+            cond = "stopped"
+        elif p.state == "D":
+            cond = "disk"
+        elif p.state == "Z":
+            cond = "zombie"
+        elif spin.get(p.gpu_index) is not False and p.gpu_index in spin:
+            cond = "spinning"
+        elif (
+            p.state == "S"
+            and cpu is not None
+            and cpu < cfg.blocked_max_cpu
+            and util is not None
+            and util <= cfg.blocked_max_util
+        ):
+            cond = "blocked"
+        elif (
+            p.state == "R"
+            or (cpu is not None and cpu >= cfg.blocked_max_cpu)
+            or (gpu_util is not None and gpu_util > cfg.blocked_max_util)
+        ):
+            cond = "computing"
+        else:
+            cond = "unknown"
+        if cond in WAITING:
+            waiting_since: float | None = self._wait_since.setdefault(ident, ts)
+        else:
+            self._wait_since.pop(ident, None)
+            waiting_since = None
+        return RankHealth(
+            pid=p.pid,
+            create_time=p.create_time,
+            gpu=p.gpu_index,
+            gpus=tuple(r.gpu_index for r in rows),
+            rank=rank,
+            util=gpu_util,
+            sm=w.sm_active if w is not None else None,
+            tensor=w.tensor_active if w is not None else None,
+            memory=p.gpu_memory if len(rows) == 1 else _total(r.gpu_memory for r in rows),
+            power=g.power_draw if g is not None else None,
+            state=p.state,
+            cpu_percent=cpu,
+            state_since=state_since,
+            condition=cond,
+            waiting_since=waiting_since,
+        )
+
+    def _verdict(
+        self, ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
+    ) -> JobVerdict | None:
+        cfg = self.config
+        waiting = [
+            r for r in ranks if r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds
+        ]
+        others = [r for r in ranks if r.condition not in WAITING]
+        waited_since = max((r.waiting_since for r in waiting if r.waiting_since is not None), default=None)
+        if waiting and waited_since is not None:
+            waited = f"waited {duration(ts - waited_since)} (since {hms(waited_since)})"
+            if exited and len(waiting) == len(ranks):
+                last = exited[-1]
+                names = ", ".join(r.who for r in exited)
+                return JobVerdict(
+                    "exited",
+                    f"{last.who} exited at {hms(last.exited_at or ts)} while the others wait",
+                    f"gone: {names}; the {len(ranks)} remaining rank(s) have {waited}: "
+                    f"{_how_waiting(waiting)}",
+                    last.exited_at,
+                    tuple(r.pid for r in exited),
+                )
+            pending = [r for r in ranks if r.condition in WAITING and r not in waiting]
+            known = "unknown" not in {r.condition for r in others}
+            # one rank, or ranks that cannot go on by themselves, and at least as many waiting
+            odd = len(others) == 1 or all(r.condition in ABNORMAL for r in others)
+            if others and not pending and known and odd and len(waiting) >= len(others):
+                first = others[0]
+                verb = "is the one" if len(others) == 1 else "are the ones"
+                who = " and ".join(r.who for r in others)
+                reasons = "; ".join(_why_not_waiting(r) for r in others)
+                return JobVerdict(
+                    "culprit",
+                    f"{who} {verb} the others wait for",
+                    f"{reasons}; the other {len(waiting)} rank(s) have {waited}: {_how_waiting(waiting)}",
+                    first.state_since if first.condition in ABNORMAL else waited_since,
+                    tuple(r.pid for r in others),
+                )
+            if len(waiting) == len(ranks):
+                return JobVerdict(
+                    "stuck",
+                    f"stuck in a collective since {hms(waited_since)}",
+                    f"every rank has {waited}: {_how_waiting(waiting)}",
+                    waited_since,
+                )
+        return self._straggler(ranks, ts)
+
+    def _straggler(self, ranks: list[RankHealth], ts: float) -> JobVerdict | None:
+        cfg = self.config
+        slow = self._slow_since
+        if len(ranks) < 2 or len({r.gpu for r in ranks}) < len(ranks):
+            return None  # ranks sharing a GPU share its figures: nothing to compare
+        metric: list[float] = []
+        utils: list[float] = []
+        what = "SM activity" if all(r.sm is not None for r in ranks) else "power"
+        for r in ranks:
+            m = r.sm if what == "SM activity" else r.power
+            if r.condition != "computing" or m is None or r.util is None:
+                return None  # a rank waits, or a figure is missing: no comparison
+            metric.append(m)
+            utils.append(r.util)
+        top = max(metric)
+        found = None
+        for k, r in enumerate(ranks):
+            ident = (r.pid, r.create_time)
+            m = metric[k]
+            if m >= cfg.straggler_ratio * top:  # not under the ratio of anybody (the common case)
+                slow.pop(ident, None)
+                continue
+            med = statistics.median(metric[:k] + metric[k + 1 :])
+            busy = statistics.median(utils[:k] + utils[k + 1 :]) >= cfg.straggler_busy_util
+            # GPM's window lags NVML's utilization by up to a slow interval: while a job
+            # starts, the others' SM figures may still be those of before
+            if what == "SM activity":
+                busy = busy and med >= cfg.straggler_busy_util
+            if not (busy and m < cfg.straggler_ratio * med):
+                slow.pop(ident, None)
+                continue
+            since = slow.setdefault(ident, ts)
+            if ts - since >= cfg.straggler_seconds and found is None:
+                unit = " %" if what == "SM activity" else " W"
+                found = JobVerdict(
+                    "straggler",
+                    f"{r.who} is a straggler",
+                    f"its GPU's {what} {m:.1f}{unit} against the others' median {med:.1f}{unit} "
+                    f"for {duration(ts - since)} (since {hms(since)}), the others busy",
+                    since,
+                    (r.pid,),
+                )
+        return found
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _gone(r: RankHealth, ts: float) -> RankHealth:
+    from dataclasses import replace
+
+    return replace(r, exited_at=ts, condition="exited", waiting_since=None)
+
+
+def _how_waiting(ranks: Sequence[RankHealth]) -> str:
+    spin = sum(r.condition == "spinning" for r in ranks)
+    blocked = len(ranks) - spin
+    parts = []
+    if spin:
+        parts.append(f"{spin} spinning on its GPU (busy engine, idle SMs, idle power)")
+    if blocked:
+        parts.append(f"{blocked} blocked (state S, ~0 % CPU, GPU idle)")
+    return ", ".join(parts)
+
+
+def _why_not_waiting(r: RankHealth) -> str:
+    since = f" since {hms(r.state_since)}" if r.state_since is not None else ""
+    if r.condition == "stopped":
+        how = (
+            "SIGSTOP or Ctrl-Z (SIGCONT resumes it)" if r.state == "T" else "stopped by a debugger or tracer"
+        )
+        return f"{r.who} is stopped (state {r.state}{since}: {how})"
+    if r.condition == "disk":
+        how = "I/O, a network file system or a driver call"
+        return f"{r.who} is in uninterruptible sleep (state D{since}: {how})"
+    if r.condition == "zombie":
+        return f"{r.who} has exited (a zombie{since}, not yet reaped)"
+    cpu = "N/A" if r.cpu_percent is None else f"{r.cpu_percent:.0f} %"
+    return f"{r.who} is still computing (state {r.state or 'N/A'}, CPU {cpu}, GPU utilization {_pct(r.util)})"
