@@ -174,3 +174,27 @@ def test_invalid_reason_checks_mig_instances_too():
     reason = invalid_reason(bad)
     assert reason is not None and "SM activity 150" in reason
     assert invalid_reason(GpmSample(unavailable="MIG is on", mig=(good,))) is None
+
+
+def test_a_cluster_scrape_with_impossible_ratios_is_na_with_the_reason():
+    """A hostile or broken exporter serves DCGM_FI_PROF_SM_ACTIVE -0.5 (-50 %) in a real tick
+    of the H100 as `gputui export` serves it: the cluster view gets N/A with the reason.
+    (1e16 and larger are DCGM's "blank" values: read as not measured, also no figure.)"""
+    from gputui.cluster import expfmt
+    from gputui.cluster.model import LabelMap, build_gpus
+    from cluster_support import exposition
+
+    header, ticks = read_recording(H100_GPM)
+    snap = next(t for t in ticks if t.seq == fp32_tick())
+    text = exposition(header.machine, snap, "n1").decode()
+    good = build_gpus("n1", ((s.name, s.labels, s.value) for s in expfmt.parse(text).samples), LabelMap())
+    assert good[0].sample.gpm is not None and good[0].sample.gpm.unavailable is None
+    lines = [
+        line.replace(line.rsplit(" ", 1)[1], "-0.5") if line.startswith("DCGM_FI_PROF_SM_ACTIVE{") else line
+        for line in text.splitlines()
+    ]
+    e = expfmt.parse("\n".join(lines) + "\n")
+    (got,) = build_gpus("n1", ((s.name, s.labels, s.value) for s in e.samples), LabelMap())
+    w = got.sample.gpm
+    assert w is not None and w.sm_active is None
+    assert w.unavailable is not None and "SM activity -50 %" in w.unavailable
