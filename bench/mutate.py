@@ -595,6 +595,31 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_hint_boundaries.py",),
         "a figure NVML did not give reads as 0: hints fire on missing evidence",
     ),
+    # ---- gputui snapshot --json and GPM (issue 24 item 15) ------------------------------
+    Mutation(
+        "snapshot-json-waits-for-nothing",
+        "gputui/commands/snapshot.py",
+        "if names else sel.reads\n",
+        "if names else []\n",
+        ("tests/test_snapshot_gpm.py",),
+        "the whole JSON document never waits for a GPM window (every gpm.* null on an H100)",
+    ),
+    Mutation(
+        "snapshot-gpm-no-second-pass",
+        "gputui/commands/snapshot.py",
+        "or not source.gpm_window_pending():",
+        "or True:",
+        ("tests/test_snapshot_gpm.py",),
+        "the one-shot returns before the GPM window closes",
+    ),
+    Mutation(
+        "snapshot-gpm-null-as-measured",
+        "gputui/export/snapshot.py",
+        "        return c.no_window or NO_WINDOW_LIVE\n",
+        "        return None\n",
+        ("tests/test_snapshot_gpm.py", "tests/test_snapshot_cmd.py"),
+        'gpm.* null beside a null gpm.unavailable: the schema\'s "measured"',
+    ),
 ]
 
 

@@ -180,9 +180,10 @@ def test_a_cluster_scrape_with_impossible_ratios_is_na_with_the_reason():
     """A hostile or broken exporter serves DCGM_FI_PROF_SM_ACTIVE -0.5 (-50 %) in a real tick
     of the H100 as `gputui export` serves it: the cluster view gets N/A with the reason.
     (1e16 and larger are DCGM's "blank" values: read as not measured, also no figure.)"""
+    from cluster_support import exposition
+
     from gputui.cluster import expfmt
     from gputui.cluster.model import LabelMap, build_gpus
-    from cluster_support import exposition
 
     header, ticks = read_recording(H100_GPM)
     snap = next(t for t in ticks if t.seq == fp32_tick())

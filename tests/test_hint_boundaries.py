@@ -90,9 +90,7 @@ def idle_ticks(util: int, mem_mib: int, seconds: float) -> list[Snapshot]:
     """Two ticks `seconds` apart of the real GPU, idle as given."""
     base = phase_ticks(FP32)[3]
     g = dataclasses.replace(base.gpus[0], gpu_util=util, mem_used=mem_mib * MIB, gpm=None)
-    return [
-        dataclasses.replace(base, timestamp=base.timestamp + dt, gpus=(g,)) for dt in (0.0, seconds)
-    ]
+    return [dataclasses.replace(base, timestamp=base.timestamp + dt, gpus=(g,)) for dt in (0.0, seconds)]
 
 
 @pytest.mark.parametrize(

@@ -131,6 +131,7 @@ def checked(w: GpmSample) -> GpmSample:
         return w
     return GpmSample(unavailable=reason, gpu_instance_id=w.gpu_instance_id, mig=w.mig)
 
+
 # NVML return codes (nvml.h)
 _NOT_SUPPORTED = 3
 _NO_PERMISSION = 4
