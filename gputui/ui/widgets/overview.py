@@ -315,11 +315,10 @@ class NoGpuPanel(LineWidget):
             para(item, S.text, "  • ")
         if self.demo_available:
             body.append([])
-            body.append(
-                [
-                    ("Press ", S.label),
-                    ("d", S.warn),
-                    (" to open the bundled recording of real GPUs (clearly marked as recorded).", S.label),
-                ]
-            )
+            text = "Press d to open the bundled recording of real GPUs (clearly marked as recorded)."
+            for k, chunk in enumerate(textwrap.wrap(text, inner)):  # at words, as `para`
+                if k == 0:  # "Press d ...": the key stands out
+                    body.append([("Press ", S.label), ("d", S.warn), (chunk[len("Press d") :], S.label)])
+                else:
+                    body.append([(chunk, S.label)])
         return boxed(title, [], body, width)
