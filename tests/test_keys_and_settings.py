@@ -10,6 +10,7 @@ import re
 
 import pytest
 from conftest import H200_X2, replay_app, run_to_tick, screen_lines, wait_for
+from test_process_bugs import notifications
 from textual.binding import Binding
 
 from gputui.telemetry.nvml import NvmlSource
@@ -54,3 +55,132 @@ def test_the_no_gpu_panel_wraps_at_words(width: int) -> None:
     words = sentence.split()
     for line in part:  # each line holds whole words only: never "record" + "ed)."
         assert all(w in words for w in line.split()), line
+
+
+# ---- item 13: one key, one meaning -------------------------------------------------------
+
+
+def tab_level_bindings() -> list[tuple[str, str, str]]:
+    """(key, class, action) of every binding the tabs and their widgets have."""
+    from gputui.ui.diagnostics import DiagnosticsPane
+    from gputui.ui.overview import OverviewPane
+    from gputui.ui.processes import OverviewProcesses, ProcessesPane
+    from gputui.ui.topology import TopologyPane, TopologyView
+    from gputui.ui.widgets.overview import GpuBoard
+    from gputui.ui.widgets.processes import ProcessTable
+
+    out = []
+    for cls in (
+        OverviewPane,
+        GpuBoard,
+        OverviewProcesses,
+        ProcessesPane,
+        ProcessTable,
+        TopologyPane,
+        TopologyView,
+        DiagnosticsPane,
+    ):
+        for b in cls.BINDINGS:
+            assert isinstance(b, Binding)
+            for key in b.key.split(","):
+                out.append((key.strip(), cls.__name__, b.action))
+    return out
+
+
+SAME_MEANING = {
+    # moving the cursor or the view, however a widget does it
+    "move": "move", "scroll": "move", "hscroll": "move", "page": "move", "edge": "move",
+    # opening the selected thing's detail
+    "open": "open", "detail": "open",
+    # backing out: clear, cancel
+    "clear": "back", "cancel": "back",
+    # T K I m in a replay: the same keys, saying why nothing is sent
+    "refused": "signal", "mark": "signal",
+}  # fmt: skip
+
+
+def meaning(action: str) -> str:
+    name = action.split("(", 1)[0]
+    if name == "processes":  # the Overview's forward to its process list: processes('signal', ..)
+        name = action.split("'")[1]
+    return SAME_MEANING.get(name, name)
+
+
+def test_no_tab_uses_a_global_key_for_something_else() -> None:
+    global_keys = {k.strip() for b in GpuTuiApp.BINDINGS if isinstance(b, Binding) for k in b.key.split(",")}
+    assert {"g", "c", "d", "q", "p", "space"} <= global_keys
+    clashes = [(key, cls, action) for key, cls, action in tab_level_bindings() if key in global_keys]
+    assert clashes == []
+
+
+def test_each_key_means_one_thing_on_every_tab() -> None:
+    meanings: dict[str, set[str]] = {}
+    for key, _, action in tab_level_bindings():
+        meanings.setdefault(key, set()).add(meaning(action))
+    assert {k: m for k, m in meanings.items() if len(m) > 1} == {}
+    assert meanings["s"] == {"sort"} and meanings["j"] == {"move"} and meanings["v"] == {"tree"}
+
+
+def test_g_opens_diagnostics_from_the_processes_tab_and_f_filters_by_gpu() -> None:
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await run_to_tick(pilot, 60)
+            await pilot.press("2")
+            await pilot.pause()
+            await pilot.press("f")
+            await pilot.pause()
+            assert "filter GPU 0" in "\n".join(screen_lines(app))
+            await pilot.press("g")
+            await wait_for(pilot, lambda: app.query_one("ContentSwitcher").current == "diagnostics")
+
+    run(go())
+
+
+# ---- item 13: the replay footer offers only keys that do something -----------------------
+
+
+def test_the_replay_footer_does_not_offer_signals_and_pressing_one_says_why() -> None:
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(200, 40)) as pilot:
+            await run_to_tick(pilot, 60)
+            await pilot.press("2")
+            await pilot.pause()
+            footer = screen_lines(app)[-1]
+            assert "Tree" in footer  # the tab's keys are there
+            for word in ("SIGTERM", "SIGKILL", "SIGINT", "Mark"):
+                assert word not in footer, footer
+            await pilot.press("T")
+            await pilot.pause()
+            assert "recording" in notifications(app)[-1]
+            await pilot.press("enter")  # the process detail: no signal keys either
+            await pilot.pause()
+            footer = screen_lines(app)[-1]
+            assert "SIGTERM" not in footer and "SIGKILL" not in footer, footer
+
+    run(go())
+
+
+# ---- item 13: the chart picker's ticks differ in glyph, not only in colour -----------------
+
+
+def test_ticked_and_unticked_charts_differ_in_glyph() -> None:
+    from gputui.ui.chart_picker import ChartPicker
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 5)
+            await pilot.press("C")
+            await wait_for(pilot, lambda: isinstance(app.screen, ChartPicker))
+            await pilot.pause()
+            before = "\n".join(screen_lines(app))
+            await pilot.press("down", "down", "down", "space")  # temp on
+            await pilot.pause()
+            after = "\n".join(screen_lines(app))
+            return before, after
+
+    before, after = run(go())
+    assert re.search(r"\[x\] UTIL", before) and re.search(r"\[ \] TEMP", before)
+    assert re.search(r"\[x\] TEMP", after)

@@ -98,9 +98,9 @@ class ProcessesPane(Pane):
             tooltip="Mark or unmark the process and move to the next row (m m m marks three in a row)",
         ),
         Binding("v,f5", "tree", "Tree", key_display="v", tooltip="Tree: GPU processes under their launchers"),
-        Binding("j", "by_job", "By job", show=False, tooltip="Group the rows by job (Slurm, pod, container)"),
+        Binding("o", "by_job", "By job", show=False, tooltip="Group the rows by job (Slurm, pod, container)"),
         Binding(
-            "J", "job_filter", "Job", show=False, tooltip="Only one job: each job in turn, then all again"
+            "O", "job_filter", "Job", show=False, tooltip="Only one job: each job in turn, then all again"
         ),
         Binding(
             "left",
@@ -148,8 +148,8 @@ class ProcessesPane(Pane):
         ),
         Binding("r", "reverse", "Reverse", show=False, tooltip="Reverse the sort order"),
         Binding("u", "mine", "Mine", show=False, tooltip="Only my processes (toggle)"),
-        Binding("g", "gpu_filter(1)", "GPU", show=False, tooltip="Only one GPU: 0, 1, ..., then all again"),
-        Binding("G", "gpu_filter(-1)", "GPU back", show=False, tooltip="Only one GPU, going the other way"),
+        Binding("f", "gpu_filter(1)", "GPU", show=False, tooltip="Only one GPU: 0, 1, ..., then all again"),
+        Binding("F", "gpu_filter(-1)", "GPU back", show=False, tooltip="Only one GPU, going the other way"),
         Binding("t", "compute", "Compute", show=False, tooltip="Only compute processes (toggle)"),
         Binding(
             "escape",
@@ -158,6 +158,8 @@ class ProcessesPane(Pane):
             show=False,
             tooltip="Clear the marks; pressed again: the search and filters",
         ),
+        # in a replay T K I and m are hidden (nothing to signal); pressed, they say why
+        Binding("T,K,I,m", "refused", show=False),
     ]
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
@@ -236,9 +238,18 @@ class ProcessesPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("signal", "mark"):
-            # in a replay the keys stay live so that pressing one says why nothing happens
-            return not self.readonly
+            # not offered where they can do nothing: --readonly, or a replay (the footer
+            # does not advertise them; `refused` says why when one is pressed anyway)
+            return not self.readonly and self.signals_possible
+        if action == "refused":
+            return not self.readonly and not self.signals_possible
         return True
+
+    def action_refused(self) -> None:
+        self.notify(
+            "Signals and marks are disabled: this is a recording, not this machine's processes.",
+            severity="warning",
+        )
 
     # ---- data ------------------------------------------------------------------------
 
@@ -799,7 +810,7 @@ class OverviewProcesses(ProcessesPane):
     BINDINGS: ClassVar[list[BindingType]] = [
         b
         for b in ProcessesPane.BINDINGS
-        # g is Diagnose on the Overview, and selecting a card chooses the GPU
+        # selecting a card chooses the GPU here (esc shows every GPU's processes again)
         if not (isinstance(b, Binding) and b.action.startswith("gpu_filter"))
     ]
 
