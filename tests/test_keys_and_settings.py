@@ -57,6 +57,118 @@ def test_the_no_gpu_panel_wraps_at_words(width: int) -> None:
         assert all(w in words for w in line.split()), line
 
 
+# ---- item 11: a card's narrowing is shown and esc undoes it -------------------------------
+
+
+def test_a_selected_card_narrows_the_list_visibly_and_esc_shows_every_gpu_again() -> None:
+    """The real 2x H200 at tick 60: GPU 0 runs one DDP rank, GPU 1 the other and a holder."""
+    from gputui.ui.widgets.overview import GpuBoard
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 60)
+            procs = app.query_one("#overview").processes
+            assert len(procs.shown) == 3
+            assert "esc" not in screen_lines(app)[-1]  # nothing to undo: not offered
+            await pilot.press("down")  # select GPU 0's card
+            await pilot.pause()
+            assert {r.proc.gpu_index for r in procs.shown} == {0}
+            text = "\n".join(screen_lines(app))
+            assert "filter GPU 0 (the selected card · esc: every GPU)" in text
+            assert "esc All GPUs" in screen_lines(app)[-1]  # the footer says how back
+            await pilot.press("escape")
+            await pilot.pause()
+            assert app.query_one(GpuBoard).selected is None
+            assert len(procs.shown) == 3
+            assert "selected card" not in "\n".join(screen_lines(app))
+            assert "All GPUs" not in screen_lines(app)[-1]
+            # from the process list (tab), esc undoes the card's narrowing too
+            await pilot.press("right")
+            await pilot.press("tab")
+            await pilot.pause()
+            assert {r.proc.gpu_index for r in procs.shown} == {0}
+            await pilot.press("escape")
+            await pilot.pause()
+            assert len(procs.shown) == 3 and app.query_one(GpuBoard).selected is None
+
+    run(go())
+
+
+# ---- item 11: what is remembered, what is not, and that it shows --------------------------
+
+
+def test_a_gpu_filter_and_a_search_are_not_carried_into_the_next_run(tmp_path) -> None:
+    """A GPU filter and a search name this machine's GPUs and processes: the next run (here
+    the demo's recording, another machine's) starts with every process. Mine and compute
+    only are carried, shown as from the last run, and one esc clears them."""
+    import json
+
+    from gputui import state
+    from gputui.ui.processes import ProcessesPane
+
+    path = tmp_path / "state.json"
+
+    async def first():
+        saved, _ = state.load(path)
+        app = replay_app(H200_X2, saved=saved, state_path=path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 60)
+            await pilot.press("2")
+            await pilot.pause()
+            await pilot.press("f", "t")  # GPU 0, compute only
+            await pilot.pause()
+            pane = app.query_one("#processes", ProcessesPane)
+            assert pane.state.filters() == ["GPU 0", "compute"]
+            assert "from the last run" not in "\n".join(screen_lines(app))
+            await pilot.press("q")
+
+    run(first())
+    filters = json.loads(path.read_text())["filters"]
+    assert filters["gpu"] is None and filters["search"] == "" and filters["compute_only"] is True
+
+    async def second():
+        saved, _ = state.load(path)
+        app = replay_app(H200_X2, saved=saved, state_path=path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 60)
+            await pilot.press("2")
+            await pilot.pause()
+            pane = app.query_one("#processes", ProcessesPane)
+            assert pane.state.gpu is None
+            text = "\n".join(screen_lines(app))
+            assert "filter compute (from the last run · esc clears)" in text
+            await pilot.press("escape")
+            await pilot.pause()
+            assert pane.state.filters() == []
+            assert "filter none" in "\n".join(screen_lines(app))
+
+    run(second())
+
+
+def test_an_old_state_file_with_a_gpu_filter_is_not_applied(tmp_path) -> None:
+    """A state file written before this rule (GPU 0 and a search saved) opens unfiltered."""
+    from gputui import state
+    from gputui.state import Filters, SavedState
+    from gputui.ui.processes import ProcessesPane
+
+    path = tmp_path / "state.json"
+    state.save(SavedState(filters=Filters(gpu=0, search="ddp")), path)
+
+    async def go():
+        saved, _ = state.load(path)
+        assert saved.filters.gpu == 0
+        app = replay_app(H200_X2, saved=saved, state_path=path)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 60)
+            await pilot.press("2")
+            await pilot.pause()
+            pane = app.query_one("#processes", ProcessesPane)
+            assert pane.state.filters() == [] and len(pane.shown) == 3
+
+    run(go())
+
+
 # ---- item 13: one key, one meaning -------------------------------------------------------
 
 
@@ -93,7 +205,7 @@ SAME_MEANING = {
     # opening the selected thing's detail
     "open": "open", "detail": "open",
     # backing out: clear, cancel
-    "clear": "back", "cancel": "back",
+    "clear": "back", "cancel": "back", "unselect": "back",
     # T K I m in a replay: the same keys, saying why nothing is sent
     "refused": "signal", "mark": "signal",
 }  # fmt: skip

@@ -72,7 +72,10 @@ class ChartPicker(ModalScreen[None]):
                 )
             )
             yield SelectionList[str](
-                *(Selection(prompt(k, k in self.current), k, k in self.current, id=k) for k in CARD_SPARKLINES),
+                *(
+                    Selection(prompt(k, k in self.current), k, k in self.current, id=k)
+                    for k in CARD_SPARKLINES
+                ),
                 id="charts",
             )
             yield Static("", id="why")

@@ -175,6 +175,10 @@ class ProcessesPane(Pane):
         """The latest whole-job signal: its title and its members (the status line's summary)."""
         self.shown: list[ProcessRow] = []
         self.marks: set[Ident] = set()
+        self.restored: tuple[str, ...] = ()
+        """The filters as the last run left them (shown as such while unchanged)."""
+        self.machine: tuple[str, tuple[str | None, ...]] | None = None
+        """The host name and GPU UUIDs of the data shown (a new machine drops its filters)."""
         self.watches: dict[Ident, SignalWatch] = {}
         self.status: dict[int, Line] = {}
         """The outcome of the latest signals, by PID (the line under the table)."""
@@ -203,13 +207,21 @@ class ProcessesPane(Pane):
         return self.context.default_sort
 
     def initial_filters(self) -> None:
-        """The filters the last run left (gputui.state)."""
+        """The filters the last run left (gputui.state), marked as such until changed."""
         saved = self.context.filters
         self.state.mine = saved.mine
         self.state.compute_only = saved.compute_only
         self.state.gpu = saved.gpu
         self.state.search = saved.search
         self.query_one(SearchInput).value = saved.search
+        self.restored = tuple(self.state.filters())
+
+    def filter_note(self) -> str:
+        """Said after the filters: where they come from and how to clear them."""
+        filters = tuple(self.state.filters())
+        if filters and filters == self.restored:
+            return "(from the last run · esc clears)"
+        return ""
 
     def on_show(self, event: events.Show) -> None:
         search = self.query_one(SearchInput)
@@ -254,6 +266,14 @@ class ProcessesPane(Pane):
     # ---- data ------------------------------------------------------------------------
 
     def show_info(self, info: MachineInfo) -> None:
+        machine = (info.system.hostname, tuple(d.uuid for d in info.devices))
+        if self.machine is not None and machine != self.machine:
+            # another machine (the demo, another recording): this one's GPU, job and
+            # search filters would hide its rows for no reason it can see
+            self.state.gpu = self.state.job = None
+            self.state.search = ""
+            self.query_one(SearchInput).value = ""
+        self.machine = machine
         self.info = info
         if self.state.gpu is not None and self.state.gpu >= len(info.devices):
             self.state.gpu = None
@@ -303,6 +323,7 @@ class ProcessesPane(Pane):
             width,
             marked=len(self.marks),
             gpus=gpus,
+            note=self.filter_note(),
         )
         if self.readonly:
             summary = [*summary[:-1], ("   read-only", PS.note_warn)] if summary else summary
@@ -836,6 +857,9 @@ class OverviewProcesses(ProcessesPane):
     def initial_filters(self) -> None:
         """The Overview's list starts unfiltered (a card's selection narrows it)."""
 
+    def filter_note(self) -> str:
+        return "(the selected card · esc: every GPU)" if self.state.gpu is not None else ""
+
     def on_show(self, event: events.Show) -> None:
         """The Overview's focus stays on the cards (tab moves it here)."""
         event.prevent_default()  # not the Processes tab's on_show, which focuses the table
@@ -854,9 +878,18 @@ class OverviewProcesses(ProcessesPane):
             self._refresh(reordered=True)
 
     def action_clear(self) -> None:
-        gpu = self.state.gpu  # the card's selection, not a filter esc clears
+        """esc: the marks first; then the filters and the card's narrowing (the board
+        selects no card, so nothing narrows the list without showing it)."""
+        from gputui.ui.widgets.overview import GpuBoard
+
+        if self.marks:
+            super().action_clear()
+            return
+        narrowed = self.state.gpu is not None
         super().action_clear()
-        self.narrow_to(gpu)
+        if narrowed:
+            for board in self.screen.query(GpuBoard):
+                board.action_unselect()
 
     def _header_lines(self, width: int) -> list[Line]:
         if self.room:
