@@ -296,3 +296,34 @@ def test_ticked_and_unticked_charts_differ_in_glyph() -> None:
     before, after = run(go())
     assert re.search(r"\[x\] UTIL", before) and re.search(r"\[ \] TEMP", before)
     assert re.search(r"\[x\] TEMP", after)
+
+
+# ---- item 12: the demo shows GPM -----------------------------------------------------------
+
+
+def test_the_bundled_demo_is_the_real_gpm_recording_and_shows_gpm() -> None:
+    """The demo is tests/fixtures/h200-x2-gpm/recording.jsonl.gz byte for byte (provenance:
+    docs/recordings.md): two real H200s, bf16 training on GPU 0, float32 on GPU 1. Its cards
+    show GPM's figures and the float32 GPU's TF32 hint; it stays small in the wheel."""
+    from conftest import FIXTURES
+
+    from gputui.telemetry.recording import read_recording
+    from gputui.ui.context import DEMO_RECORDING
+
+    assert DEMO_RECORDING.read_bytes() == (FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz").read_bytes()
+    assert DEMO_RECORDING.stat().st_size < 32 * 1024
+    _, ticks = read_recording(DEMO_RECORDING)
+    measured = [t for t in ticks if all(g.activity is not None for g in t.gpus)]
+    assert len(measured) >= len(ticks) - 3
+
+    async def go() -> str:
+        app = replay_app(DEMO_RECORDING, demo=True)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 40)  # both GPUs training
+            return "\n".join(screen_lines(app))
+
+    text = run(go())
+    assert "RECORDED SESSION · bundled demo" in text
+    assert "SM act N/A" not in text and re.search(r"SM act \d+%", text)
+    assert re.search(r"TENSOR [1-9]\d*%", text)  # GPU 0's tensor cores at work
+    assert "no tensor cores: try TF32 or bf16" in text  # GPU 1's hint
