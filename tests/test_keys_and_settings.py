@@ -75,7 +75,7 @@ def test_a_selected_card_narrows_the_list_visibly_and_esc_shows_every_gpu_again(
             await pilot.pause()
             assert {r.proc.gpu_index for r in procs.shown} == {0}
             text = "\n".join(screen_lines(app))
-            assert "filter GPU 0 (the selected card · esc: every GPU)" in text
+            assert "filter GPU 0 (selected card · esc: all)" in text
             assert "esc All GPUs" in screen_lines(app)[-1]  # the footer says how back
             await pilot.press("escape")
             await pilot.pause()

@@ -212,7 +212,7 @@ def test_topology_8gpu_mixed_120x40(snap_compare, no_cuda_env):
 def test_topology_cuda_view_80x24(snap_compare, no_cuda_env):
     no_cuda_env.setenv("CUDA_VISIBLE_DEVICES", "1,0")
     no_cuda_env.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("3", "v")))
+    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("3", "a")))
 
 
 def test_detail_2gpu_160x50(snap_compare):

@@ -858,7 +858,7 @@ class OverviewProcesses(ProcessesPane):
         """The Overview's list starts unfiltered (a card's selection narrows it)."""
 
     def filter_note(self) -> str:
-        return "(the selected card · esc: every GPU)" if self.state.gpu is not None else ""
+        return "(selected card · esc: all)" if self.state.gpu is not None else ""
 
     def on_show(self, event: events.Show) -> None:
         """The Overview's focus stays on the cards (tab moves it here)."""
