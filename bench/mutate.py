@@ -620,6 +620,63 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_snapshot_gpm.py", "tests/test_snapshot_cmd.py"),
         'gpm.* null beside a null gpm.unavailable: the schema\'s "measured"',
     ),
+    # ---- the monitor's keys and remembered settings (issue 24 items 10-13) ---------------
+    Mutation(
+        "nogpu-demo-line-unwrapped",
+        "gputui/ui/widgets/overview.py",
+        "for k, chunk in enumerate(textwrap.wrap(text, inner)):  # at words, as `para`",
+        "for k, chunk in enumerate([text]):",
+        ("tests/test_keys_and_settings.py",),
+        "the no-GPU panel's demo line is cut mid-word at 80 columns",
+    ),
+    Mutation(
+        "keys-g-filters-gpu",
+        "gputui/ui/processes.py",
+        'Binding("f", "gpu_filter(1)"',
+        'Binding("g", "gpu_filter(1)"',
+        ("tests/test_keys_and_settings.py",),
+        "g filters by GPU on the Processes tab instead of opening Diagnostics",
+    ),
+    Mutation(
+        "replay-offers-signals",
+        "gputui/ui/processes.py",
+        "            return not self.readonly and self.signals_possible\n",
+        "            return not self.readonly\n",
+        ("tests/test_keys_and_settings.py", "tests/test_processes.py"),
+        "a replay's footer advertises T K I and m, which can do nothing there",
+    ),
+    Mutation(
+        "picker-ticks-by-colour-only",
+        "gputui/ui/chart_picker.py",
+        "(TICKED if ticked else UNTICKED)",
+        "TICKED",
+        ("tests/test_keys_and_settings.py",),
+        "ticked and unticked charts look alike but for colour",
+    ),
+    Mutation(
+        "overview-esc-keeps-narrowing",
+        "gputui/ui/widgets/overview.py",
+        "    def action_unselect(self) -> None:\n        self._select(None)",
+        "    def action_unselect(self) -> None:\n        pass",
+        ("tests/test_keys_and_settings.py",),
+        "esc does not undo a card's narrowing of the process list",
+    ),
+    Mutation(
+        "filters-carried-across-runs",
+        "gputui/ui/app.py",
+        "    return Filters(mine=filters.mine, compute_only=filters.compute_only)",
+        "    return filters",
+        ("tests/test_keys_and_settings.py",),
+        "a GPU filter set on one machine hides rows in the next run's recording or demo",
+    ),
+    Mutation(
+        "filters-kept-for-another-machine",
+        "gputui/ui/processes.py",
+        "if self.machine is not None and machine != self.machine:",
+        "if False:",
+        ("tests/test_keys_and_settings.py",),
+        "the demo opened in a run keeps the other machine's GPU filter and search",
+    ),
 ]
 
 

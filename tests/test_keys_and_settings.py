@@ -327,3 +327,32 @@ def test_the_bundled_demo_is_the_real_gpm_recording_and_shows_gpm() -> None:
     assert "SM act N/A" not in text and re.search(r"SM act \d+%", text)
     assert re.search(r"TENSOR [1-9]\d*%", text)  # GPU 0's tensor cores at work
     assert "no tensor cores: try TF32 or bf16" in text  # GPU 1's hint
+
+
+def test_another_machines_data_in_the_same_run_drops_this_ones_gpu_filter_and_search() -> None:
+    """The Processes tab with GPU 0 and a search set on the 2x H200 recording; then the data
+    of another machine (the H100 recording's, as when the demo opens) arrives: its rows are
+    not hidden by this machine's filters. Mine and compute only stay."""
+    from conftest import H100_GPM
+
+    from gputui.telemetry.recording import read_recording
+    from gputui.ui.processes import ProcessesPane
+
+    other, _ = read_recording(H100_GPM)
+
+    async def go():
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(160, 40)) as pilot:
+            await run_to_tick(pilot, 60)
+            await pilot.press("2")
+            await pilot.pause()
+            await pilot.press("f", "t", "slash", *"ddp", "enter")
+            await pilot.pause()
+            pane = app.query_one("#processes", ProcessesPane)
+            assert pane.state.filters() == ["GPU 0", "compute", "/ddp"]
+            pane.show_info(app.info)  # the same machine again: kept
+            assert pane.state.filters() == ["GPU 0", "compute", "/ddp"]
+            pane.show_info(other.machine)
+            assert pane.state.filters() == ["compute"]
+
+    run(go())
