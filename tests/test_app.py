@@ -122,13 +122,18 @@ def test_help_lists_every_key():
             for binding in own_bindings(app):
                 assert key_names(binding) in text, binding.key
                 assert (binding.tooltip or binding.description) in text
-            # and every tab's keys, further down the (scrolling) dialog
+            # and every tab's keys, further down the (scrolling) dialog; in a replay the
+            # signal and mark keys are left out (nothing to signal: docs/keys.md)
             everything = app.screen.help_text()
             for pane in app.PANES:
                 for heading, bindings in pane.help_sections():
                     assert heading in everything
                     for binding in bindings:
-                        assert f"{key_names(binding)}  {binding.tooltip or binding.description}" in everything
+                        row = f"{key_names(binding)}  {binding.tooltip or binding.description}"
+                        if binding.action.split("(")[0] in ("signal", "mark"):
+                            assert row not in everything
+                        else:
+                            assert row in everything
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
 

@@ -146,7 +146,7 @@ def test_stress_from_the_tab_shows_progress_table_and_saves(tmp_path):
             pane.stress_duration = 1
             pane.stress_args = STRESS_QUICK
             pane.report_dir = tmp_path
-            await pilot.press("s")
+            await pilot.press("b")
             await wait_for(pilot, lambda: "matmul" in pane.stress.results.phases_done, timeout=90)
             await wait_for(pilot, lambda: "matmul ████████ 100%" in text(app), timeout=30)
             await wait_for(pilot, lambda: not pane.stress_running, timeout=90)
@@ -179,7 +179,7 @@ def test_stress_cancel_from_the_tab_leaves_no_process():
             pane.python = python
             pane.stress_duration = 600
             pane.stress_args = STRESS_QUICK
-            await pilot.press("s")
+            await pilot.press("b")
             await wait_for(pilot, lambda: "burn" in (pane.stress.results.current_phase() or ""), timeout=90)
             pgid = pane.stress.child.pid
             await pilot.press("x")

@@ -192,14 +192,14 @@ def test_job_filter_and_group_by_job():
         app = replay_app(H100_JOB)
         async with app.run_test(size=(160, 24)) as pilot:
             await run_to_tick(pilot, 8)
-            await pilot.press("2", "J")
+            await pilot.press("2", "O")
             await pilot.pause()
             assert [r.key[1] for r in table(app).rows] == [460]
             assert "job slurm 48213.0" in "\n".join(screen_lines(app))
-            await pilot.press("J")  # the only job: then all again
+            await pilot.press("O")  # the only job: then all again
             await pilot.pause()
             assert len(table(app).rows) == 5
-            await pilot.press("j")
+            await pilot.press("o")
             await pilot.pause()
             assert table(app).rows[0].key[1] == 460  # the rows with a job come first
             assert "grouped by job" in "\n".join(screen_lines(app))

@@ -68,18 +68,18 @@ def test_card_shows_sm_tensor_dram_and_the_hint() -> None:
     hints = gpu_hints(g, HintConfig())
     lines = [text(line) for line in gpu_card(dev, g, snap.processes, no_series, 120, 1, hints=hints)]
     activity = next(line for line in lines if "TENSOR" in line)
-    assert f"SM {w.sm_active:.0f}% · TENSOR 0% · DRAM {w.dram_active:.0f}%" in activity
+    assert f"SM act {w.sm_active:.0f}% · TENSOR 0% · DRAM {w.dram_active:.0f}%" in activity
     assert "» no tensor cores: try TF32 or bf16" in activity
     narrow = [text(line) for line in gpu_card(dev, g, snap.processes, no_series, 64, 1, hints=hints)]
     activity = next(line for line in narrow if "TENSOR" in line)
-    assert "SM " in activity and "TF32" in activity  # the hint stays; DRAM goes first
+    assert "SM act " in activity and "TF32" in activity  # the hint stays; DRAM goes first
 
 
 def test_card_without_gpm_says_na_never_zero(x2_recording) -> None:  # type: ignore[no-untyped-def]
     info, snap = x2_tick(x2_recording, 50)  # a version-1 recording: no GPM
     lines = [text(line) for line in gpu_card(info.devices[0], snap.gpus[0], [], no_series, 120, 1)]
     activity = next(line for line in lines if "TENSOR" in line)
-    assert "SM N/A · TENSOR N/A · DRAM N/A" in activity
+    assert "SM act N/A · TENSOR N/A · DRAM N/A" in activity
     info2, snap2 = gpm_tick()
     g = snap2.gpus[0]
     assert g.gpm is not None

@@ -413,4 +413,5 @@ def test_gpm_fields_are_null_where_not_recorded():
     r = gputui("snapshot", "--replay", str(H200_X2), "--tick", "50", "--json")
     gpus = json.loads(r.stdout)["gpus"]
     assert {g["gpm.sm_active"] for g in gpus} == {None}
-    assert {g["gpm.unavailable"] for g in gpus} == {None}
+    # null figures come with the reason: a null gpm.unavailable means "measured"
+    assert {g["gpm.unavailable"] for g in gpus} == {fmt.NO_WINDOW_REPLAY}

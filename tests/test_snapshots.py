@@ -147,13 +147,13 @@ def test_processes_tree_and_job_column_160x30(snap_compare):
 
 def test_processes_grouped_by_job_scrolled_120x24(snap_compare):
     """The same, flat, grouped by job (`j`), the commands scrolled sideways (`→`)."""
-    keys = ("2", "j", "right")
+    keys = ("2", "o", "right")
     assert snap_compare(replay_app(H100_JOB), terminal_size=(120, 24), run_before=at_tick(8, press=keys))
 
 
 def test_processes_sorted_filtered_160x50(snap_compare):
     """Sorted by SM % (largest first), only GPU 1, searching "ddp"."""
-    keys = ("2", "s", "g", "g", "slash", *"ddp", "enter")
+    keys = ("2", "s", "f", "f", "slash", *"ddp", "enter")
     assert snap_compare(replay_app(X8_240), terminal_size=(160, 50), run_before=at_tick(40, press=keys))
 
 
@@ -212,7 +212,7 @@ def test_topology_8gpu_mixed_120x40(snap_compare, no_cuda_env):
 def test_topology_cuda_view_80x24(snap_compare, no_cuda_env):
     no_cuda_env.setenv("CUDA_VISIBLE_DEVICES", "1,0")
     no_cuda_env.setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("3", "v")))
+    assert snap_compare(replay_app(H200_X2), terminal_size=(80, 24), run_before=at_tick(60, press=("3", "a")))
 
 
 def test_detail_2gpu_160x50(snap_compare):

@@ -131,7 +131,7 @@ def test_cuda_view_shows_what_cuda_would_number(monkeypatch: pytest.MonkeyPatch)
             await pilot.press("3")
             await pilot.pause()
             assert "CUDA_VISIBLE_DEVICES=" not in screen_text(app)
-            await pilot.press("v")
+            await pilot.press("a")
             await wait_for(pilot, lambda: "CUDA_VISIBLE_DEVICES=" in screen_text(app))
             text = screen_text(app)
             assert "CUDA_VISIBLE_DEVICES='GPU-e203cfca,0'" in text
@@ -140,7 +140,7 @@ def test_cuda_view_shows_what_cuda_would_number(monkeypatch: pytest.MonkeyPatch)
             assert "'0' is not a GPU UUID" in text
             assert re.search(r"GPU0\s+—", text)
             assert re.search(r"GPU1\s+cuda:0", text)
-            await pilot.press("v")
+            await pilot.press("a")
             await wait_for(pilot, lambda: "CUDA_VISIBLE_DEVICES=" not in screen_text(app))
 
     run(go())

@@ -97,7 +97,7 @@ def test_card_options_choose_the_charts_and_the_info_line():
         async with app.run_test(size=(160, 50)) as pilot:
             await run_to_tick(pilot, 60)
             text = "\n".join(screen_lines(app))
-            for label in ("TEMP  ", "SM    ", "RX    "):
+            for label in ("TEMP  ", "SMCLK ", "RX    "):
                 assert f"│ {label}" in text
             assert "│ PWR   " not in text  # bars keep PWR; the power chart is gone
             assert "ECC 0  P-state P0" in text

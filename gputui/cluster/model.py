@@ -18,7 +18,7 @@ from typing import Any
 
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.gpm import METRICS as GPM_METRICS
-from gputui.telemetry.gpm import GpmMetric
+from gputui.telemetry.gpm import GpmMetric, checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
 from gputui.telemetry.hints import REMEDIES, Hint
 from gputui.telemetry.metrics import FB_TOTAL as FB_TOTAL_EXPORT
@@ -288,7 +288,7 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
             fields[attr] = conv(v[name])
     gpm: dict[str, Any] = {m.field: gpm_value(m, v[name]) for name, m in GPM_BY_NAME.items() if name in v}
     if gpm:
-        fields["gpm"] = GpmSample(**gpm)
+        fields["gpm"] = checked(GpmSample(**gpm))  # impossible figures: N/A with the reason
     xid = fields.get("xid_last")
     if xid is not None:
         # dcgm-exporter exports the last Xid (0: none); gputui export also its count

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.commands.common import add_replay_options, nvml_unavailable, open_replay, positive
@@ -89,6 +90,89 @@ def list_fields() -> str:
     return "\n".join(lines)
 
 
+@dataclass
+class Selection:
+    """What one `gputui snapshot` prints and what it must read for that."""
+
+    kind: str
+    """"csv" or "json"."""
+    opts: set[str]
+    gpu_fields: list[tuple[str, Any]] | None = None
+    proc_fields: list[tuple[str, Any]] | None = None
+    csv_fields: list[tuple[str, Any]] = field(default_factory=list)
+    wanted: list[Any] = field(default_factory=list)
+    """The fields printed: what a live snapshot waits for (slow values, a GPM window)."""
+    reads: list[Any] = field(default_factory=list)
+    """The fields whose static facts are read."""
+
+
+def select(args: argparse.Namespace) -> Selection:
+    """The fields of `args`; ValueError with a one-line message for a wrong format or name."""
+    from gputui.export import snapshot as snap_fmt
+
+    kind, opts = _parse_format(args.format)
+    if args.nounits:
+        opts.add("nounits")
+    if args.noheader:
+        opts.add("noheader")
+    sel = Selection(kind, opts)
+    names = args.fields.split(",") if args.fields else []
+    if kind == "csv":
+        table = snap_fmt.PROCESS_BY_NAME if args.processes else snap_fmt.GPU_BY_NAME
+        default = snap_fmt.DEFAULT_CSV_PROCESS if args.processes else snap_fmt.DEFAULT_CSV_GPU
+        what = "process" if args.processes else "GPU"
+        sel.csv_fields = snap_fmt.select(names or default, table, what)
+        sel.wanted = sel.reads = [f for _, f in sel.csv_fields]
+        return sel
+    gpu_sel = [n for n in names if n.strip().lower() in snap_fmt.GPU_BY_NAME]
+    proc_sel = [n for n in names if n.strip().lower() in snap_fmt.PROCESS_BY_NAME]
+    unknown = [n for n in names if n not in gpu_sel and n not in proc_sel and n.strip()]
+    if unknown:
+        snap_fmt.select(unknown, snap_fmt.GPU_BY_NAME, "")  # raises with the name
+    sel.gpu_fields = snap_fmt.select(gpu_sel, snap_fmt.GPU_BY_NAME, "GPU") if gpu_sel else None
+    sel.proc_fields = snap_fmt.select(proc_sel, snap_fmt.PROCESS_BY_NAME, "process") if proc_sel else None
+    sel.reads = [f for _, f in sel.gpu_fields] if sel.gpu_fields else list(snap_fmt.GPU_FIELDS)
+    if args.processes:
+        sel.reads += [f for _, f in sel.proc_fields] if sel.proc_fields else list(snap_fmt.PROCESS_FIELDS)
+    # the whole document (no --fields) prints every field: it waits for what they need
+    # (one slow pass; a GPM window where GPM works), so a null is never "not waited for"
+    sel.wanted = [f for _, f in (sel.gpu_fields or []) + (sel.proc_fields or [])] if names else sel.reads
+    return sel
+
+
+def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
+    """The NVML source for `sel`: only what the fields need (the slow thread's PCIe calls,
+    psutil's process facts and some static facts, NUMA affinity alone 12 ms on an H200,
+    cost a one-shot reader tens of ms)."""
+    from gputui.export import snapshot as snap_fmt
+    from gputui.telemetry.nvml import NvmlSource
+
+    window = any(f.window for f in sel.wanted)
+    return NvmlSource(
+        slow_interval=GPM_WINDOW_S if window else 2.0,
+        nvml=nvml,
+        slow=any(f.slow for f in sel.wanted),
+        enrich_processes=processes,
+        static=snap_fmt.static_facts(sel.reads),
+    )
+
+
+def wait_for_slow(source: Any, sel: Selection) -> None:
+    """Wait (bounded) for the slow-cadence pass the fields need, then, where a GPM field is
+    wanted and GPM works on a GPU (its first pass took a sample, no reason why not), for the
+    second pass that closes its first window: about GPM_WINDOW_S more."""
+    if not any(f.slow for f in sel.wanted):
+        return
+    deadline = time.monotonic() + SLOW_WAIT_S
+    while source.slow_passes < 1 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    if not any(f.window for f in sel.wanted) or not source.gpm_window_pending():
+        return
+    deadline = time.monotonic() + SLOW_WAIT_S + GPM_WINDOW_S
+    while source.slow_passes < 2 and time.monotonic() < deadline:
+        time.sleep(0.005)
+
+
 def run(args: argparse.Namespace) -> int:
     from gputui.export import snapshot as snap_fmt
     from gputui.telemetry.recording import RecordingError
@@ -99,38 +183,13 @@ def run(args: argparse.Namespace) -> int:
     if args.schema:
         print(json.dumps(snap_fmt.schema(), indent=2, ensure_ascii=False))
         return 0
-    gpu_fields: list[tuple[str, snap_fmt.Field]] | None = None
-    proc_fields: list[tuple[str, snap_fmt.Field]] | None = None
-    csv_fields: list[tuple[str, snap_fmt.Field]] = []
     try:
-        kind, opts = _parse_format(args.format)
-        if args.nounits:
-            opts.add("nounits")
-        if args.noheader:
-            opts.add("noheader")
-        names = args.fields.split(",") if args.fields else []
-        reads: list[snap_fmt.Field] = []
-        if kind == "csv":
-            table = snap_fmt.PROCESS_BY_NAME if args.processes else snap_fmt.GPU_BY_NAME
-            default = snap_fmt.DEFAULT_CSV_PROCESS if args.processes else snap_fmt.DEFAULT_CSV_GPU
-            what = "process" if args.processes else "GPU"
-            csv_fields = snap_fmt.select(names or default, table, what)
-            wanted = reads = [f for _, f in csv_fields]
-        else:
-            gpu_sel = [n for n in names if n.strip().lower() in snap_fmt.GPU_BY_NAME]
-            proc_sel = [n for n in names if n.strip().lower() in snap_fmt.PROCESS_BY_NAME]
-            unknown = [n for n in names if n not in gpu_sel and n not in proc_sel and n.strip()]
-            if unknown:
-                snap_fmt.select(unknown, snap_fmt.GPU_BY_NAME, "")  # raises with the name
-            gpu_fields = snap_fmt.select(gpu_sel, snap_fmt.GPU_BY_NAME, "GPU") if gpu_sel else None
-            proc_fields = snap_fmt.select(proc_sel, snap_fmt.PROCESS_BY_NAME, "process") if proc_sel else None
-            wanted = [f for _, f in (gpu_fields or []) + (proc_fields or [])]
-            reads = [f for _, f in gpu_fields] if gpu_fields else list(snap_fmt.GPU_FIELDS)
-            if args.processes:
-                reads += [f for _, f in proc_fields] if proc_fields else list(snap_fmt.PROCESS_FIELDS)
+        sel = select(args)
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
+    kind, opts = sel.kind, sel.opts
+    gpu_fields, proc_fields, csv_fields = sel.gpu_fields, sel.proc_fields, sel.csv_fields
 
     if args.replay is not None:
         source: Any = open_replay(PROG, args.replay, args.tick, loop=False)
@@ -138,28 +197,14 @@ def run(args: argparse.Namespace) -> int:
             return 2
         live = False
     else:
-        from gputui.telemetry.nvml import NvmlSource
-
-        # only what the fields need: the slow thread (PCIe throughput, energy, process
-        # utilization), psutil's process facts and some static facts (NUMA affinity alone
-        # is 12 ms on an H200) cost a one-shot reader tens of ms
-        window = any(f.window for f in wanted)
-        source = NvmlSource(
-            slow_interval=GPM_WINDOW_S if window else 2.0,
-            slow=any(f.slow for f in wanted),
-            enrich_processes=bool(args.processes),
-            static=snap_fmt.static_facts(reads),
-        )
+        source = open_live(sel, bool(args.processes))
         live = True
     info = source.open()
     problem = info.system.nvml_problem
     if problem is not None:
         return nvml_unavailable(PROG, problem)
-    if live and any(f.slow for f in wanted):
-        passes = 2 if any(f.window for f in wanted) else 1
-        deadline = time.monotonic() + SLOW_WAIT_S + (passes - 1) * GPM_WINDOW_S
-        while source.slow_passes < passes and time.monotonic() < deadline:
-            time.sleep(0.005)
+    if live:
+        wait_for_slow(source, sel)
 
     def emit(first: bool) -> None:
         snap = source.sample()
@@ -177,6 +222,7 @@ def run(args: argparse.Namespace) -> int:
                 processes=args.processes,
                 header=first and "noheader" not in opts,
                 units="nounits" not in opts,
+                live=live,
             ).rstrip("\n")
         if out:
             print(out, flush=True)

@@ -50,6 +50,8 @@ class Ctx:
     dev: DeviceInfo | None
     gpu: GpuSample | None
     proc: GpuProcess | None = None
+    no_window: str = ""
+    """Why a GPU sample without GPM has none (`NO_WINDOW_LIVE` or `NO_WINDOW_REPLAY`)."""
 
 
 @dataclass(frozen=True)
@@ -144,9 +146,21 @@ def _gpm(field: str) -> Callable[[Ctx], Any]:
     return get
 
 
+NO_WINDOW_LIVE = "not measured: no GPM window closed before this snapshot (a window needs two GPM samples)"
+NO_WINDOW_REPLAY = "not in the recording at this tick (made without GPM, or before its first GPM window)"
+
+
 def _gpm_unavailable(c: Ctx) -> str | None:
-    w = None if c.gpu is None or c.gpu.lost else c.gpu.gpm
-    return None if w is None else w.unavailable
+    """Why the gpm.* figures are null; None only when they were measured (the schema's
+    promise: never null without a reason)."""
+    if c.gpu is None:
+        return "no sample of this GPU"
+    if c.gpu.lost:
+        return "the GPU is lost"
+    w = c.gpu.gpm
+    if w is None:
+        return c.no_window or NO_WINDOW_LIVE
+    return w.unavailable
 
 
 GPM_FIELDS: tuple[Field, ...] = (
@@ -394,9 +408,10 @@ def select(names: Sequence[str], table: dict[str, Field], what: str) -> list[tup
 # --------------------------------------------------------------------------------------
 
 
-def _contexts(info: MachineInfo, snap: Snapshot) -> list[Ctx]:
+def _contexts(info: MachineInfo, snap: Snapshot, live: bool = True) -> list[Ctx]:
     gpus = {g.index: g for g in snap.gpus}
-    return [Ctx(info, snap, d, gpus.get(d.index)) for d in info.devices]
+    why = NO_WINDOW_LIVE if live else NO_WINDOW_REPLAY
+    return [Ctx(info, snap, d, gpus.get(d.index), no_window=why) for d in info.devices]
 
 
 def _process_contexts(info: MachineInfo, snap: Snapshot) -> list[Ctx]:
@@ -428,13 +443,14 @@ def csv_text(
     processes: bool = False,
     header: bool = True,
     units: bool = True,
+    live: bool = True,
 ) -> str:
     """nvidia-smi's CSV: ", "-separated; a value holding a comma or quote is quoted (RFC 4180),
     so `csv.reader(f, skipinitialspace=True)` reads it back."""
     rows: list[list[str]] = []
     if header:  # nvidia-smi heads a column with the field's own name, whatever alias was asked
         rows.append([f.header for _, f in fields])
-    for ctx in _process_contexts(info, snap) if processes else _contexts(info, snap):
+    for ctx in _process_contexts(info, snap) if processes else _contexts(info, snap, live):
         rows.append([_csv_value(f, f.get(ctx), units) for _, f in fields])
     return "".join(", ".join(_quote(cell) for cell in row) + "\n" for row in rows)
 
@@ -466,10 +482,11 @@ def document(
         gsel = list(gpu_fields)
     if not any(f.name == "index" for _, f in gsel):
         gsel.insert(0, ("index", GPU_BY_NAME["index"]))
-    gpus = [{f.name: f.get(ctx) for _, f in gsel} for ctx in _contexts(info, snap)]
+    doc_source = source or {"kind": "live"}
+    contexts = _contexts(info, snap, live=doc_source.get("kind") != "replay")
+    gpus = [{f.name: f.get(ctx) for _, f in gsel} for ctx in contexts]
     sys_ = info.system
     host = snap.host
-    doc_source = source or {"kind": "live"}
     doc: dict[str, Any] = {
         "format": FORMAT_NAME,
         "version": FORMAT_VERSION,

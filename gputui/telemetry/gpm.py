@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from gputui.telemetry.model import GpmSample
@@ -87,6 +88,49 @@ METRICS: tuple[GpmMetric, ...] = (
 )  # fmt: skip
 
 METRIC_BY_FIELD = {m.field: m for m in METRICS}
+
+NAMES = {
+    "graphics_active": "engine activity", "sm_active": "SM activity", "sm_occupancy": "SM occupancy",
+    "tensor_active": "tensor activity", "tensor_hmma_active": "tensor HMMA activity",
+    "tensor_imma_active": "tensor IMMA activity", "tensor_dfma_active": "tensor DFMA activity",
+    "dram_active": "DRAM bandwidth", "fp64_active": "FP64 pipe activity",
+    "fp32_active": "FP32 pipe activity", "fp16_active": "FP16 pipe activity",
+    "pcie_tx": "PCIe TX", "pcie_rx": "PCIe RX", "nvlink_rx": "NVLink RX", "nvlink_tx": "NVLink TX",
+}  # fmt: skip
+"""Each figure's name in a reason ("SM activity -50 %")."""
+
+
+def invalid_reason(w: GpmSample) -> str | None:
+    """Why `w`'s own figures cannot be true, or None: an activity outside 0-100 %, a byte
+    rate below 0 or not finite.  (A MIG sample's instances are checked by `checked`.)"""
+    bad = []
+    for m in METRICS:
+        v = getattr(w, m.field)
+        if v is None:
+            continue
+        # NaN fails both comparisons: invalid too
+        ok = 0.0 <= v <= 100.0 if m.unit == "%" else (math.isfinite(v) and v >= 0)
+        if not ok:
+            bad.append(f"{NAMES[m.field]} {v:g} {m.unit}")
+    if not bad:
+        return None
+    return f"GPM gave impossible figures ({', '.join(bad)}; activity is 0-100 %, rates 0 or more)"
+
+
+def checked(w: GpmSample) -> GpmSample:
+    """`w`, or where a figure cannot be true (`invalid_reason`) a sample without figures
+    whose `unavailable` says which: every reader (the cards, the detail view, the hints,
+    `gputui snapshot`, the exporter) then shows N/A with the reason.  Applied where GPM
+    figures enter gputui: NVML (`GpmSampler`), recordings and cluster scrapes."""
+    if w.mig:
+        parts = tuple(checked(p) for p in w.mig)
+        if any(a is not b for a, b in zip(parts, w.mig, strict=True)):
+            w = replace(w, mig=parts)
+    reason = invalid_reason(w)
+    if reason is None:
+        return w
+    return GpmSample(unavailable=reason, gpu_instance_id=w.gpu_instance_id, mig=w.mig)
+
 
 # NVML return codes (nvml.h)
 _NOT_SUPPORTED = 3
@@ -308,8 +352,11 @@ class GpmSampler:
             if entry.nvmlReturn != 0 or entry.value != entry.value:  # an error, or NaN
                 continue
             v = entry.value * m.scale
-            values[m.field] = round(v) if m.unit == "B/s" else round(min(100.0, max(0.0, v)), 2)
-        return GpmSample(window=round(window, 3), gpu_instance_id=gi, **values)
+            if m.unit == "%":
+                values[m.field] = round(v, 2) + 0.0  # (+ 0.0: -0.004 is 0, not "-0")
+            else:
+                values[m.field] = round(v) if math.isfinite(v) else v
+        return checked(GpmSample(window=round(window, 3), gpu_instance_id=gi, **values))
 
     # ---- cleanup ----------------------------------------------------------------------
 

@@ -251,7 +251,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        card="mem_temp", card_shown=False,
        snapshot=_S("temperature.memory", "integer"),
        prometheus=_E("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).")),
-    _M("sm_clock", "sm_clock", "SM", "MHz", "SM clock",
+    _M("sm_clock", "sm_clock", "SMCLK", "MHz", "SM clock",
        history=True, chart=True, tint="clock", full_scale=_max_sm,
        snapshot=_S("clocks.current.sm", "integer", "MHz", aliases=("clocks.sm",)),
        prometheus=_E("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).")),

@@ -669,6 +669,16 @@ class NvmlSource:
             self.slow_passes += 1
             self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
 
+    def gpm_window_pending(self) -> bool:
+        """After a slow pass: whether a GPU awaits its first GPM window (GPM took a sample
+        there and gave no reason why not; the next pass closes the window)."""
+        with self._slow_lock:
+            return any(
+                "gpm" in v.fields and v.fields["gpm"] is None
+                for i, v in self._slow.items()
+                if i not in self._lost
+            )
+
     def _slow_sample(self, i: int, h: Any) -> _SlowValues:
         nv = self._nvml
         assert nv is not None

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from gputui import __version__
-from gputui.telemetry.model import MachineInfo, Snapshot, Topology
+from gputui.telemetry.gpm import checked
+from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
 from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"
@@ -476,7 +477,21 @@ def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: R
     problem = _check_snapshot(snap, header.machine)
     if problem:
         raise RecordingError(path, lineno, problem)
-    return snap
+    return _checked_gpm(snap)
+
+
+def _checked_gpm(snap: Snapshot) -> Snapshot:
+    """`snap` with every GPM window whose figures cannot be true replaced by N/A with the
+    reason (`gpm.checked`): the file is readable, its impossible figures are not shown."""
+    fixed: list[GpuSample] | None = None
+    for k, g in enumerate(snap.gpus):
+        if g.gpm is None:
+            continue
+        w = checked(g.gpm)
+        if w is not g.gpm:
+            fixed = fixed or list(snap.gpus)
+            fixed[k] = dataclasses.replace(g, gpm=w)
+    return snap if fixed is None else dataclasses.replace(snap, gpus=tuple(fixed))
 
 
 def _read_lines(

@@ -84,6 +84,14 @@ def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
     ]
 
 
+def portable(filters: Filters) -> Filters:
+    """The filters that mean the same on any machine (mine, compute only): what is carried
+    into the next run.  A GPU number or a search names this machine's GPUs and processes; in
+    another machine's recording (or the demo) it would silently hide rows, so it lasts one
+    run (issue 24 item 11)."""
+    return Filters(mine=filters.mine, compute_only=filters.compute_only)
+
+
 class GpuTuiApp(BaseApp[int]):
     """gputui's terminal UI.  Give it a Source: live NVML, or a recording."""
 
@@ -162,7 +170,7 @@ class GpuTuiApp(BaseApp[int]):
             default_sort=(saved.sort if saved and saved.sort else None)
             or default_sort
             or self.config.ui.default_sort,
-            filters=saved.filters if saved else Filters(),
+            filters=portable(saved.filters) if saved else Filters(),
             sources=SourceState(source, demo=demo),
         )
         """What the panes and screens read of the app: `readonly` (every kill action of the
@@ -557,7 +565,7 @@ class GpuTuiApp(BaseApp[int]):
             state = pane.state
             sort = ("-" if state.descending else "") + state.sort_key
             filters = Filters(state.mine, state.compute_only, state.gpu, state.search)
-        return SavedState(interval, self.layout_mode, sort, filters, saved.sparklines)
+        return SavedState(interval, self.layout_mode, sort, portable(filters), saved.sparklines)
 
     def save_state(self) -> None:
         """Remember the settings (unless --no-remember); a problem is one line on stderr."""

@@ -30,6 +30,16 @@ def chosen_after(current: tuple[str, ...], key: str, on: bool) -> tuple[str, ...
     return tuple(k for k in current if k != key)
 
 
+TICKED = "[x]"
+UNTICKED = "[ ]"
+"""Each line says whether its chart is on in a glyph, not only in the box's colour."""
+
+
+def prompt(key: str, ticked: bool) -> Text:
+    m = GPU_METRIC[key]
+    return Text.assemble((TICKED if ticked else UNTICKED) + " ", (f"{m.label:<6}", "bold"), f" {m.doc}")
+
+
 class ChartPicker(ModalScreen[None]):
     """The cards' charts, ticked as they are; space ticks, escape (or C) closes."""
 
@@ -63,11 +73,7 @@ class ChartPicker(ModalScreen[None]):
             )
             yield SelectionList[str](
                 *(
-                    Selection(
-                        Text.assemble((f"{GPU_METRIC[k].label:<6}", "bold"), f" {GPU_METRIC[k].doc}"),
-                        k,
-                        k in self.current,
-                    )
+                    Selection(prompt(k, k in self.current), k, k in self.current, id=k)
                     for k in CARD_SPARKLINES
                 ),
                 id="charts",
@@ -99,6 +105,7 @@ class ChartPicker(ModalScreen[None]):
             )
             return
         why.update("")
+        event.selection_list.replace_option_prompt(key, prompt(key, ticked))
         self.current = chosen
         self.apply(chosen)
 

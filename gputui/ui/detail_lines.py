@@ -535,7 +535,7 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
         ),
         percent_chart(
             "Activity (GPM)",
-            ("sm_active", "SM", S.spark_util),
+            ("sm_active", "SM act", S.spark_util),
             ("tensor_active", "tensor", S.spark_power),
             ("dram_active", "DRAM", S.spark_mem),
             ("graphics_active", "graphics engine", S.spark_cpu),
@@ -559,7 +559,7 @@ def chart_specs(dev: DeviceInfo, series: SeriesFn) -> list[ChartSpec]:
         ChartSpec("Temperature", (("temperature", "°C", S.spark_temp),), 0.0, temp, lambda v: f"{v:.0f}°C"),
         ChartSpec(
             "Clocks",
-            (("sm_clock", "SM", S.spark_util), ("mem_clock", "memory", S.spark_mem)),
+            (("sm_clock", "SM clk", S.spark_util), ("mem_clock", "memory", S.spark_mem)),
             0.0,
             clocks,
             lambda v: f"{v:.0f} MHz",

@@ -203,7 +203,7 @@ class DiagHeader(LineWidget):
         keys: Line = [(" ", None)]
         for key, what in (
             ("g", "diagnose"),
-            ("s", "stress"),
+            ("b", "stress"),
             ("x", "cancel"),
             ("e", "interpreter"),
             ("w", "save"),
@@ -424,7 +424,7 @@ class DiagnosticsPane(Pane):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("s", "stress", "Stress", tooltip="Diagnostics tab: run the stress benchmark on every GPU"),
+        Binding("b", "stress", "Stress", tooltip="Diagnostics tab: burn every GPU (the stress benchmark)"),
         Binding("x,escape", "cancel", "Cancel", key_display="x", tooltip="Diagnostics tab: cancel the run"),
         Binding(
             "e", "pick_interpreter", "Interpreter", tooltip="Diagnostics tab: choose the Python to diagnose"

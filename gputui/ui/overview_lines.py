@@ -204,7 +204,7 @@ def activity_items(w: GpmSample | None, hints: Sequence[Hint] = ()) -> tuple[lis
     items: list[Line]
     if w is not None and w.unavailable is None:
         items = [
-            kv("SM", _gpm_pct(w.sm_active)),
+            kv("SM act", _gpm_pct(w.sm_active)),
             kv("TENSOR", _gpm_pct(w.tensor_active)),
             kv("DRAM", _gpm_pct(w.dram_active)),
         ]
@@ -213,7 +213,7 @@ def activity_items(w: GpmSample | None, hints: Sequence[Hint] = ()) -> tuple[lis
         items = [[("GPM N/A", S.dim)], [(clean(w.unavailable or ""), S.dim)]]
         prio = [1, 5]
     else:
-        items = [[(f"{label} ", S.label), (NA, S.dim)] for label in ("SM", "TENSOR", "DRAM")]
+        items = [[(f"{label} ", S.label), (NA, S.dim)] for label in ("SM act", "TENSOR", "DRAM")]
         prio = [1, 2, 4]
     if hints:
         items.append([("» " + hints[0].short, S.warn)])
@@ -321,7 +321,7 @@ def gpu_card(
         ],
         [
             *metric(
-                "SM", ratio(g.sm_clock, dev.max_sm_clock), fmt_mhz(g.sm_clock, dev.max_sm_clock), BLUE, col
+                "SMCLK", ratio(g.sm_clock, dev.max_sm_clock), fmt_mhz(g.sm_clock, dev.max_sm_clock), BLUE, col
             ),
             ("  ", None),
             *metric(

@@ -693,8 +693,10 @@ def summary_line(
     *,
     marked: int = 0,
     gpus: int = 0,
+    note: str = "",
 ) -> Line:
-    """What is shown, how it is sorted and filtered, and how many rows are marked."""
+    """What is shown, how it is sorted and filtered (`note`: where the filters come from and
+    how to clear them), and how many rows are marked."""
     shown = [r for r in shown if r.launcher is None]
     mem = sum(r.proc.gpu_memory or 0 for r in shown)
     n = len(shown)
@@ -715,6 +717,8 @@ def summary_line(
     filters = state.filters()
     line.append(("   filter ", S.label))
     line.append((literal(" · ".join(filters)) if filters else "none", PS.note_warn if filters else S.dim))
+    if note:
+        line.append((" " + note, S.label))
     if marked:
         line.append((f"   {marked} marked", PS.mark))
     return pad_line(line, width)

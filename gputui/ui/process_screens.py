@@ -209,6 +209,7 @@ class ProcessDetailScreen(ModalScreen[None]):
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="Send SIGTERM to this process (asks first)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="Send SIGKILL to this process (asks first)"),
         Binding("I", "signal('INT')", "SIGINT", tooltip="Send SIGINT to this process (asks first)"),
+        Binding("T,K,I", "refused", show=False),  # a replay: hidden above, pressed says why
     ]
 
     def __init__(self, pane: ProcessesPane, row: ProcessRow) -> None:
@@ -271,9 +272,14 @@ class ProcessDetailScreen(ModalScreen[None]):
             self.query_one(DetailView).update_lines()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "signal":  # live in a replay too: pressing says why nothing is sent
-            return not self.pane.readonly
+        if action == "signal":  # not offered in a replay (nothing to signal) or --readonly
+            return not self.pane.readonly and self.pane.signals_possible
+        if action == "refused":  # ... where pressing one says why nothing is sent
+            return not self.pane.readonly and not self.pane.signals_possible
         return True
+
+    def action_refused(self) -> None:
+        self.pane.action_refused()
 
     def action_close(self) -> None:
         self.dismiss(None)

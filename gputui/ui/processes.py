@@ -98,9 +98,9 @@ class ProcessesPane(Pane):
             tooltip="Mark or unmark the process and move to the next row (m m m marks three in a row)",
         ),
         Binding("v,f5", "tree", "Tree", key_display="v", tooltip="Tree: GPU processes under their launchers"),
-        Binding("j", "by_job", "By job", show=False, tooltip="Group the rows by job (Slurm, pod, container)"),
+        Binding("o", "by_job", "By job", show=False, tooltip="Group the rows by job (Slurm, pod, container)"),
         Binding(
-            "J", "job_filter", "Job", show=False, tooltip="Only one job: each job in turn, then all again"
+            "O", "job_filter", "Job", show=False, tooltip="Only one job: each job in turn, then all again"
         ),
         Binding(
             "left",
@@ -148,8 +148,8 @@ class ProcessesPane(Pane):
         ),
         Binding("r", "reverse", "Reverse", show=False, tooltip="Reverse the sort order"),
         Binding("u", "mine", "Mine", show=False, tooltip="Only my processes (toggle)"),
-        Binding("g", "gpu_filter(1)", "GPU", show=False, tooltip="Only one GPU: 0, 1, ..., then all again"),
-        Binding("G", "gpu_filter(-1)", "GPU back", show=False, tooltip="Only one GPU, going the other way"),
+        Binding("f", "gpu_filter(1)", "GPU", show=False, tooltip="Only one GPU: 0, 1, ..., then all again"),
+        Binding("F", "gpu_filter(-1)", "GPU back", show=False, tooltip="Only one GPU, going the other way"),
         Binding("t", "compute", "Compute", show=False, tooltip="Only compute processes (toggle)"),
         Binding(
             "escape",
@@ -158,6 +158,8 @@ class ProcessesPane(Pane):
             show=False,
             tooltip="Clear the marks; pressed again: the search and filters",
         ),
+        # in a replay T K I and m are hidden (nothing to signal); pressed, they say why
+        Binding("T,K,I,m", "refused", show=False),
     ]
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
@@ -173,6 +175,10 @@ class ProcessesPane(Pane):
         """The latest whole-job signal: its title and its members (the status line's summary)."""
         self.shown: list[ProcessRow] = []
         self.marks: set[Ident] = set()
+        self.restored: tuple[str, ...] = ()
+        """The filters as the last run left them (shown as such while unchanged)."""
+        self.machine: tuple[str, tuple[str | None, ...]] | None = None
+        """The host name and GPU UUIDs of the data shown (a new machine drops its filters)."""
         self.watches: dict[Ident, SignalWatch] = {}
         self.status: dict[int, Line] = {}
         """The outcome of the latest signals, by PID (the line under the table)."""
@@ -201,13 +207,21 @@ class ProcessesPane(Pane):
         return self.context.default_sort
 
     def initial_filters(self) -> None:
-        """The filters the last run left (gputui.state)."""
+        """The filters the last run left (gputui.state), marked as such until changed."""
         saved = self.context.filters
         self.state.mine = saved.mine
         self.state.compute_only = saved.compute_only
         self.state.gpu = saved.gpu
         self.state.search = saved.search
         self.query_one(SearchInput).value = saved.search
+        self.restored = tuple(self.state.filters())
+
+    def filter_note(self) -> str:
+        """Said after the filters: where they come from and how to clear them."""
+        filters = tuple(self.state.filters())
+        if filters and filters == self.restored:
+            return "(from the last run · esc clears)"
+        return ""
 
     def on_show(self, event: events.Show) -> None:
         search = self.query_one(SearchInput)
@@ -236,13 +250,30 @@ class ProcessesPane(Pane):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("signal", "mark"):
-            # in a replay the keys stay live so that pressing one says why nothing happens
-            return not self.readonly
+            # not offered where they can do nothing: --readonly, or a replay (the footer
+            # does not advertise them; `refused` says why when one is pressed anyway)
+            return not self.readonly and self.signals_possible
+        if action == "refused":
+            return not self.readonly and not self.signals_possible
         return True
+
+    def action_refused(self) -> None:
+        self.notify(
+            "Signals and marks are disabled: this is a recording, not this machine's processes.",
+            severity="warning",
+        )
 
     # ---- data ------------------------------------------------------------------------
 
     def show_info(self, info: MachineInfo) -> None:
+        machine = (info.system.hostname, tuple(d.uuid for d in info.devices))
+        if self.machine is not None and machine != self.machine:
+            # another machine (the demo, another recording): this one's GPU, job and
+            # search filters would hide its rows for no reason it can see
+            self.state.gpu = self.state.job = None
+            self.state.search = ""
+            self.query_one(SearchInput).value = ""
+        self.machine = machine
         self.info = info
         if self.state.gpu is not None and self.state.gpu >= len(info.devices):
             self.state.gpu = None
@@ -292,6 +323,7 @@ class ProcessesPane(Pane):
             width,
             marked=len(self.marks),
             gpus=gpus,
+            note=self.filter_note(),
         )
         if self.readonly:
             summary = [*summary[:-1], ("   read-only", PS.note_warn)] if summary else summary
@@ -799,7 +831,7 @@ class OverviewProcesses(ProcessesPane):
     BINDINGS: ClassVar[list[BindingType]] = [
         b
         for b in ProcessesPane.BINDINGS
-        # g is Diagnose on the Overview, and selecting a card chooses the GPU
+        # selecting a card chooses the GPU here (esc shows every GPU's processes again)
         if not (isinstance(b, Binding) and b.action.startswith("gpu_filter"))
     ]
 
@@ -825,6 +857,9 @@ class OverviewProcesses(ProcessesPane):
     def initial_filters(self) -> None:
         """The Overview's list starts unfiltered (a card's selection narrows it)."""
 
+    def filter_note(self) -> str:
+        return "(selected card · esc: all)" if self.state.gpu is not None else ""
+
     def on_show(self, event: events.Show) -> None:
         """The Overview's focus stays on the cards (tab moves it here)."""
         event.prevent_default()  # not the Processes tab's on_show, which focuses the table
@@ -843,9 +878,18 @@ class OverviewProcesses(ProcessesPane):
             self._refresh(reordered=True)
 
     def action_clear(self) -> None:
-        gpu = self.state.gpu  # the card's selection, not a filter esc clears
+        """esc: the marks first; then the filters and the card's narrowing (the board
+        selects no card, so nothing narrows the list without showing it)."""
+        from gputui.ui.widgets.overview import GpuBoard
+
+        if self.marks:
+            super().action_clear()
+            return
+        narrowed = self.state.gpu is not None
         super().action_clear()
-        self.narrow_to(gpu)
+        if narrowed:
+            for board in self.screen.query(GpuBoard):
+                board.action_unselect()
 
     def _header_lines(self, width: int) -> list[Line]:
         if self.room:

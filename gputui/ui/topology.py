@@ -135,7 +135,7 @@ class TopologyLinks(LineWidget):
             links = nvlinks[sel] if sel < len(nvlinks) else ()
             out.append([])
             out.append(
-                section(f"NVLinks of GPU{sel}", width, "↑/↓ another GPU · enter: its details · v: CUDA view")
+                section(f"NVLinks of GPU{sel}", width, "↑/↓ another GPU · enter: its details · a: CUDA view")
             )
             out += link_table(sel, links, info.devices, gpus.get(sel), width)
         return [pad_line(line, width) for line in out]
@@ -153,7 +153,7 @@ class TopologyView(VerticalScroll):
         Binding("down,j", "move(1)", "Select", show=False, tooltip="Select the GPU below"),
         Binding("enter", "open", "Details", tooltip="Open the selected GPU's detail view"),
         Binding(
-            "v",
+            "a",
             "cuda_view",
             "CUDA view",
             tooltip="Show which GPUs a CUDA program started from this shell sees, as which cuda:N",

@@ -517,7 +517,7 @@ def cuda_lines(info: MachineInfo, cuda: CudaVisibility, width: int) -> list[Line
         section(
             "CUDA view",
             width,
-            "what a CUDA program started from this shell would see (v hides this)",
+            "what a CUDA program started from this shell would see (a hides this)",
         ),
         pad_line(
             [

@@ -45,6 +45,13 @@ class GpuBoard(LineWidget):
         Binding("up,k", "move(0, -1)", "Select", show=False, tooltip="Select the GPU above"),
         Binding("down,j", "move(0, 1)", "Select", show=False, tooltip="Select the GPU below"),
         Binding("enter", "open", "Details", tooltip="Open the selected GPU's detail view"),
+        Binding(
+            "escape",
+            "unselect",
+            "All GPUs",
+            key_display="esc",
+            tooltip="Select no card: the process list below shows every GPU's processes again",
+        ),
     ]
 
     def __init__(self, hub: Hub, *, id: str | None = None, card: CardConfig | None = None) -> None:
@@ -70,7 +77,12 @@ class GpuBoard(LineWidget):
         no-GPU screen)."""
         if action in ("move", "open"):
             return bool(self.info and self.info.devices)
+        if action == "unselect":  # offered (in the footer) only while a card narrows the list
+            return self.selected is not None
         return True
+
+    def action_unselect(self) -> None:
+        self._select(None)
 
     def action_move(self, dx: int, dy: int) -> None:
         n = len(self.info.devices) if self.info else 0
@@ -91,6 +103,7 @@ class GpuBoard(LineWidget):
         self.selected = index
         self.update_lines()
         self._scroll_to_selected()
+        self.refresh_bindings()  # esc (every GPU) is offered while a card is selected
         self.post_message(GpuSelected(index))
 
     def gpu_at(self, x: int, y: int) -> int | None:
@@ -315,11 +328,10 @@ class NoGpuPanel(LineWidget):
             para(item, S.text, "  • ")
         if self.demo_available:
             body.append([])
-            body.append(
-                [
-                    ("Press ", S.label),
-                    ("d", S.warn),
-                    (" to open the bundled recording of real GPUs (clearly marked as recorded).", S.label),
-                ]
-            )
+            text = "Press d to open the bundled recording of real GPUs (clearly marked as recorded)."
+            for k, chunk in enumerate(textwrap.wrap(text, inner)):  # at words, as `para`
+                if k == 0:  # "Press d ...": the key stands out
+                    body.append([("Press ", S.label), ("d", S.warn), (chunk[len("Press d") :], S.label)])
+                else:
+                    body.append([(chunk, S.label)])
         return boxed(title, [], body, width)

@@ -37,8 +37,8 @@ class ProcessTable(LineWidget, can_focus=True):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("up", "move(-1)", "Up", show=False, tooltip="Cursor up"),
-        Binding("down", "move(1)", "Down", show=False, tooltip="Cursor down"),
+        Binding("up,k", "move(-1)", "Up", show=False, tooltip="Cursor up"),
+        Binding("down,j", "move(1)", "Down", show=False, tooltip="Cursor down"),
         Binding("pageup", "page(-1)", "Page up", show=False, tooltip="One page up"),
         Binding("pagedown", "page(1)", "Page down", show=False, tooltip="One page down"),
         Binding("home", "edge(-1)", "First", show=False, tooltip="First row"),

@@ -1,0 +1,126 @@
+"""`gputui snapshot --json` and GPM (issue 24 item 15): the whole document measures one GPM
+window where GPM works (about a second), says why not where it does not, and never prints
+every gpm.* figure null beside a null `gpm.unavailable` (the schema's "measured").
+
+Live runs go through the real NvmlSource and the command's own selection and wait, on
+ScriptedNvmlLib answering with the real H100 GPM recording (tests/fixtures/h100-gpm): NVML's
+device values from its ticks and nvmlGpmMetricsGet's figures from one of its float32-matmul
+windows.  The check on a real H100 is bench/snapshot_gpm.sh."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+import pynvml
+import pytest
+from conftest import H100_GPM, H200_X2, gputui
+from gpm_support import FP32
+from test_gpm import gpm_lib, raw_values, recorded_window
+from test_nvml import Fail, RecordedNvml
+
+from gputui.cli import _parse
+from gputui.commands import snapshot as cmd
+from gputui.export import snapshot as fmt
+from gputui.telemetry import gpm as gpm_module
+from gputui.telemetry.nvml import Nvml
+from gputui.telemetry.recording import read_recording
+
+GPM_FIELDS = [f.name for f in fmt.GPM_FIELDS if f.name != "gpm.unavailable"]
+
+
+def h100_lib(arch: int = pynvml.NVML_DEVICE_ARCH_HOPPER, **gpm_overrides: Any) -> Any:
+    """The H100 recording's NVML answers plus GPM functions giving a float32-matmul window."""
+    header, ticks = read_recording(H100_GPM)
+    scripted = RecordedNvml(header, ticks[60:70], lost_gpu=-1, lost_from=99)
+    lib = scripted.lib
+    lib.nvmlDeviceGetArchitecture = lambda h: arch
+    gpm = gpm_lib(raw_values(recorded_window(FP32)), **gpm_overrides)
+    for name in dir(gpm):
+        if name.startswith("nvmlGpm"):
+            setattr(lib, name, getattr(gpm, name))
+    return lib
+
+
+def live_document(argv: list[str], lib: Any, **later: float) -> tuple[dict[str, Any], float]:
+    """What `gputui snapshot ARGV` prints live on `lib`, and how long its wait took.
+    `later`: the command's constants to change after the source is made."""
+    args = _parse(["snapshot", *argv])
+    sel = cmd.select(args)
+    source = cmd.open_live(sel, bool(args.processes), nvml=Nvml(lib=lib))
+    saved = {name: getattr(cmd, name) for name in later}
+    try:
+        info = source.open()
+        assert info.system.nvml_problem is None
+        for name, value in later.items():
+            setattr(cmd, name, value)
+        t0 = time.monotonic()
+        cmd.wait_for_slow(source, sel)
+        waited = time.monotonic() - t0
+        doc = fmt.document(info, source.sample(), sel.gpu_fields, sel.proc_fields, processes=args.processes)
+    finally:
+        for name, value in saved.items():
+            setattr(cmd, name, value)
+        source.close()
+    return doc, waited
+
+
+def test_the_whole_document_measures_one_gpm_window_on_a_hopper_gpu() -> None:
+    doc, waited = live_document(["--json"], h100_lib())
+    gpu = doc["gpus"][0]
+    want = recorded_window(FP32)
+    assert gpu["gpm.unavailable"] is None
+    assert gpu["gpm.fp32_active"] == pytest.approx(want.fp32_active, abs=0.01)
+    assert gpu["gpm.tensor_active"] == 0.0  # a measured 0, not null
+    assert gpu["gpm.sm_active"] == pytest.approx(want.sm_active, abs=0.01)
+    assert 0.5 * cmd.GPM_WINDOW_S <= waited <= cmd.GPM_WINDOW_S + cmd.SLOW_WAIT_S
+
+
+def test_the_whole_document_does_not_wait_where_gpm_cannot_work() -> None:
+    """An Ampere: NVML says no GPM support; one slow pass, no window to wait for, the reason."""
+    lib = h100_lib(
+        arch=pynvml.NVML_DEVICE_ARCH_AMPERE,
+        nvmlGpmQueryDeviceSupport=type("S", (), {"isSupportedDevice": 0})(),
+    )
+    doc, waited = live_document(["--json"], lib)
+    gpu = doc["gpus"][0]
+    assert waited < 0.5 * cmd.GPM_WINDOW_S
+    assert gpu["gpm.unavailable"] == "GPM needs a Hopper or newer GPU (this one is Ampere)"
+    assert {gpu[name] for name in GPM_FIELDS} == {None}
+
+
+def test_no_permission_is_said_not_null() -> None:
+    lib = h100_lib(nvmlGpmQueryDeviceSupport=Fail(pynvml.NVML_ERROR_NO_PERMISSION))
+    doc, _ = live_document(["--json"], lib)
+    assert doc["gpus"][0]["gpm.unavailable"] == gpm_module.NO_PERMISSION
+
+
+def test_a_window_not_closed_in_time_is_said_not_null(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wait is bounded: where the second GPM sample comes later than the wait allows
+    (here a slow cadence of a minute), gpm.* stay null with the reason, never null as if
+    measured."""
+    monkeypatch.setattr(cmd, "GPM_WINDOW_S", 60.0)  # the source's slow cadence
+    doc, waited = live_document(["--json"], h100_lib(), GPM_WINDOW_S=0.2)
+    gpu = doc["gpus"][0]
+    assert waited < 0.2 + cmd.SLOW_WAIT_S + 1
+    assert {gpu[name] for name in GPM_FIELDS} == {None}
+    assert gpu["gpm.unavailable"] == fmt.NO_WINDOW_LIVE
+
+
+def test_csv_without_gpm_fields_starts_no_slow_pass() -> None:
+    """The CSV default (nvidia-smi's columns) needs nothing slow: still no wait."""
+    args = _parse(["snapshot"])
+    sel = cmd.select(args)
+    assert not any(f.slow for f in sel.wanted)
+    assert cmd.select(_parse(["snapshot", "--json"])).wanted  # the JSON default wants all
+
+
+@pytest.mark.parametrize(("path", "tick"), [(H200_X2, 50), (H100_GPM, 1)])
+def test_a_replay_without_a_window_says_so(path, tick) -> None:
+    """A recording made without GPM, and the tick before the first window."""
+    r = gputui("snapshot", "--replay", str(path), "--tick", str(tick), "--json")
+    assert r.returncode == 0, r.stderr
+    for gpu in json.loads(r.stdout)["gpus"]:
+        assert {gpu[name] for name in GPM_FIELDS} == {None}
+        assert gpu["gpm.unavailable"] == fmt.NO_WINDOW_REPLAY
