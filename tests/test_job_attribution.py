@@ -179,12 +179,18 @@ def test_a_user_made_kubepods_tree_is_not_a_pod(v1, v2):
 
 @ROOT_ONLY
 def test_a_verified_job_on_one_line_wins_over_an_unverified_claim_on_another(v1):
-    """Hybrid hierarchies: v1 lines from slurmstepd (root's), the v2 line from a delegated
-    subtree the user filled with a more tempting claim: the verified job is the job."""
-    make(v1, "memory/slurm/uid_1000/job_42/step_0")
-    make(v1, f"unified/{DELEGATED}/kubepods/pod{POD}/{CID}", owner_from=f"unified/{DELEGATION}")
-    text = f"4:memory:/slurm/uid_1000/job_42/step_0\n0::/{DELEGATED}/kubepods/pod{POD}/{CID}\n"
-    assert job_from_cgroup(text, v1) == Job("slurm", "42", step="0")
+    """Hybrid hierarchies: v1 lines from the kubelet (root's), the v2 line from a delegated
+    subtree the user filled with a more specific claim (a Slurm step outranks a pod): the
+    verified pod is the job."""
+    make(v1, f"memory/kubepods/pod{POD}/{CID}")
+    fake = f"{DELEGATED}/slurm/uid_0/job_555/step_0"
+    make(v1, f"unified/{fake}", owner_from=f"unified/{DELEGATION}")
+    text = f"4:memory:/kubepods/pod{POD}/{CID}\n0::/{fake}\n"
+    job = job_from_cgroup(text, v1)
+    assert job is not None and (job.kind, job.id, job.source) == ("pod", POD, "cgroup")
+    # with nothing verified, the claim is shown as what it is
+    only = job_from_cgroup(f"0::/{fake}\n", v1)
+    assert only is not None and only.kind == "slurm" and only.source == "unverified"
 
 
 # ---- ASCII digits only -------------------------------------------------------------------
