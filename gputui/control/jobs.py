@@ -118,14 +118,15 @@ def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMember
             except psutil.Error:
                 cmd = None
             members[pid] = JobMember(extra, why, cmd)
-    listed, left_out = [], []
+    listed: list[JobMember] = []
+    left_out: list[JobMember] = []
     exclude = _left_out_reasons(top)
     for m in members.values():
-        why = exclude(m.identity.pid)
-        if why is None:
+        reason = exclude(m.identity.pid)
+        if reason is None:
             listed.append(m)
         else:
-            left_out.append(replace(m, why=f"{m.why}: {why}"))
+            left_out.append(replace(m, why=f"{m.why}: {reason}"))
     return JobMembers(tuple(listed), group=group, session=session, left_out=tuple(left_out))
 
 
