@@ -51,6 +51,8 @@ DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
+JOB_GUARDS = "tests/test_job_kill_guards.py"
+ATTRIBUTION = "tests/test_job_attribution.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -997,6 +999,146 @@ MUTATIONS: list[Mutation] = [
         "if False:",
         ("tests/test_keys_and_settings.py",),
         "the demo opened in a run keeps the other machine's GPU filter and search",
+    ),
+    # ---- the whole-job signal (issue 24) ----------------------------------------------------
+    Mutation(
+        "job-session-not-leader",
+        "gputui/control/jobs.py",
+        "if sid == root.pid and sid not in ours:",
+        "if sid not in ours:",
+        (f"{JOB_GUARDS}::test_a_launcher_that_does_not_lead_its_session_leaves_the_shells_session_alone",),
+        "a launcher inside a shell's session sweeps the shell's whole session",
+    ),
+    Mutation(
+        "job-group-not-leader",
+        "gputui/control/jobs.py",
+        "if pgid == root.pid and pgid not in ours:",
+        "if pgid not in ours:",
+        (f"{JOB_GUARDS}::test_a_launcher_that_does_not_lead_its_session_leaves_the_shells_session_alone",),
+        "a launcher inside a shell's process group sweeps the shell's group",
+    ),
+    Mutation(
+        "job-launcher-reuse",
+        "gputui/control/jobs.py",
+        "if ident is None or abs(ident.create_time - root.create_time) > START_TIME_TOLERANCE:",
+        "if ident is None:",
+        (f"{JOB_GUARDS}::test_a_launcher_whose_pid_is_now_another_process_lists_nothing",),
+        "the job of whatever process now has the launcher's PID is listed",
+    ),
+    Mutation(
+        "job-ancestors-members",
+        "gputui/control/jobs.py",
+        "        if pid in ancestors:\n",
+        "        if False:\n",
+        (f"{JOB_GUARDS}::test_gputui_and_its_ancestors_are_never_members_nor_signalled",),
+        "gputui's ancestors are left out only by chance (not said why)",
+    ),
+    Mutation(
+        "signal-ancestors",
+        "gputui/control/signals.py",
+        "    if pid in own_ancestors():\n",
+        "    if False:\n",
+        (f"{JOB_GUARDS}::test_gputui_and_its_ancestors_are_never_members_nor_signalled",),
+        "gputui's grandparent (the shell under sudo gputui) can be signalled",
+    ),
+    Mutation(
+        "job-other-users",
+        "gputui/control/jobs.py",
+        "if owner is None or uids != {owner}:",
+        "if owner is None:",
+        (f"{JOB_GUARDS}::test_another_users_processes_in_an_ordinary_users_job_are_left_out",),
+        "root's processes in an ordinary user's job are signalled with it",
+    ),
+    Mutation(
+        "job-pin-failed-shown",
+        "gputui/ui/processes.py",
+        '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'
+        "                self._record([refused], time.monotonic())\n                continue\n",
+        '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'
+        "                self._record([refused], time.monotonic())\n",
+        (f"{JOB_GUARDS}::test_a_member_whose_pin_failed_is_not_shown_as_a_target",),
+        "a member whose pin failed is still a target in the confirmation",
+    ),
+    # ---- job attribution (issue 24) ------------------------------------------------------------
+    Mutation(
+        "attribution-unchecked",
+        "gputui/telemetry/jobs.py",
+        "if root is not None and depth and not _owned_by_root(",
+        "if False and not _owned_by_root(",
+        (ATTRIBUTION,),
+        "a user's own cgroup named slurm/uid_0/job_555 reads as root's job 555",
+    ),
+    Mutation(
+        "attribution-any-owner",
+        "gputui/telemetry/jobs.py",
+        "if not stat.S_ISDIR(st.st_mode) or st.st_uid not in TRUSTED_OWNERS:",
+        "if not stat.S_ISDIR(st.st_mode):",
+        (ATTRIBUTION,),
+        "a cgroup directory of any owner is believed",
+    ),
+    Mutation(
+        "attribution-dotdot",
+        "gputui/telemetry/jobs.py",
+        '        if seg in (".", ".."):\n',
+        "        if False:\n",
+        (ATTRIBUTION,),
+        "a path outside gputui's cgroup namespace is followed out of the hierarchy",
+    ),
+    Mutation(
+        "attribution-read-job-unchecked",
+        "gputui/telemetry/jobs.py",
+        "job = job_from_cgroup(f.read(), CGROUP_ROOT)",
+        "job = job_from_cgroup(f.read())",
+        (ATTRIBUTION,),
+        "the live view parses cgroup paths without checking their owners",
+    ),
+    Mutation(
+        "attribution-label-unmarked",
+        "gputui/telemetry/jobs.py",
+        'return _label(job) + _SOURCE_MARK.get(job.source, "")',
+        "return _label(job)",
+        (ATTRIBUTION,),
+        "an unverified job has the real job's label (one group, one filter)",
+    ),
+    Mutation(
+        "attribution-exporter-labels",
+        "gputui/telemetry/jobs.py",
+        "        job = None  # a user's lookalike path: never published as the job it imitates\n",
+        "        pass\n",
+        (ATTRIBUTION,),
+        "an unverified job is published with the real job's slurm_job/pod labels",
+    ),
+    Mutation(
+        "attribution-unverified-wins",
+        "gputui/telemetry/jobs.py",
+        "(trusted(job), _RANK[job.kind]) > (trusted(best), _RANK[best.kind])",
+        "_RANK[job.kind] > _RANK[best.kind]",
+        (ATTRIBUTION,),
+        "an unverified claim on one cgroup line beats the verified job on another",
+    ),
+    Mutation(
+        "attribution-unicode-job-digits",
+        "gputui/telemetry/jobs.py",
+        r'_SLURM_JOB = re.compile(r"job_([0-9]+)")',
+        r'_SLURM_JOB = re.compile(r"job_(\d+)")',
+        (ATTRIBUTION,),
+        "job_５５５ in a cgroup path reads as a Slurm job",
+    ),
+    Mutation(
+        "attribution-unicode-env-digits",
+        "gputui/telemetry/jobs.py",
+        r'_DIGITS = re.compile(r"[0-9]+")',
+        r'_DIGITS = re.compile(r"\d+")',
+        (ATTRIBUTION,),
+        "SLURM_JOB_ID in fullwidth digits is accepted",
+    ),
+    Mutation(
+        "attribution-array-dropped",
+        "gputui/telemetry/jobs.py",
+        'return Job("slurm", slurm_id, step=step, array=array, source="environment")',
+        'return Job("slurm", slurm_id, step=step, source="environment")',
+        (f"{ATTRIBUTION}::test_an_array_task_from_the_environment_alone",),
+        "a Slurm array task named only by the environment is lost",
     ),
 ]
 

@@ -10,12 +10,21 @@ and the signal is refused for that PID alone.  No UI here.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+import pwd
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
 
 import psutil
 
-from gputui.control.signals import ProcessIdentity, SignalResult, identity_of, is_running, protected_reason
+from gputui.control.signals import (
+    START_TIME_TOLERANCE,
+    ProcessIdentity,
+    SignalResult,
+    identity_of,
+    is_running,
+    own_ancestors,
+    protected_reason,
+)
 from gputui.telemetry.starttime import start_time
 
 
@@ -36,6 +45,10 @@ class JobMembers:
     """The launcher's own process group, when it leads one (its members are included)."""
     session: int | None = None
     """The launcher's own session, when it leads one (its members are included)."""
+    left_out: tuple[JobMember, ...] = ()
+    """Processes in the job that are never signalled with it, `why` saying why: gputui
+    itself and its ancestors; PID 1; in an ordinary user's job, another
+    user's processes."""
 
 
 def _identity(proc: psutil.Process) -> ProcessIdentity | None:
@@ -59,13 +72,14 @@ def _cmdline(proc: psutil.Process) -> tuple[str, ...] | None:
 
 def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMembers:
     """Everything that belongs to the job led by `root`, launcher first, as identities read
-    now.  Blocking (a walk of the process table): call off the UI thread."""
+    now, and what is left out of it (see `JobMembers.left_out`).  Blocking (a walk of the
+    process table): call off the UI thread."""
     try:
         top = psutil.Process(root.pid)
         ident = _identity(top)
     except psutil.Error:
         ident = None
-    if ident is None or abs(ident.create_time - root.create_time) > 0.005:
+    if ident is None or abs(ident.create_time - root.create_time) > START_TIME_TOLERANCE:
         return JobMembers((), problem=f"PID {root.pid} is no longer the process you selected: nothing listed")
     members: dict[int, JobMember] = {root.pid: JobMember(ident, "launcher", _cmdline(top))}
     try:
@@ -104,8 +118,60 @@ def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMember
             except psutil.Error:
                 cmd = None
             members[pid] = JobMember(extra, why, cmd)
-    listed = tuple(m for m in members.values() if protected_reason(m.identity.pid) is None)
-    return JobMembers(listed, group=group, session=session)
+    listed: list[JobMember] = []
+    left_out: list[JobMember] = []
+    exclude = _left_out_reasons(top)
+    for m in members.values():
+        reason = exclude(m.identity.pid)
+        if reason is None:
+            listed.append(m)
+        else:
+            left_out.append(replace(m, why=f"{m.why}: {reason}"))
+    return JobMembers(tuple(listed), group=group, session=session, left_out=tuple(left_out))
+
+
+def _left_out_reasons(launcher: psutil.Process) -> Callable[[int], str | None]:
+    """Why a member is never signalled with the job (None: it may be): gputui itself and
+    its ancestors (gputui may run inside the job: `srun --pty bash`, then `sudo gputui`),
+    PID 1, and, in a job whose launcher is not root's, any process with a user id (real,
+    effective or saved) other than the launcher's."""
+    me = os.getpid()
+    ancestors = set(own_ancestors())
+    try:
+        owner: int | None = launcher.uids().real
+    except psutil.Error:
+        owner = None
+    owner_name = _user_name(owner)
+
+    def reason(pid: int) -> str | None:
+        if pid == me:
+            return "gputui itself"
+        if pid in ancestors:
+            return "gputui's own ancestor (gputui runs inside this job)"
+        protected = protected_reason(pid)
+        if protected is not None:
+            return protected
+        if owner == 0:
+            return None  # root's job: root started what is in it
+        try:
+            uids = set(psutil.Process(pid).uids())
+        except psutil.Error:
+            return "its owner could not be read"
+        if owner is None or uids != {owner}:
+            who = ", ".join(_user_name(u) for u in sorted(uids - {owner})) or "?"
+            return f"belongs to {who}, not to {owner_name} whose job this is"
+        return None
+
+    return reason
+
+
+def _user_name(uid: int | None) -> str:
+    if uid is None:
+        return "an unknown user"
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid {uid}"
 
 
 def _groups(proc_root: str) -> Iterable[tuple[int, int, int]]:
@@ -115,7 +181,7 @@ def _groups(proc_root: str) -> Iterable[tuple[int, int, int]]:
     except OSError:
         return
     for name in names:
-        if not name.isdigit():
+        if not (name.isascii() and name.isdigit()):  # str.isdigit alone takes "５" and "²"
             continue
         try:
             with open(f"{proc_root}/{name}/stat", "rb") as f:

@@ -5,7 +5,8 @@ outcome (gone, reused, denied, protected).
 Safety, in order:
 
 1. Never PID 0 or negative (process groups), PID 1 (init), gputui itself, one of its
-   threads, or its parent (the shell or multiplexer it runs in).
+   threads, its parent or any other ancestor (the shell, sudo, multiplexer or job step it
+   runs in).
 2. The process must still be the one the user saw: same PID, same start time.  Otherwise
    nothing is sent and the result says so.
 3. The signal goes through a pidfd opened *before* that check: if the process exits after
@@ -109,7 +110,32 @@ def protected_reason(pid: int) -> str | None:
         return f"PID {pid} is gputui's parent (the shell or terminal it runs in)"
     if os.path.exists(f"/proc/self/task/{pid}"):
         return f"{pid} is a thread of gputui itself"
+    if pid in own_ancestors():
+        return f"PID {pid} is an ancestor of gputui (gputui runs inside it, e.g. the shell under sudo gputui)"
     return None
+
+
+MAX_ANCESTORS = 256
+"""Ancestors walked at most (a guard against a corrupt /proc)."""
+
+
+def own_ancestors(proc: str = "/proc") -> tuple[int, ...]:
+    """gputui's ancestors, its parent first, up to (not including) PID 1, read now from
+    /proc/PID/stat: the shell, sudo, a multiplexer, a job step it runs inside.  Killing
+    any of them would end gputui's own terminal or session."""
+    out: list[int] = []
+    pid = os.getppid()
+    while pid > 1 and pid not in out and len(out) < MAX_ANCESTORS:
+        out.append(pid)
+        try:
+            with open(f"{proc}/{pid}/stat", "rb") as f:
+                fields = f.read().rpartition(b")")[2].split()
+        except OSError:
+            break
+        if len(fields) < 2 or not fields[1].isdigit():  # bytes.isdigit: ASCII digits only
+            break
+        pid = int(fields[1])
+    return tuple(out)
 
 
 def is_running(identity: ProcessIdentity) -> bool:

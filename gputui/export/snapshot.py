@@ -281,20 +281,24 @@ def _iso(ts: float | None) -> str | None:
 
 
 def _job(c: Ctx, attr: str, kind: str | None = None) -> Any:
+    """A field of the job; the kind-specific ones (slurm_step, pod, namespace) are None for
+    an unverified job (a user's lookalike cgroup path): `job` says what it claims."""
     job = c.proc.job if c.proc is not None else None
-    if job is None or (kind is not None and job.kind != kind):
+    if job is None or (kind is not None and (job.kind != kind or job.source == "unverified")):
         return None
     return getattr(job, attr)
 
 
 def _slurm_job(c: Ctx) -> str | None:
     job = c.proc.job if c.proc is not None else None
-    return (job.array or job.id) if job is not None and job.kind == "slurm" else None
+    if job is None or job.kind != "slurm" or job.source == "unverified":
+        return None
+    return job.array or job.id
 
 
 def _container(c: Ctx) -> str | None:
     job = c.proc.job if c.proc is not None else None
-    if job is None:
+    if job is None or job.source == "unverified":
         return None
     return job.container if job.kind == "pod" else job.name if job.kind in CONTAINER_KINDS else None
 

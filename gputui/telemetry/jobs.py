@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -27,7 +28,9 @@ from gputui.telemetry.model import Job
 # --------------------------------------------------------------------------------------
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_SLURM_JOB = re.compile(r"job_(\d+)")
+_DIGITS = re.compile(r"[0-9]+")
+"""ASCII digits: `\\d`, str.isdigit and int() also take "５５５", "٥" and "²"."""
+_SLURM_JOB = re.compile(r"job_([0-9]+)")
 _SLURM_STEP = re.compile(r"step_([A-Za-z0-9_]+)")
 _SLUID = re.compile(r"s[0-9A-Za-z]{8,20}")
 """Slurm 26.05's cgroup v2 directories are keyed by SLUID ("s5K1KKYAYG5D00") by default."""
@@ -76,8 +79,14 @@ def _container_scope(segment: str) -> tuple[str, str] | None:
 
 
 def job_from_path(path: str) -> Job | None:
-    """The job one cgroup path names (None when it names none)."""
-    segs = [s for s in path.split("/") if s]
+    """The job one cgroup path names (None when it names none), from the text alone."""
+    found = _parse_path([s for s in path.split("/") if s])
+    return found[0] if found else None
+
+
+def _parse_path(segs: list[str]) -> tuple[Job, int] | None:
+    """The job the path's segments name, and for a Slurm job or a pod how many leading
+    segments lead to the directory that names it (0 for the others: not checked)."""
     if not segs:
         return None
     # Slurm: .../slurm[_node]/uid_U/job_J/step_S/... (v1), .../[node_]slurmstepd.scope/job_J/step_S/... (v2)
@@ -85,21 +94,22 @@ def job_from_path(path: str) -> Job | None:
         if seg == "slurm" or seg.startswith("slurm_") or seg.endswith("slurmstepd.scope"):
             rest = segs[i + 1 :]
             job = step = None
-            for r in rest:
+            depth = 0
+            for k, r in enumerate(rest):
                 m = _SLURM_JOB.fullmatch(r)
                 if m:
-                    job = m.group(1)
+                    job, depth = m.group(1), i + k + 2
                     continue
                 m = _SLURM_STEP.fullmatch(r)
                 if m and job is not None:
                     step = m.group(1)
                     break
             if job is None and seg.endswith("slurmstepd.scope") and rest and _SLUID.fullmatch(rest[0]):
-                job = rest[0]
+                job, depth = rest[0], i + 2
                 step_m = _SLURM_STEP.fullmatch(rest[1]) if len(rest) > 1 else None
                 step = step_m.group(1) if step_m else None
             if job is not None:
-                return Job("slurm", job, step=step)
+                return Job("slurm", job, step=step), depth
     # Kubernetes: kubepods[/qos]/pod<uid>/<cid> (cgroupfs),
     # or kubepods[-qos]-pod<uid>.slice/<runtime>-<cid>.scope (systemd)
     start = next((i for i, s in enumerate(segs) if "kubepods" in s), None)
@@ -123,38 +133,98 @@ def job_from_path(path: str) -> Job | None:
                     cid = nxt
             if scoped is not None:
                 runtime, cid = scoped
-            return Job("pod", uid, container_id=cid, runtime=runtime, qos=qos)
+            return Job("pod", uid, container_id=cid, runtime=runtime, qos=qos), i + 1
     # a container outside Kubernetes
     for i, seg in enumerate(segs):
         scoped = _container_scope(seg)
         if scoped:
-            return Job(scoped[0], scoped[1])
+            return Job(scoped[0], scoped[1]), 0
         if seg in ("docker", "libpod_parent") and i + 1 < len(segs):
             nxt = segs[i + 1].removeprefix("libpod-")
             if _HEX64.fullmatch(nxt):
-                return Job("docker" if seg == "docker" else "podman", nxt)
+                return Job("docker" if seg == "docker" else "podman", nxt), 0
     # systemd: the last unit of the path (a session scope, or a service / scope)
     last = segs[-1]
     m = re.fullmatch(r"session-([A-Za-z0-9]+)\.scope", last)
     if m:
-        return Job("session", m.group(1))
+        return Job("session", m.group(1)), 0
     if last.endswith((".service", ".scope")) and last != "init.scope":
-        return Job("unit", last)
+        return Job("unit", last), 0
     return None
 
 
-def job_from_cgroup(text: str) -> Job | None:
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+"""Where the cgroup hierarchies are mounted (v2's one, or v1's one per controller, with
+v2's beside them as `unified` on hybrid systems); tests point this elsewhere."""
+TRUSTED_OWNERS = frozenset({0})
+"""Who may own the directories that name a Slurm job or a pod: root (slurmstepd and the
+kubelet run as root and make them).  An ordinary user can make any path in a cgroup
+subtree delegated to them (systemd's user@UID.service), but only as themselves."""
+
+
+def _hierarchy(controllers: str, root: Path) -> Path | None:
+    """The directory of one hierarchy of /proc/PID/cgroup: v2's ("" controllers), or a
+    v1 controller's ("memory", "cpu,cpuacct", "name=systemd")."""
+    if not controllers:
+        return root if (root / "cgroup.controllers").exists() else root / "unified"
+    names = [controllers, *controllers.split(",")]
+    for name in names:
+        d = root / name.removeprefix("name=")
+        if name and d.is_dir():
+            return d
+    return None
+
+
+def _owned_by_root(base: Path | None, segs: list[str], depth: int) -> bool:
+    """Whether every directory from the hierarchy's top down to `segs[:depth]` is a real
+    directory owned by TRUSTED_OWNERS (no "..", no symlink, nothing missing)."""
+    if base is None or depth <= 0:
+        return False
+    d = base
+    for seg in segs[:depth]:
+        if seg in (".", ".."):
+            return False  # a process outside gputui's cgroup namespace: not checkable
+        d = d / seg
+        try:
+            st = os.lstat(d)
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in TRUSTED_OWNERS:
+            return False
+    return True
+
+
+def trusted(job: Job | None) -> bool:
+    """Whether the job's identity can be believed: its cgroup directories are root's (or,
+    for the kinds nobody impersonates this way, its cgroup names it).  An "unverified" job
+    (a Slurm or pod path made by a user) and an "environment" one (the process's own
+    claim) are not: they are shown as such and never grouped with the real job."""
+    return job is not None and job.source == "cgroup"
+
+
+def job_from_cgroup(text: str, root: Path | None = None) -> Job | None:
     """The most specific job any line of a `/proc/PID/cgroup` names (a Slurm step before a
     pod, a pod before a container, a container before a systemd unit): hybrid systems put
-    the container in v1 lines and the runtime's service in the v2 line."""
+    the container in v1 lines and the runtime's service in the v2 line.
+
+    With `root` (where the hierarchies are mounted: CGROUP_ROOT), a Slurm job or pod is
+    believed only where the directories down to the one naming it are root's; otherwise
+    its source is "unverified", and a verified job of any kind wins over it.  Without
+    `root` the text alone is parsed (recorded cgroup contents); `read_job` always checks."""
     best: Job | None = None
-    seen: set[str] = set()
-    for _, path in parse_cgroup_file(text):
-        if path in seen:
+    seen: set[tuple[str, str]] = set()
+    for controllers, path in parse_cgroup_file(text):
+        if (controllers, path) in seen:
             continue
-        seen.add(path)
-        job = job_from_path(path)
-        if job is not None and (best is None or _RANK[job.kind] > _RANK[best.kind]):
+        seen.add((controllers, path))
+        segs = [s for s in path.split("/") if s]
+        found = _parse_path(segs)
+        if found is None:
+            continue
+        job, depth = found
+        if root is not None and depth and not _owned_by_root(_hierarchy(controllers, root), segs, depth):
+            job = replace(job, source="unverified")
+        if best is None or (trusted(job), _RANK[job.kind]) > (trusted(best), _RANK[best.kind]):
             best = job
     return best
 
@@ -192,24 +262,22 @@ def parse_environ(data: bytes) -> dict[str, str]:
     return out
 
 
+def _number(value: str | None) -> str | None:
+    """The value when it is ASCII digits, else None."""
+    return value if value and _DIGITS.fullmatch(value) else None
+
+
 def job_from_environ(env: Mapping[str, str], job: Job | None) -> Job | None:
     """Add what the environment says to the cgroup's job: a Slurm step's array task (and
     the job itself where Slurm's cgroup plugins are not in use); a pod's name and namespace
     from the downward-API variables, only inside Kubernetes and only for a pod.  A Slurm
     job id in the environment that disagrees with the cgroup's is ignored."""
-    slurm_id = env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID")
-    step = env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID")
-    array = None
-    if env.get("SLURM_ARRAY_JOB_ID") and env.get("SLURM_ARRAY_TASK_ID"):
-        array = f"{env['SLURM_ARRAY_JOB_ID']}_{env['SLURM_ARRAY_TASK_ID']}"
-    if job is None and slurm_id and slurm_id.isdigit():
-        return Job(
-            "slurm",
-            slurm_id,
-            step=step if step and step.isdigit() else None,
-            array=array,
-            source="environment",
-        )
+    slurm_id = _number(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"))
+    step = _number(env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
+    array_job, task = _number(env.get("SLURM_ARRAY_JOB_ID")), _number(env.get("SLURM_ARRAY_TASK_ID"))
+    array = f"{array_job}_{task}" if array_job and task else None
+    if job is None and slurm_id:
+        return Job("slurm", slurm_id, step=step, array=array, source="environment")
     if job is not None and job.kind == "slurm" and array and job.id == slurm_id:
         return replace(job, array=array)
     if job is not None and job.kind == "pod" and env.get("KUBERNETES_SERVICE_HOST"):
@@ -342,11 +410,12 @@ def with_names(job: Job | None) -> Job | None:
 
 
 def read_job(pid: int, proc: str = "/proc") -> Job | None:
-    """The job of a live process: its cgroup, then its environment where readable (root, or
-    the same user), then its runtime's names.  Blocking; a few small reads."""
+    """The job of a live process: its cgroup (a Slurm job or pod checked against the
+    owners of its directories under CGROUP_ROOT), then its environment where readable
+    (root, or the same user), then its runtime's names.  Blocking; a few small reads."""
     try:
         with open(f"{proc}/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
-            job = job_from_cgroup(f.read())
+            job = job_from_cgroup(f.read(), CGROUP_ROOT)
     except OSError:
         job = None
     try:
@@ -396,7 +465,10 @@ CONTAINER_KINDS = frozenset(_RUNTIME_LABEL)
 
 def exporter_labels(job: Job | None) -> dict[str, str]:
     """dcgm-exporter's label names for a process's pod (`pod`, `namespace`, `container`),
-    plus `slurm_job`; "" where unknown (a label is always present, so series keep one shape)."""
+    plus `slurm_job`; "" where unknown or unverified (a label is always present, so series
+    keep one shape)."""
+    if job is not None and job.source == "unverified":
+        job = None  # a user's lookalike path: never published as the job it imitates
     pod = job is not None and job.kind == "pod"
     container = ""
     if job is not None:
@@ -414,9 +486,20 @@ def exporter_labels(job: Job | None) -> dict[str, str]:
 def job_label(job: Job | None) -> str:
     """The JOB column: `slurm 48213.0`, `slurm 48200_3.batch`, `pod ns/name` (or the pod
     UID's start when its name is not readable), `docker 3f2a8b9c1d2e` (or the name),
-    `unit foo.service`, `session 3`; "" for none.  Untrusted: pass through the literal filter."""
+    `unit foo.service`, `session 3`; "" for none.  A Slurm job or pod whose cgroup
+    directories are not root's ends in " (unverified)", one read from the process's own
+    environment in " (env)".  Untrusted: pass through the literal filter."""
     if job is None:
         return ""
+    return _label(job) + _SOURCE_MARK.get(job.source, "")
+
+
+_SOURCE_MARK = {"unverified": " (unverified)", "environment": " (env)"}
+"""What a job that is not its cgroup's verified word carries in its label: never the same
+text as the real job's, so never in its group, filter or exporter series."""
+
+
+def _label(job: Job) -> str:
     if job.kind == "slurm":
         ident = job.array or job.id
         return f"slurm {ident}.{job.step}" if job.step else f"slurm {ident}"
@@ -433,7 +516,11 @@ def job_facts(job: Job | None) -> list[tuple[str, str]]:
     """(label, value) lines for the detail view: everything known about the job."""
     if job is None:
         return [("job", "none found (no Slurm, Kubernetes or container cgroup; see README)")]
-    out = [("job", job_label(job) + ("  (from its environment)" if job.source == "environment" else ""))]
+    out = [("job", job_label(job))]
+    if job.source == "environment":
+        out.append(("verified", "no: read from the process's own environment"))
+    elif job.source == "unverified":
+        out.append(("verified", "no: its cgroup directories are not root's (anyone can name one so)"))
     if job.kind == "slurm":
         out.append(("slurm job", job.id + (f", array task {job.array}" if job.array else "")))
         if job.step:

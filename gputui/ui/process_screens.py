@@ -105,12 +105,16 @@ class SignalDialog(ModalScreen[bool]):
         Binding("n,escape", "answer(False)", "Cancel", key_display="n/esc", tooltip="Send nothing"),
     ]
 
-    def __init__(self, targets: list[SignalTarget], sig: str, job: str | None = None) -> None:
+    def __init__(
+        self, targets: list[SignalTarget], sig: str, job: str | None = None, left_out: list[str] | None = None
+    ) -> None:
         super().__init__()
         self.targets = targets
         self.sig = sig
         self.job = job
         """A whole job's title (its launcher), or None for the selected processes."""
+        self.left_out = left_out or []
+        """In a whole job: the processes in it that are not signalled, each with why."""
 
     def compose(self) -> ComposeResult:
         n = len(self.targets)
@@ -158,6 +162,13 @@ class SignalDialog(ModalScreen[bool]):
             yield Static(title, id="title")
             with VerticalScroll(id="targets"):
                 yield Static(table)
+            if self.left_out:
+                lines = "\n".join(literal(fit(line, 200)) for line in self.left_out[:20])
+                more = f"\n… and {len(self.left_out) - 20} more" if len(self.left_out) > 20 else ""
+                yield Static(
+                    Text(f"Not signalled, though in the job:\n{lines}{more}", style="bold yellow"),
+                    id="left-out",
+                )
             yield Static(note, id="note")
             with Horizontal():
                 yield Button(f"Send SIG{self.sig} (y)", variant="error", id="send")

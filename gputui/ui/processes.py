@@ -517,14 +517,14 @@ class ProcessesPane(Pane):
         assert lp is not None
         title = f"{lp.kind} (PID {lp.pid})"
         if members.problem is not None:
-            self.notify(members.problem, severity="warning", timeout=8)
+            self.notify(clean(members.problem), severity="warning", timeout=8, markup=False)
             return
         sig = signal_number(name)
         ready: list[SignalTarget] = []
         for m, p in pinned:
             if p.problem is not None:
                 refused = dataclasses.replace(p.problem, signal=sig)
-                self.notify(refused.message, severity="warning", timeout=8)
+                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)
                 self._record([refused], time.monotonic())
                 continue
             rows = [r for r in self.all_rows if r.proc.pid == m.identity.pid]
@@ -559,7 +559,8 @@ class ProcessesPane(Pane):
                     if t.pinned is not None:
                         t.pinned.close()
 
-        self.app.push_screen(SignalDialog(ready, name, job=title), answered)
+        left_out = [f"PID {m.identity.pid} ({m.identity.name or '?'}) {m.why}" for m in members.left_out]
+        self.app.push_screen(SignalDialog(ready, name, job=title, left_out=left_out), answered)
 
     @work(thread=True, exit_on_error=False, group="signals")
     def _send(self, targets: list[SignalTarget], sig: int) -> None:
