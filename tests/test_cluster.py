@@ -153,15 +153,15 @@ def dcgm_exposition(snap: Snapshot, devices: tuple[DeviceInfo, ...], hostname: s
             f'container="trainer",namespace="team-a",pod="llm-{k}"'
         )
         for fname, _typ, _help in metrics:
-            if fname in by_field:
+            if fname.startswith("DCGM_FI_PROF_"):  # (the recording has no GPM: made up from util)
+                value = repr(round(0.01 * (g.gpu_util or 0), 4))
+            elif fname in by_field:
                 read, e = by_field[fname]
                 v = read(g)
                 v = None if v is None else e.convert(v)
                 value = "9223372036854775794" if v is None else repr(float(v))  # DCGM's blank
             elif fname == "DCGM_FI_DEV_XID_ERRORS":
                 value = "0"
-            elif fname.startswith("DCGM_FI_PROF_"):
-                value = repr(round(0.01 * (g.gpu_util or 0), 4))
             else:
                 value = "9223372036854775794"
             lines.append(f"{fname}{{{labels}}} {value}")
@@ -197,8 +197,11 @@ def test_dcgm_exporter_default_set_maps_onto_the_model():
 
 
 def test_every_exported_gpu_metric_maps_back():
+    """Every per-GPU family `gputui export` writes is read back by the cluster view: a
+    GpuSample field, or (DCGM_FI_PROF_*) a GPM figure."""
     exported = {e.name for _, e in GPU_EXPORTS}
-    assert exported - set(SAMPLE_FIELDS) == set()
+    assert exported - set(SAMPLE_FIELDS) - set(GPM_BY_NAME) == set()
+    assert {n for n in exported if n.startswith("DCGM_FI_PROF_")} == set(GPM_BY_NAME)
 
 
 def expected(rec: GpuSample, dev: DeviceInfo) -> dict[str, object]:
@@ -300,11 +303,13 @@ def test_gpm_figures_round_trip_from_a_real_gpm_recording():
                 continue
             assert got.sample.gpm is not None
             for m in GPM_BY_NAME.values():
-                want = getattr(w, m.field)
-                have = getattr(got.sample.gpm, m.field)
-                assert (have is None) == (want is None), m.field
+                assert m.gpm is not None
+                figure = m.gpm.figure
+                want = getattr(w, figure)
+                have = getattr(got.sample.gpm, figure)
+                assert (have is None) == (want is None), figure
                 if want is not None:
-                    assert have == pytest.approx(want, abs=1e-9 if m.unit == "%" else 1), m.field
+                    assert have == pytest.approx(want, abs=1e-9 if m.unit == "%" else 1), figure
             checked += 1
     assert checked > 10
 
@@ -745,9 +750,11 @@ def test_the_drill_in_history_reads_every_gpm_figure_into_its_own_series():
     """Each DCGM_FI_PROF_* series feeds the history series of that GPM figure, GPM's PCIe
     bytes included (not NVML's PCIe throughput series of the same field name)."""
     from gputui.cluster.sources import HISTORY_SERIES
-    from gputui.telemetry.gpm import METRICS
     from gputui.telemetry.history import HISTORY
+    from gputui.telemetry.metrics import GPM_METRICS
 
-    series = {m.gpm: m.field for m in HISTORY if m.gpm is not None}
-    for m in METRICS:
-        assert HISTORY_SERIES[m.dcgm][0] == series[m.field], m.dcgm
+    series = {m.gpm.figure: m.field for m in HISTORY if m.gpm is not None}
+    assert len(series) == len(GPM_METRICS) == 15
+    for m in GPM_METRICS:
+        assert m.gpm is not None and m.prometheus is not None
+        assert HISTORY_SERIES[m.prometheus.name][0] == series[m.gpm.figure], m.prometheus.name

@@ -484,19 +484,18 @@ def test_the_detail_view_draws_every_chart_from_the_history() -> None:
 
 
 def test_every_gpm_figure_is_kept_in_history_offered_as_a_sparkline_and_charted() -> None:
-    """Each of GPM's figures (gpm.METRICS: graphics engine, SM, occupancy, tensor any / HMMA /
+    """Each of GPM's figures (the registry's GPM_READS: graphics engine, SM, occupancy, tensor any / HMMA /
     IMMA / DFMA, DRAM, the FP pipes, PCIe and NVLink bytes) is a history series, a card
     sparkline choice and a line in a detail chart.  On the real H100 run the bf16 matmul is
     HMMA work, the float32 one is not, and GPM's PCIe counters saw the host's traffic."""
     from gpm_support import BF16, FP32, h100_ticks, phase_ticks
 
-    from gputui.telemetry.gpm import METRICS
     from gputui.telemetry.history import HISTORY, History
-    from gputui.telemetry.metrics import CARD_CHARTS
+    from gputui.telemetry.metrics import CARD_CHARTS, GPM_READS
     from gputui.ui.detail_lines import chart_metrics
 
-    by_gpm = {m.gpm: m for m in HISTORY if m.gpm is not None}
-    assert set(by_gpm) == {m.field for m in METRICS}
+    by_gpm = {m.gpm.figure: m for m in HISTORY if m.gpm is not None}
+    assert set(by_gpm) == {r.figure for r in GPM_READS}
     assert {m.key for m in by_gpm.values()} <= set(CARD_CHARTS)
     assert {m.field for m in by_gpm.values()} <= set(chart_metrics())
     history = History()

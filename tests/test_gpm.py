@@ -30,7 +30,8 @@ from gpm_support import (
 from test_nvml import Fail, ScriptedNvmlLib
 
 from gputui.telemetry import gpm as gpm_module
-from gputui.telemetry.gpm import METRICS, GpmSampler
+from gputui.telemetry.gpm import GpmSampler
+from gputui.telemetry.metrics import GPM_READS as METRICS
 from gputui.telemetry.model import GpmSample
 from gputui.telemetry.nvml import GpuLost, Nvml
 from gputui.telemetry.recording import read_recording
@@ -142,7 +143,7 @@ def recorded_window(name: str) -> GpmSample:
 def raw_values(w: GpmSample) -> dict[int, float]:
     """What nvmlGpmMetricsGet returned for a recorded window: percent as is, MiB/s (NVML's
     unit for throughput, nvml.h)."""
-    return {m.metric_id: getattr(w, m.field) / (2**20 if m.unit == "B/s" else 1) for m in METRICS}
+    return {m.metric_id: getattr(w, m.figure) / (2**20 if m.unit == "B/s" else 1) for m in METRICS}
 
 
 def gpm_lib(values: dict[int, float], *, errors: tuple[int, ...] = (), **overrides: Any) -> ScriptedNvmlLib:
@@ -180,7 +181,7 @@ def test_a_window_needs_two_samples_and_gives_nvmls_figures_in_our_units() -> No
     got = sampler.sample(0, "h0", architecture="Hopper", arch_code=9)
     assert got is not None and got.unavailable is None
     for m in METRICS:
-        assert getattr(got, m.field) == pytest.approx(getattr(recorded, m.field), abs=1), m.field
+        assert getattr(got, m.figure) == pytest.approx(getattr(recorded, m.figure), abs=1), m.figure
     assert isinstance(got.pcie_rx, int) and got.pcie_rx > 2**20  # bytes/s, not MiB/s
     assert sampler.cost.sample_get_s and sampler.cost.metrics_get_s
 

@@ -54,8 +54,8 @@ def tick_of(path: Path, seq: int) -> Any:
 
 
 BAD = [
-    ({"sm_active": -50.0}, "SM activity -50"),
-    ({"tensor_active": 1e18}, "tensor activity 1e+18"),
+    ({"sm_active": -50.0}, "SM active -50"),
+    ({"tensor_active": 1e18}, "tensor (any) 1e+18"),
     ({"dram_active": 100.01}, "DRAM bandwidth 100.01"),
     ({"pcie_rx": -5}, "PCIe RX -5"),
 ]
@@ -110,7 +110,7 @@ def test_the_cards_and_the_detail_view_show_na_with_the_reason(tmp_path):
     for text in (cards, detail):
         assert "1000000000000000000" not in text
         assert "-50%" not in text and "-50.0%" not in text
-    assert "impossible figures" in detail and "SM activity 1e+18 %" in detail
+    assert "impossible figures" in detail and "SM active 1e+18 %" in detail
 
 
 def test_the_exporter_publishes_no_impossible_figure(tmp_path):
@@ -131,7 +131,7 @@ def test_the_snapshot_says_why(tmp_path):
     assert r.returncode == 0, r.stderr
     gpu = json.loads(r.stdout)["gpus"][0]
     assert gpu["gpm.sm_active"] is None and gpu["gpm.fp32_active"] is None
-    assert "SM activity -50" in gpu["gpm.unavailable"]
+    assert "SM active -50" in gpu["gpm.unavailable"]
 
 
 # ---- the live sampler: the same rule for what NVML hands over ----------------------------
@@ -140,8 +140,8 @@ def test_the_snapshot_says_why(tmp_path):
 @pytest.mark.parametrize(
     ("metric_id", "value", "named"),
     [
-        (2, -50.0, "SM activity -50"),
-        (5, 1e16, "tensor activity 1e+16"),
+        (2, -50.0, "SM active -50"),
+        (5, 1e16, "tensor (any) 1e+16"),
         (10, 100.6, "DRAM bandwidth 100.6"),
         (21, -1.0, "PCIe RX"),
         (21, math.inf, "PCIe RX"),
@@ -172,7 +172,7 @@ def test_invalid_reason_checks_mig_instances_too():
     bad = GpmSample(window=2.0, sm_active=150.0, gpu_instance_id=2)
     assert invalid_reason(good) is None
     reason = invalid_reason(bad)
-    assert reason is not None and "SM activity 150" in reason
+    assert reason is not None and "SM active 150" in reason
     assert invalid_reason(GpmSample(unavailable="MIG is on", mig=(good,))) is None
 
 
@@ -198,4 +198,4 @@ def test_a_cluster_scrape_with_impossible_ratios_is_na_with_the_reason():
     (got,) = build_gpus("n1", ((s.name, s.labels, s.value) for s in e.samples), LabelMap())
     w = got.sample.gpm
     assert w is not None and w.sm_active is None
-    assert w.unavailable is not None and "SM activity -50 %" in w.unavailable
+    assert w.unavailable is not None and "SM active -50 %" in w.unavailable

@@ -17,12 +17,22 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.telemetry.alerts import IdleRule
-from gputui.telemetry.gpm import METRICS as GPM_METRICS
-from gputui.telemetry.gpm import GpmMetric, checked
+from gputui.telemetry.gpm import checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
 from gputui.telemetry.hints import REMEDIES, Hint
 from gputui.telemetry.metrics import FB_TOTAL as FB_TOTAL_EXPORT
-from gputui.telemetry.metrics import GPU_LOST, GPU_METRICS, GPU_PROCESSES, MIB, PROCESS_METRICS, Export, Per
+from gputui.telemetry.metrics import (
+    GPM_METRICS,
+    GPU_LOST,
+    GPU_METRICS,
+    GPU_PROCESSES,
+    MIB,
+    PROCESS_METRICS,
+    Export,
+    GpuMetric,
+    Per,
+    Ratio,
+)
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
 
 DCGM_BLANK = float(2**47)
@@ -54,7 +64,7 @@ def _reader(field_name: str, export: Export) -> Callable[[float], Any]:
 
 def _sample_fields() -> dict[str, tuple[str, Callable[[float], Any]]]:
     out: dict[str, tuple[str, Callable[[float], Any]]] = {}
-    exports = [(m.field, m.prometheus) for m in GPU_METRICS if m.prometheus is not None]
+    exports = [(m.field, m.prometheus) for m in GPU_METRICS if m.prometheus is not None and m.gpm is None]
     for field_name, export in [*exports, ("lost", GPU_LOST)]:
         for name in (export.name, *export.aliases):
             out[name] = (field_name, _reader(field_name, export))
@@ -72,15 +82,21 @@ _fb_total_bytes = FB_TOTAL_EXPORT.convert.undo
 PROCESSES = GPU_PROCESSES.name
 PROCESS_MEMORY = next(m.prometheus.name for m in PROCESS_METRICS if m.attr == "gpu_memory" and m.prometheus)
 """`gputui export`'s per-process series (labels pid, process_name, user, type)."""
-GPM_BY_NAME: dict[str, GpmMetric] = {m.dcgm: m for m in GPM_METRICS}
-"""DCGM's profiling ("DCP") metrics, DCGM_FI_PROF_*: gputui's GPM figures under dcgm-exporter's
-names (gputui/telemetry/gpm.py's table); the `_ACTIVE` ones are ratios 0-1 there."""
+GPM_BY_NAME: dict[str, GpuMetric] = {
+    name: m
+    for m in GPM_METRICS
+    if m.prometheus is not None
+    for name in (m.prometheus.name, *m.prometheus.aliases)
+}
+"""DCGM's profiling ("DCP") metrics, DCGM_FI_PROF_*: the registry's GPM figures under
+dcgm-exporter's names; the `_ACTIVE` ones are ratios 0-1 there."""
 
 
-def gpm_value(m: GpmMetric, value: float) -> float:
-    """A DCGM_FI_PROF_* value in `GpmSample`'s unit: the `_ACTIVE` ratios 0-1 as percent, the
-    byte rates as they are."""
-    return value * 100.0 if m.unit == "%" else round(value)
+def gpm_value(m: GpuMetric, value: float) -> float:
+    """A DCGM_FI_PROF_* value in `GpmSample`'s unit: the export's conversion undone (the
+    `_ACTIVE` ratios 0-1 as percent), the byte rates as whole bytes."""
+    convert = m.prometheus.convert if m.prometheus is not None else None
+    return convert.undo(value) if isinstance(convert, Ratio) else round(value)
 
 
 HINT = "gputui_gpu_efficiency_hint"
@@ -113,7 +129,7 @@ LIST_WANTED: tuple[str, ...] = (
         }
     ),
     FB_TOTAL,
-    *(name for name, m in GPM_BY_NAME.items() if m.field == "tensor_active"),
+    *(name for name, m in GPM_BY_NAME.items() if m.key == "tensor_active"),
 )
 
 
@@ -286,7 +302,9 @@ def _to_gpu(host: str, g: _Gpu, lm: LabelMap) -> ClusterGpu:
     for name, (attr, conv) in SAMPLE_FIELDS.items():
         if name in v:
             fields[attr] = conv(v[name])
-    gpm: dict[str, Any] = {m.field: gpm_value(m, v[name]) for name, m in GPM_BY_NAME.items() if name in v}
+    gpm: dict[str, Any] = {
+        m.gpm.figure: gpm_value(m, v[name]) for name, m in GPM_BY_NAME.items() if name in v and m.gpm
+    }
     if gpm:
         fields["gpm"] = checked(GpmSample(**gpm))  # impossible figures: N/A with the reason
     xid = fields.get("xid_last")

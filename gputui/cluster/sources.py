@@ -46,10 +46,9 @@ def _history_series() -> dict[str, tuple[str, Callable[[float], Any]]]:
     exported names, GPM's figures by dcgm-exporter's DCGM_FI_PROF_* names."""
     fields = {m.field for m in HISTORY if m.gpm is None}
     out = {name: (attr, conv) for name, (attr, conv) in SAMPLE_FIELDS.items() if attr in fields}
-    gpm_series = {m.gpm: m.field for m in HISTORY if m.gpm is not None}
     for name, gm in GPM_BY_NAME.items():
-        if gm.field in gpm_series:
-            out[name] = (gpm_series[gm.field], functools.partial(gpm_value, gm))
+        if gm.history:
+            out[name] = (gm.field, functools.partial(gpm_value, gm))
     return out
 
 

@@ -32,7 +32,6 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
-from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.jobs import exporter_labels
 from gputui.telemetry.metrics import (
@@ -59,30 +58,14 @@ PROCESS_LABELS = (
 
 
 #: Per-GPU families: the registry's quantities that have a /metrics name, dcgm-exporter's
-#: first where it has them (gputui/telemetry/metrics.py).
+#: first where it has them (gputui/telemetry/metrics.py); GPM's under DCGM's DCP names, the
+#: _ACTIVE ones as ratios 0-1, no series where GPM is unavailable (never a 0).
 GPU_EXPORTS: tuple[tuple[Callable[[GpuSample], Any], Export], ...] = tuple(
     (m.value, m.prometheus) for m in GPU_METRICS if m.prometheus is not None
 )
 #: Per-process families.
 PROCESS_EXPORTS: tuple[tuple[ProcessMetric, Export], ...] = tuple(
     (m, m.prometheus) for m in PROCESS_METRICS if m.prometheus is not None
-)
-
-
-def _gpm(field: str, scale: float) -> Callable[[GpuSample], float | None]:
-    def get(g: GpuSample) -> float | None:
-        w = g.activity
-        v = None if w is None else getattr(w, field)
-        return None if v is None else v * scale
-
-    return get
-
-
-#: GPM activity (gputui/telemetry/gpm.py's table) under dcgm-exporter's DCP names and units:
-#: the _ACTIVE ones as ratios 0-1, PCIe and NVLink in bytes per second.  No series where GPM
-#: is unavailable (never a 0).
-GPM_EXPORTS: tuple[tuple[Callable[[GpuSample], Any], Export], ...] = tuple(
-    (_gpm(m.field, 0.01 if m.unit == "%" else 1.0), Export(m.dcgm, "gauge", m.help)) for m in GPM_FIGURES
 )
 
 
@@ -134,7 +117,7 @@ def build_families(
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
     out: list[Metric] = []
-    for read, e in GPU_EXPORTS + GPM_EXPORTS:
+    for read, e in GPU_EXPORTS:
         fam = _family(e.name, e.help, e.type)
         for d, g in gpus:
             v = None if g.lost else read(g)

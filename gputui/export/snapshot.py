@@ -22,9 +22,8 @@ from typing import Any
 
 from gputui import __version__
 from gputui.rules import iso_utc
-from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.jobs import CONTAINER_KINDS, job_label
-from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
+from gputui.telemetry.metrics import GPM_METRICS, GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -138,14 +137,6 @@ def _reason_names(c: Ctx) -> str | None:
     return None if v is None else ";".join(decode_clock_events(v))
 
 
-def _gpm(field: str) -> Callable[[Ctx], Any]:
-    def get(c: Ctx) -> Any:
-        w = c.gpu.activity if c.gpu is not None else None
-        return None if w is None else getattr(w, field)
-
-    return get
-
-
 NO_WINDOW_LIVE = "not measured: no GPM window closed before this snapshot (a window needs two GPM samples)"
 NO_WINDOW_REPLAY = "not in the recording at this tick (made without GPM, or before its first GPM window)"
 
@@ -163,23 +154,22 @@ def _gpm_unavailable(c: Ctx) -> str | None:
     return w.unavailable
 
 
+def _sample_field(m: GpuMetric, s: Smi) -> Field:
+    """A GPU quantity of the registry as a snapshot field."""
+    convert = s.convert
+
+    def get(c: Ctx) -> Any:
+        v = None if c.gpu is None or c.gpu.lost else m.value(c.gpu)
+        return v if v is None or convert is None else convert(v)
+
+    doc = m.doc if m.prometheus is None or m.gpm is None else f"{m.doc} ({m.prometheus.name})"
+    return Field(s.name, s.kind, s.unit, doc, get, smi=not s.own, decimals=s.decimals,
+                 aliases=s.aliases, slow=s.slow, window=s.window,
+                 dev=("architecture",) if s.window else ())  # fmt: skip
+
+
 GPM_FIELDS: tuple[Field, ...] = (
-    *(
-        Field(
-            f"gpm.{m.field}",
-            "number" if m.unit == "%" else "integer",
-            m.unit,
-            f"GPM: {m.help[0].lower()}{m.help[1:].rstrip('.')} ({m.dcgm}; percent here)"
-            if m.unit == "%"
-            else f"GPM: {m.help[0].lower()}{m.help[1:].rstrip('.')} ({m.dcgm})",
-            _gpm(m.field),
-            smi=False,
-            slow=True,
-            window=True,
-            dev=("architecture",),
-        )
-        for m in GPM_FIGURES
-    ),
+    *(_sample_field(m, m.snapshot) for m in GPM_METRICS if m.snapshot is not None),
     Field("gpm.unavailable", "string", "", "why GPM gives no figures for this GPU (null: measured)",
           _gpm_unavailable, smi=False, slow=True, window=True, dev=("architecture",)),
 )  # fmt: skip
@@ -244,23 +234,11 @@ _COMPOSED: tuple[Field, ...] = (
 )  # fmt: skip
 
 
-def _sample_field(m: GpuMetric, s: Smi) -> Field:
-    """A GPU quantity of the registry as a snapshot field."""
-    convert = s.convert
-
-    def get(c: Ctx) -> Any:
-        v = None if c.gpu is None or c.gpu.lost else m.value(c.gpu)
-        return v if v is None or convert is None else convert(v)
-
-    return Field(s.name, s.kind, s.unit, m.doc, get, smi=not s.own, decimals=s.decimals,
-                 aliases=s.aliases, slow=s.slow)  # fmt: skip
-
-
 #: Identity, the registry's quantities (gputui/telemetry/metrics.py), static limits, and
 #: gputui's composed fields.
 GPU_FIELDS: tuple[Field, ...] = (
     *_HEAD,
-    *(_sample_field(m, m.snapshot) for m in GPU_METRICS if m.snapshot is not None),
+    *(_sample_field(m, m.snapshot) for m in GPU_METRICS if m.snapshot is not None and m.gpm is None),
     *_STATIC,
     *_COMPOSED,
 )

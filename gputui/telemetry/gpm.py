@@ -8,8 +8,9 @@ per GPU on NvmlSource's slow cadence and turns each pair of samples into a `GpmS
 `nvmlGpmMigSampleGet` when MIG is on.  Where GPM cannot be read the sample says why
 (`GpmSample.unavailable`), never a 0.
 
-`METRICS` is the one table of the figures: NVML's metric id, the GpmSample field, its label
-and unit, and the dcgm-exporter name and help text the exporter publishes it under.
+Which figures it asks NVML for is the metric registry's business: every `GpuMetric` with a
+`GpmRead` (gputui/telemetry/metrics.py, `GPM_READS`: NVML's metric id, the GpmSample field,
+its unit), where its label, snapshot field and dcgm-exporter name live too.
 No pynvml import here: the sampler is handed `Nvml` (gputui.telemetry.nvml).
 """
 
@@ -22,96 +23,25 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from gputui.telemetry.metrics import GPM_READS
 from gputui.telemetry.model import GpmSample
 
 if TYPE_CHECKING:
     from gputui.telemetry.nvml import Nvml
-
-MIB = 2**20
-
-
-@dataclass(frozen=True)
-class GpmMetric:
-    """One GPM figure."""
-
-    field: str
-    """The GpmSample field it fills."""
-    metric_id: int
-    """NVML_GPM_METRIC_* (nvml.h; stable)."""
-    label: str
-    """Short label on screen."""
-    unit: str
-    """"%" (0-100 in GpmSample) or "B/s"."""
-    scale: float
-    """NVML's value times this gives the field's unit (NVML gives MiB/s for throughput)."""
-    dcgm: str
-    """dcgm-exporter's name (DCGM_FI_PROF_*): `_ACTIVE` ones are ratios 0-1 there."""
-    help: str
-    """dcgm-exporter's help text."""
-
-
-METRICS: tuple[GpmMetric, ...] = (
-    GpmMetric("graphics_active", 1, "GR", "%", 1.0, "DCGM_FI_PROF_GR_ENGINE_ACTIVE",
-              "Ratio of time the graphics engine is active."),
-    GpmMetric("sm_active", 2, "SM", "%", 1.0, "DCGM_FI_PROF_SM_ACTIVE",
-              "The ratio of cycles an SM has at least 1 warp assigned."),
-    GpmMetric("sm_occupancy", 3, "OCC", "%", 1.0, "DCGM_FI_PROF_SM_OCCUPANCY",
-              "The ratio of number of warps resident on an SM."),
-    GpmMetric("tensor_active", 5, "TENSOR", "%", 1.0, "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE",
-              "Ratio of cycles any tensor pipe is active."),
-    GpmMetric("tensor_hmma_active", 7, "HMMA", "%", 1.0, "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE",
-              "Ratio of cycles the tensor (HMMA) pipe is active."),
-    GpmMetric("tensor_imma_active", 9, "IMMA", "%", 1.0, "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE",
-              "Ratio of cycles the integer tensor (IMMA) pipe is active."),
-    GpmMetric("tensor_dfma_active", 6, "DFMA", "%", 1.0, "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE",
-              "Ratio of cycles the FP64 tensor (DFMA) pipe is active."),
-    GpmMetric("dram_active", 10, "DRAM", "%", 1.0, "DCGM_FI_PROF_DRAM_ACTIVE",
-              "Ratio of cycles the device memory interface is active sending or receiving data."),
-    GpmMetric("fp64_active", 11, "FP64", "%", 1.0, "DCGM_FI_PROF_PIPE_FP64_ACTIVE",
-              "Ratio of cycles the fp64 pipes are active."),
-    GpmMetric("fp32_active", 12, "FP32", "%", 1.0, "DCGM_FI_PROF_PIPE_FP32_ACTIVE",
-              "Ratio of cycles the fp32 pipes are active."),
-    GpmMetric("fp16_active", 13, "FP16", "%", 1.0, "DCGM_FI_PROF_PIPE_FP16_ACTIVE",
-              "Ratio of cycles the fp16 pipes are active."),
-    GpmMetric("pcie_tx", 20, "PCIe TX", "B/s", MIB, "DCGM_FI_PROF_PCIE_TX_BYTES",
-              "The rate of data transmitted over the PCIe bus - including both protocol headers "
-              "and data payloads - in bytes per second."),
-    GpmMetric("pcie_rx", 21, "PCIe RX", "B/s", MIB, "DCGM_FI_PROF_PCIE_RX_BYTES",
-              "The rate of data received over the PCIe bus - including both protocol headers "
-              "and data payloads - in bytes per second."),
-    GpmMetric("nvlink_rx", 60, "NVLink RX", "B/s", MIB, "DCGM_FI_PROF_NVLINK_RX_BYTES",
-              "The rate of data received over NVLink, not including protocol headers, "
-              "in bytes per second."),
-    GpmMetric("nvlink_tx", 61, "NVLink TX", "B/s", MIB, "DCGM_FI_PROF_NVLINK_TX_BYTES",
-              "The rate of data transmitted over NVLink, not including protocol headers, "
-              "in bytes per second."),
-)  # fmt: skip
-
-METRIC_BY_FIELD = {m.field: m for m in METRICS}
-
-NAMES = {
-    "graphics_active": "engine activity", "sm_active": "SM activity", "sm_occupancy": "SM occupancy",
-    "tensor_active": "tensor activity", "tensor_hmma_active": "tensor HMMA activity",
-    "tensor_imma_active": "tensor IMMA activity", "tensor_dfma_active": "tensor DFMA activity",
-    "dram_active": "DRAM bandwidth", "fp64_active": "FP64 pipe activity",
-    "fp32_active": "FP32 pipe activity", "fp16_active": "FP16 pipe activity",
-    "pcie_tx": "PCIe TX", "pcie_rx": "PCIe RX", "nvlink_rx": "NVLink RX", "nvlink_tx": "NVLink TX",
-}  # fmt: skip
-"""Each figure's name in a reason ("SM activity -50 %")."""
 
 
 def invalid_reason(w: GpmSample) -> str | None:
     """Why `w`'s own figures cannot be true, or None: an activity outside 0-100 %, a byte
     rate below 0 or not finite.  (A MIG sample's instances are checked by `checked`.)"""
     bad = []
-    for m in METRICS:
-        v = getattr(w, m.field)
+    for m in GPM_READS:
+        v = getattr(w, m.figure)
         if v is None:
             continue
         # NaN fails both comparisons: invalid too
         ok = 0.0 <= v <= 100.0 if m.unit == "%" else (math.isfinite(v) and v >= 0)
         if not ok:
-            bad.append(f"{NAMES[m.field]} {v:g} {m.unit}")
+            bad.append(f"{m.name} {v:g} {m.unit}")
     if not bad:
         return None
     return f"GPM gave impossible figures ({', '.join(bad)}; activity is 0-100 %, rates 0 or more)"
@@ -334,10 +264,10 @@ class GpmSampler:
     def _figures(self, i: int, first: Any, second: Any, window: float, gi: int | None) -> GpmSample:
         get = self._get
         get.version = _METRICS_GET_VERSION
-        get.numMetrics = len(METRICS)
+        get.numMetrics = len(GPM_READS)
         get.sample1 = ctypes.cast(first, ctypes.c_void_p).value
         get.sample2 = ctypes.cast(second, ctypes.c_void_p).value
-        for k, m in enumerate(METRICS):
+        for k, m in enumerate(GPM_READS):
             get.metrics[k].metricId = m.metric_id
             get.metrics[k].nvmlReturn = 0
             get.metrics[k].value = 0.0
@@ -347,15 +277,15 @@ class GpmSampler:
         if code is not None:
             return GpmSample(unavailable=self._failure(code, "nvmlGpmMetricsGet"), gpu_instance_id=gi)
         values: dict[str, Any] = {}
-        for k, m in enumerate(METRICS):
+        for k, m in enumerate(GPM_READS):
             entry = get.metrics[k]
             if entry.nvmlReturn != 0 or entry.value != entry.value:  # an error, or NaN
                 continue
             v = entry.value * m.scale
             if m.unit == "%":
-                values[m.field] = round(v, 2) + 0.0  # (+ 0.0: -0.004 is 0, not "-0")
+                values[m.figure] = round(v, 2) + 0.0  # (+ 0.0: -0.004 is 0, not "-0")
             else:
-                values[m.field] = round(v) if math.isfinite(v) else v
+                values[m.figure] = round(v) if math.isfinite(v) else v
         return checked(GpmSample(window=round(window, 3), gpu_instance_id=gi, **values))
 
     # ---- cleanup ----------------------------------------------------------------------

@@ -30,7 +30,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from gputui.telemetry.gpm import METRIC_BY_FIELD
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample
 
 MIB = 2**20
@@ -79,6 +78,9 @@ class Smi:
     aliases: tuple[str, ...] = ()
     slow: bool = False
     """Sampled on NVML's slow cadence: a single live snapshot must wait for it."""
+    window: bool = False
+    """Measured over a window between two slow passes (GPM): a single live snapshot waits
+    for the second pass."""
 
 
 class Per:
@@ -101,8 +103,36 @@ def per(divisor: int) -> Per:
     return Per(divisor)
 
 
-def as_ratio(percent: Any) -> float:
-    return float(percent) / 100.0
+class Ratio:
+    """Percent to a ratio 0-1 (DCGM's _ACTIVE fields); `undo` goes back."""
+
+    __slots__ = ()
+
+    def __call__(self, percent: Any) -> float:
+        return float(percent) / 100.0
+
+    def undo(self, v: float) -> float:
+        return v * 100.0
+
+
+as_ratio = Ratio()
+
+
+@dataclass(frozen=True, slots=True)
+class GpmRead:
+    """How a GPM figure is read (gputui/telemetry/gpm.py's sampler asks NVML for every
+    entry that has one)."""
+
+    figure: str
+    """The `GpmSample` field it fills."""
+    metric_id: int
+    """NVML_GPM_METRIC_* (nvml.h; stable)."""
+    name: str
+    """The figure in a few words: the detail view's label, and in a reason ("SM active -50 %")."""
+    unit: Literal["%", "B/s"] = "%"
+    """Percent (0-100), or bytes per second."""
+    scale: float = 1.0
+    """NVML's value times this is in `unit` (NVML gives MiB/s for throughput)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -151,8 +181,8 @@ class GpuMetric:
     prometheus: Export | None = None
     read: Callable[[GpuSample], Any] | None = None
     """Where the value is not just `field` (derived from several fields)."""
-    gpm: str | None = None
-    """The GPM figure it is (a `GpmSample` field, gpm.METRICS), read from `GpuSample.activity`."""
+    gpm: GpmRead | None = None
+    """A GPM figure: how it is read; the value comes from `GpuSample.activity`."""
 
     def value(self, g: GpuSample) -> Any:
         return self.read(g) if self.read is not None else getattr(g, self.field)
@@ -206,15 +236,32 @@ _E = Export
 _S = Smi
 
 
-def _G(gpm: str, label: str, doc: str, tint: Tint, key: str | None = None) -> GpuMetric:
-    """A GPM figure (from `GpuSample.activity`; None where GPM measured nothing), kept in
-    history and offered as a chart: a percentage, or bytes per second where gpm.METRICS
-    says so.  `key` (and its series' name): where the GPM field's name is a GpuSample
-    field's already (GPM's pcie_rx is not NVML's)."""
-    unit = METRIC_BY_FIELD[gpm].unit
+def _G(
+    figure: str,
+    metric_id: int,
+    label: str,
+    name: str,
+    doc: str,
+    tint: Tint,
+    dcgm: str,
+    help: str,
+    *,
+    key: str | None = None,
+    rate: bool = False,
+) -> GpuMetric:
+    """A GPM figure: read by the GPM sampler (`metric_id`), kept in history and offered as a
+    chart, a `gpm.*` snapshot field and a DCGM_FI_PROF_* family (the _ACTIVE ones as ratios
+    0-1).  A percentage, or with `rate` bytes per second (NVML gives MiB/s).  `key` (and its
+    series' name): where the figure's name is a GpuSample field's already (GPM's pcie_rx is
+    not NVML's)."""
+    unit: Literal["%", "B/s"] = "B/s" if rate else "%"
     return GpuMetric(
-        key or gpm, key or gpm, label, "%" if unit == "%" else "B/s", doc, history=True, chart=True,
-        tint=tint, full_scale=_full_percent if unit == "%" else None, read=_gpm(gpm), gpm=gpm,
+        key or figure, key or figure, label, unit, doc, history=True, chart=True, tint=tint,
+        full_scale=None if rate else _full_percent, read=_gpm(figure),
+        gpm=GpmRead(figure, metric_id, name, unit, MIB if rate else 1.0),
+        snapshot=Smi(f"gpm.{figure}", "integer" if rate else "number", unit, own=True, slow=True,
+                     window=True),
+        prometheus=Export(dcgm, "gauge", help, float if rate else as_ratio),
     )  # fmt: skip
 
 
@@ -284,23 +331,50 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        snapshot=_S("pcie.throughput.tx", "integer", "KB/s", per(1024), own=True, slow=True),
        prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
                      "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024))),
-    # GPM (gputui/telemetry/gpm.py): read from GpuSample.activity, None where not measured
-    _G("sm_active", "SMACT", "percent of SM cycles with a warp resident (GPM)", "util"),
-    _G("tensor_active", "TENSR", "percent of cycles a tensor pipe was active (GPM)", "util"),
-    _G("dram_active", "DRAM", "device memory bandwidth used, percent (GPM)", "mem"),
-    _G("sm_occupancy", "OCC", "warps resident on the SMs, percent of the most (GPM)", "util"),
-    _G("fp32_active", "FP32", "percent of cycles the FP32 pipes were active (GPM)", "power"),
-    _G("fp16_active", "FP16", "percent of cycles the FP16 pipes were active (GPM)", "power"),
-    _G("fp64_active", "FP64", "percent of cycles the FP64 pipes were active (GPM)", "power"),
-    _G("graphics_active", "GR", "percent of time the graphics engine was busy (GPM)", "util"),
-    _G("tensor_hmma_active", "HMMA", "percent of cycles the tensor pipes did half-precision MMA (GPM)",
-       "util"),
-    _G("tensor_imma_active", "IMMA", "percent of cycles the tensor pipes did integer MMA (GPM)", "util"),
-    _G("tensor_dfma_active", "DFMA", "percent of cycles the tensor pipes did FP64 MMA (GPM)", "util"),
-    _G("pcie_rx", "PCIRX", "PCIe bytes received per second, GPM's counter", "io", key="gpm_pcie_rx"),
-    _G("pcie_tx", "PCITX", "PCIe bytes sent per second, GPM's counter", "io", key="gpm_pcie_tx"),
-    _G("nvlink_rx", "NVLRX", "NVLink bytes received per second, all links (GPM)", "io", key="gpm_nvlink_rx"),
-    _G("nvlink_tx", "NVLTX", "NVLink bytes sent per second, all links (GPM)", "io", key="gpm_nvlink_tx"),
+    # GPM (gputui/telemetry/gpm.py samples every entry with `gpm`): GpuSample.activity, None
+    # where not measured
+    _G("sm_active", 2, "SMACT", "SM active", "percent of SM cycles with a warp resident (GPM)", "util",
+       "DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
+    _G("tensor_active", 5, "TENSR", "tensor (any)", "percent of cycles a tensor pipe was active (GPM)",
+       "util", "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE", "Ratio of cycles any tensor pipe is active."),
+    _G("dram_active", 10, "DRAM", "DRAM bandwidth", "device memory bandwidth used, percent (GPM)", "mem",
+       "DCGM_FI_PROF_DRAM_ACTIVE",
+       "Ratio of cycles the device memory interface is active sending or receiving data."),
+    _G("sm_occupancy", 3, "OCC", "SM occupancy", "warps resident on the SMs, percent of the most (GPM)",
+       "util", "DCGM_FI_PROF_SM_OCCUPANCY", "The ratio of number of warps resident on an SM."),
+    _G("fp32_active", 12, "FP32", "FP32 pipe", "percent of cycles the FP32 pipes were active (GPM)",
+       "power", "DCGM_FI_PROF_PIPE_FP32_ACTIVE", "Ratio of cycles the fp32 pipes are active."),
+    _G("fp16_active", 13, "FP16", "FP16 pipe", "percent of cycles the FP16 pipes were active (GPM)",
+       "power", "DCGM_FI_PROF_PIPE_FP16_ACTIVE", "Ratio of cycles the fp16 pipes are active."),
+    _G("fp64_active", 11, "FP64", "FP64 pipe", "percent of cycles the FP64 pipes were active (GPM)",
+       "power", "DCGM_FI_PROF_PIPE_FP64_ACTIVE", "Ratio of cycles the fp64 pipes are active."),
+    _G("graphics_active", 1, "GR", "engine active", "percent of time the graphics engine was busy (GPM)",
+       "util", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", "Ratio of time the graphics engine is active."),
+    _G("tensor_hmma_active", 7, "HMMA", "tensor HMMA",
+       "percent of cycles the tensor pipes did half-precision MMA (GPM)", "util",
+       "DCGM_FI_PROF_PIPE_TENSOR_HMMA_ACTIVE", "Ratio of cycles the tensor (HMMA) pipe is active."),
+    _G("tensor_imma_active", 9, "IMMA", "tensor IMMA",
+       "percent of cycles the tensor pipes did integer MMA (GPM)", "util",
+       "DCGM_FI_PROF_PIPE_TENSOR_IMMA_ACTIVE", "Ratio of cycles the integer tensor (IMMA) pipe is active."),
+    _G("tensor_dfma_active", 6, "DFMA", "tensor DFMA",
+       "percent of cycles the tensor pipes did FP64 MMA (GPM)", "util",
+       "DCGM_FI_PROF_PIPE_TENSOR_DFMA_ACTIVE", "Ratio of cycles the FP64 tensor (DFMA) pipe is active."),
+    _G("pcie_rx", 21, "PCIRX", "PCIe RX", "PCIe bytes received per second, GPM's counter", "io",
+       "DCGM_FI_PROF_PCIE_RX_BYTES",
+       "The rate of data received over the PCIe bus - including both protocol headers "
+       "and data payloads - in bytes per second.", key="gpm_pcie_rx", rate=True),
+    _G("pcie_tx", 20, "PCITX", "PCIe TX", "PCIe bytes sent per second, GPM's counter", "io",
+       "DCGM_FI_PROF_PCIE_TX_BYTES",
+       "The rate of data transmitted over the PCIe bus - including both protocol headers "
+       "and data payloads - in bytes per second.", key="gpm_pcie_tx", rate=True),
+    _G("nvlink_rx", 60, "NVLRX", "NVLink RX", "NVLink bytes received per second, all links (GPM)", "io",
+       "DCGM_FI_PROF_NVLINK_RX_BYTES",
+       "The rate of data received over NVLink, not including protocol headers, in bytes per second.",
+       key="gpm_nvlink_rx", rate=True),
+    _G("nvlink_tx", 61, "NVLTX", "NVLink TX", "NVLink bytes sent per second, all links (GPM)", "io",
+       "DCGM_FI_PROF_NVLINK_TX_BYTES",
+       "The rate of data transmitted over NVLink, not including protocol headers, in bytes per second.",
+       key="gpm_nvlink_tx", rate=True),
     _M("enc", "encoder_util", "ENC", "%", "video encoder utilization", card="enc",
        snapshot=_S("utilization.encoder", "integer", "%"),
        prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).")),
@@ -382,6 +456,9 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
 )  # fmt: skip
 
 GPU_METRIC: dict[str, GpuMetric] = {m.key: m for m in GPU_METRICS}
+GPM_METRICS: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.gpm is not None)
+"""The GPM figures, in the order GPM_READS asks NVML for them."""
+GPM_READS: tuple[GpmRead, ...] = tuple(m.gpm for m in GPM_METRICS if m.gpm is not None)
 HISTORY_FIELDS: tuple[str, ...] = tuple(m.field for m in GPU_METRICS if m.history)
 """`GpuSample` fields kept in history."""
 CARD_CHARTS: tuple[str, ...] = tuple(m.key for m in GPU_METRICS if m.chart)

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from rich.style import Style
 
 from gputui.telemetry.facts import sm_count
-from gputui.telemetry.gpm import METRICS as GPM_FIGURES
 from gputui.telemetry.hints import Hint
+from gputui.telemetry.metrics import GPM_READS
 from gputui.telemetry.model import (
     CLOCK_EVENT_QUIET_MASK,
     CLOCK_EVENT_REASONS,
@@ -333,13 +333,6 @@ def clock_reason_lines(mask: int | None, width: int) -> list[Line]:
     return boxed(title, [(f"mask 0x{mask:x}", S.dim)], body, width)
 
 
-GPM_LABELS = {
-    "graphics_active": "engine active", "sm_active": "SM active", "sm_occupancy": "SM occupancy",
-    "tensor_active": "tensor (any)", "tensor_hmma_active": "tensor HMMA", "tensor_imma_active": "tensor IMMA",
-    "tensor_dfma_active": "tensor DFMA", "dram_active": "DRAM bandwidth", "fp64_active": "FP64 pipe",
-    "fp32_active": "FP32 pipe", "fp16_active": "FP16 pipe", "pcie_tx": "PCIe TX", "pcie_rx": "PCIe RX",
-    "nvlink_tx": "NVLink TX", "nvlink_rx": "NVLink RX",
-}  # fmt: skip
 HINT_LINES = 6
 """Lines the hints part of the activity box always takes (a change of height repaints)."""
 
@@ -362,7 +355,8 @@ def activity_lines(g: GpuSample | None, hints: Sequence[Hint], width: int, live:
     body: list[Line] = []
     cols = max(1, min(3, inner // 30))
     col_w = inner // cols
-    fields = [m.field for m in GPM_FIGURES]
+    reads = GPM_READS
+    fields = [r.figure for r in reads]
     rows = math.ceil(len(fields) / cols)
     if w is None or (w.unavailable is not None and not w.mig):
         if w is None:
@@ -390,7 +384,7 @@ def activity_lines(g: GpuSample | None, hints: Sequence[Hint], width: int, live:
                 for c in range(cols):
                     k = c * rows + r
                     if k < len(fields):
-                        line += [(pad(GPM_LABELS[fields[k]], 16), S.label),
+                        line += [(pad(reads[k].name, 16), S.label),
                                  (pad(gpm_value(part, fields[k]), col_w - 16), S.value)]  # fmt: skip
                 body.append(line)
     hint_body: list[Line] = []
