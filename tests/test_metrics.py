@@ -33,15 +33,14 @@ from gputui.ui.process_lines import CELL_TEXT, RowBuilder, cell_text
 from gputui.ui.render import UNIT_TEXT
 
 #: GpuSample fields that are not one quantity: identity, structure (MIG devices; the per-link
-#: NVLink rates the topology tab draws), or a flag nothing shows yet.
+#: NVLink rates the topology tab draws).
 NOT_QUANTITIES = {
     "index",
     "lost",
     "mig_devices",
     "nvlink_link_rx",
     "nvlink_link_tx",
-    "retired_pages_pending",
-    "gpm",  # GPM's figures: gputui/telemetry/gpm.py's table; SM, tensor, DRAM also entries here
+    "gpm",  # GPM's figures: each is an entry with a GpmRead (read from GpuSample.activity)
 }
 MEMORY_TEMP_H200 = 33
 

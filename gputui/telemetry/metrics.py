@@ -118,6 +118,45 @@ class Ratio:
 as_ratio = Ratio()
 
 
+Cadence = Literal["tick", "slow", "rare"]
+"""When NvmlSource reads a quantity: every tick; on the slow thread's passes (2 s: NVML
+samples it over a window); every RARE_EVERY-th slow pass (counters that change rarely)."""
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlRead:
+    """How NvmlSource reads a quantity: an nvmlDevice* function called with the GPU's handle
+    and `args` (pynvml constants by name, or numbers), then a part of what it returns and a
+    conversion; or one NVML field value (`field_id`).  One call serves every entry that reads
+    the same function and arguments in one pass (utilization, memory info)."""
+
+    fn: str = ""
+    args: tuple[str | int, ...] = ()
+    part: str | int | None = None
+    """An attribute (or index) of the result; None: the result itself."""
+    convert: Callable[[Any], Any] | None = None
+    """From NVML's value (known) to the sample's unit."""
+    fallback: str = ""
+    """Asked with the same arguments when `fn` gives nothing (an older driver's name)."""
+    field_id: int | None = None
+    """nvmlDeviceGetFieldValues' field instead of `fn`."""
+    cadence: Cadence = "tick"
+
+
+def watts(milliwatts: Any) -> float:
+    """NVML's milliwatts as watts (to the milliwatt)."""
+    return round(float(milliwatts) / 1000.0, 3)
+
+
+_ECC = "nvmlDeviceGetTotalEccErrors"
+_CORRECTED, _UNCORRECTED = "NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"
+_PCIE = "nvmlDeviceGetPcieThroughput"
+
+
+def _kib(v: Any) -> int:
+    return int(v) * 1024
+
+
 @dataclass(frozen=True, slots=True)
 class GpmRead:
     """How a GPM figure is read (gputui/telemetry/gpm.py's sampler asks NVML for every
@@ -183,6 +222,9 @@ class GpuMetric:
     """Where the value is not just `field` (derived from several fields)."""
     gpm: GpmRead | None = None
     """A GPM figure: how it is read; the value comes from `GpuSample.activity`."""
+    nvml: NvmlRead | None = None
+    """How NvmlSource reads it into `field` (None: composed or read elsewhere: GPM, NVLink
+    counters, Xids)."""
 
     def value(self, g: GpuSample) -> Any:
         return self.read(g) if self.read is not None else getattr(g, self.field)
@@ -271,66 +313,83 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
     _M("util", "gpu_util", "UTIL", "%", "percent of time a kernel ran (last sample period)",
        history=True, chart=True, tint="util", full_scale=_full_percent,
        snapshot=_S("utilization.gpu", "integer", "%"),
-       prometheus=_E("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).")),
+       prometheus=_E("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."),
+       nvml=NvmlRead("nvmlDeviceGetUtilizationRates", part="gpu")),
     _M("mem", "mem_used", "MEM", "B", "memory used (not counting the driver's reserve)",
        history=True, chart=True, tint="mem", full_scale=_memory_total,
        snapshot=_S("memory.used", "integer", "MiB", per(MIB)),
-       prometheus=_E("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", per(MIB))),
+       prometheus=_E("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).", per(MIB)),
+       nvml=NvmlRead("nvmlDeviceGetMemoryInfo", part="used")),
     _M("mem_free", "mem_free", "FREE", "B", "memory free",
        snapshot=_S("memory.free", "integer", "MiB", per(MIB)),
-       prometheus=_E("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", per(MIB))),
+       prometheus=_E("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).", per(MIB)),
+       nvml=NvmlRead("nvmlDeviceGetMemoryInfo", part="free")),
     _M("mem_reserved", "mem_reserved", "RSVD", "B", "memory the driver reserves",
        snapshot=_S("memory.reserved", "integer", "MiB", per(MIB)),
        prometheus=_E("DCGM_FI_DEV_FB_RESERVED", "gauge", "Framebuffer memory reserved (in MiB).",
-                     per(MIB))),
+                     per(MIB)),
+       nvml=NvmlRead("nvmlDeviceGetMemoryInfo", part="reserved")),
     _M("power", "power_draw", "PWR", "W", "power draw",
        history=True, chart=True, tint="power", full_scale=_power_scale,
        snapshot=_S("power.draw", "number", "W", decimals=2),
-       prometheus=_E("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).")),
+       prometheus=_E("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."),
+       nvml=NvmlRead("nvmlDeviceGetPowerUsage", convert=watts)),
     _M("power_limit", "power_limit", "LIMIT", "W", "power limit the driver enforces now",
-       prometheus=_E("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "Power limit the driver enforces (in W).")),
+       prometheus=_E("DCGM_FI_DEV_ENFORCED_POWER_LIMIT", "gauge", "Power limit the driver enforces (in W)."),
+       nvml=NvmlRead("nvmlDeviceGetEnforcedPowerLimit", convert=watts)),
     _M("temp", "temperature", "TEMP", "°C", "GPU core temperature, °C",
        history=True, chart=True, tint="temp", full_scale=_temp_scale,
        snapshot=_S("temperature.gpu", "integer"),
-       prometheus=_E("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).")),
+       prometheus=_E("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."),
+       nvml=NvmlRead("nvmlDeviceGetTemperature", ("NVML_TEMPERATURE_GPU",))),
     _M("mem_temp", "memory_temperature", "MTEMP", "°C", "memory (HBM) temperature, °C",
        history=True, chart=True, tint="temp", full_scale=_temp_scale,
        card="mem_temp", card_shown=False,
        snapshot=_S("temperature.memory", "integer"),
-       prometheus=_E("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C).")),
+       prometheus=_E("DCGM_FI_DEV_MEMORY_TEMP", "gauge", "Memory temperature (in C)."),
+       nvml=NvmlRead(field_id=82)),
     _M("sm_clock", "sm_clock", "SMCLK", "MHz", "SM clock",
        history=True, chart=True, tint="clock", full_scale=_max_sm,
        snapshot=_S("clocks.current.sm", "integer", "MHz", aliases=("clocks.sm",)),
-       prometheus=_E("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).")),
+       prometheus=_E("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."),
+       nvml=NvmlRead("nvmlDeviceGetClockInfo", ("NVML_CLOCK_SM",))),
     _M("mem_clock", "mem_clock", "MCLK", "MHz", "memory clock",
        history=True, chart=True, tint="clock", full_scale=_max_mem,
        snapshot=_S("clocks.current.memory", "integer", "MHz", aliases=("clocks.mem", "clocks.memory")),
-       prometheus=_E("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).")),
+       prometheus=_E("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz)."),
+       nvml=NvmlRead("nvmlDeviceGetClockInfo", ("NVML_CLOCK_MEM",))),
     _M("graphics_clock", "graphics_clock", "GCLK", "MHz", "graphics clock",
-       snapshot=_S("clocks.current.graphics", "integer", "MHz", aliases=("clocks.gr", "clocks.graphics"))),
+       snapshot=_S("clocks.current.graphics", "integer", "MHz", aliases=("clocks.gr", "clocks.graphics")),
+       nvml=NvmlRead("nvmlDeviceGetClockInfo", ("NVML_CLOCK_GRAPHICS",))),
     _M("mem_util", "mem_util", "MBW", "%", "percent of time device memory was read or written",
        history=True, chart=True, tint="mem", full_scale=_full_percent,
        snapshot=_S("utilization.memory", "integer", "%"),
-       prometheus=_E("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).")),
+       prometheus=_E("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."),
+       nvml=NvmlRead("nvmlDeviceGetUtilizationRates", part="memory")),
     _M("pstate", "pstate", "P-state", "pstate", "performance state, P0 (fastest) to P15", card="pstate",
        snapshot=_S("pstate", "string", convert=_pstate_name),
-       prometheus=_E("gputui_gpu_pstate", "gauge", "Performance state, 0 (fastest) to 15.")),
+       prometheus=_E("gputui_gpu_pstate", "gauge", "Performance state, 0 (fastest) to 15."),
+       nvml=NvmlRead("nvmlDeviceGetPerformanceState")),
     _M("pcie_gen", "pcie_gen", "PCIe", "count", "PCIe generation now (drops at idle)", card="pcie",
        snapshot=_S("pcie.link.gen.current", "integer", aliases=("pcie.link.gen.gpucurrent",)),
-       prometheus=_E("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation now.")),
+       prometheus=_E("DCGM_FI_DEV_PCIE_LINK_GEN", "gauge", "PCIe link generation now."),
+       nvml=NvmlRead("nvmlDeviceGetCurrPcieLinkGeneration")),
     _M("pcie_width", "pcie_width", "LANES", "count", "PCIe lanes now",
        snapshot=_S("pcie.link.width.current", "integer"),
-       prometheus=_E("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link width now (lanes).")),
+       prometheus=_E("DCGM_FI_DEV_PCIE_LINK_WIDTH", "gauge", "PCIe link width now (lanes)."),
+       nvml=NvmlRead("nvmlDeviceGetCurrPcieLinkWidth")),
     _M("pcie_rx", "pcie_rx", "RX", "B/s", "PCIe receive throughput (NVML, 20 ms window)",
        history=True, chart=True, tint="io", card="rx",
        snapshot=_S("pcie.throughput.rx", "integer", "KB/s", per(1024), own=True, slow=True),
        prometheus=_E("DCGM_FI_DEV_PCIE_RX_THROUGHPUT", "unknown",
-                     "Total number of bytes received through PCIe RX (in KB) via NVML.", per(1024))),
+                     "Total number of bytes received through PCIe RX (in KB) via NVML.", per(1024)),
+       nvml=NvmlRead(_PCIE, ("NVML_PCIE_UTIL_RX_BYTES",), convert=_kib, cadence="slow")),
     _M("pcie_tx", "pcie_tx", "TX", "B/s", "PCIe transmit throughput (NVML, 20 ms window)",
        history=True, chart=True, tint="io", card="tx",
        snapshot=_S("pcie.throughput.tx", "integer", "KB/s", per(1024), own=True, slow=True),
        prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
-                     "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024))),
+                     "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024)),
+       nvml=NvmlRead(_PCIE, ("NVML_PCIE_UTIL_TX_BYTES",), convert=_kib, cadence="slow")),
     # GPM (gputui/telemetry/gpm.py samples every entry with `gpm`): GpuSample.activity, None
     # where not measured
     _G("sm_active", 2, "SMACT", "SM active", "percent of SM cycles with a warp resident (GPM)", "util",
@@ -377,70 +436,90 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        key="gpm_nvlink_tx", rate=True),
     _M("enc", "encoder_util", "ENC", "%", "video encoder utilization", card="enc",
        snapshot=_S("utilization.encoder", "integer", "%"),
-       prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %).")),
+       prometheus=_E("DCGM_FI_DEV_ENC_UTIL", "gauge", "Encoder utilization (in %)."),
+       nvml=NvmlRead("nvmlDeviceGetEncoderUtilization", part=0)),
     _M("dec", "decoder_util", "DEC", "%", "video decoder utilization", card="dec",
        snapshot=_S("utilization.decoder", "integer", "%"),
-       prometheus=_E("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %).")),
+       prometheus=_E("DCGM_FI_DEV_DEC_UTIL", "gauge", "Decoder utilization (in %)."),
+       nvml=NvmlRead("nvmlDeviceGetDecoderUtilization", part=0)),
     _M("fan", "fan_speed", "FAN", "%", "fan speed, percent of its maximum", card="fan",
        snapshot=_S("fan.speed", "integer", "%"),
-       prometheus=_E("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in %).")),
+       prometheus=_E("DCGM_FI_DEV_FAN_SPEED", "gauge", "Fan speed (in %)."),
+       nvml=NvmlRead("nvmlDeviceGetFanSpeed")),
     _M("ecc", "ecc_volatile_uncorrected", "ECC", "count", "uncorrected ECC errors since the driver loaded",
        card="ecc", alarm=True,
        snapshot=_S("ecc.errors.uncorrected.volatile.total", "integer"),
        prometheus=_E("DCGM_FI_DEV_ECC_DBE_VOL_TOTAL", "unknown",
-                     "Total number of double-bit volatile ECC errors.")),
+                     "Total number of double-bit volatile ECC errors."),
+       nvml=NvmlRead(_ECC, (_UNCORRECTED, "NVML_VOLATILE_ECC"))),
     _M("ecc_corrected", "ecc_volatile_corrected", "ECC CORR", "count",
        "corrected ECC errors since the driver loaded",
        snapshot=_S("ecc.errors.corrected.volatile.total", "integer"),
        prometheus=_E("DCGM_FI_DEV_ECC_SBE_VOL_TOTAL", "unknown",
-                     "Total number of single-bit volatile ECC errors.")),
+                     "Total number of single-bit volatile ECC errors."),
+       nvml=NvmlRead(_ECC, (_CORRECTED, "NVML_VOLATILE_ECC"))),
     _M("ecc_aggregate_corrected", "ecc_aggregate_corrected", "ECC CORR", "count",
        "corrected ECC errors, lifetime",
        snapshot=_S("ecc.errors.corrected.aggregate.total", "integer"),
        prometheus=_E("DCGM_FI_DEV_ECC_SBE_AGG_TOTAL", "unknown",
-                     "Total number of single-bit persistent ECC errors.")),
+                     "Total number of single-bit persistent ECC errors."),
+       nvml=NvmlRead(_ECC, (_CORRECTED, "NVML_AGGREGATE_ECC"))),
     _M("ecc_aggregate_uncorrected", "ecc_aggregate_uncorrected", "ECC", "count",
        "uncorrected ECC errors, lifetime",
        snapshot=_S("ecc.errors.uncorrected.aggregate.total", "integer"),
        prometheus=_E("DCGM_FI_DEV_ECC_DBE_AGG_TOTAL", "unknown",
-                     "Total number of double-bit persistent ECC errors.")),
+                     "Total number of double-bit persistent ECC errors."),
+       nvml=NvmlRead(_ECC, (_UNCORRECTED, "NVML_AGGREGATE_ECC"))),
     _M("clock_events", "clock_event_reasons", "CLOCKS", "mask", "NVML clock-event reason bit mask, hex",
        snapshot=_S("clocks_event_reasons.active", "string", convert=_mask_hex,
                    aliases=("clocks_throttle_reasons.active",)),
        prometheus=_E("DCGM_FI_DEV_CLOCK_THROTTLE_REASONS", "gauge",
                      "Current clock event (throttle) reasons, NVML bit mask.",
-                     aliases=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",))),  # dcgm-exporter 3.3+
+                     aliases=("DCGM_FI_DEV_CLOCKS_EVENT_REASONS",)),
+       nvml=NvmlRead("nvmlDeviceGetCurrentClocksEventReasons",
+                     fallback="nvmlDeviceGetCurrentClocksThrottleReasons")),  # (alias: dcgm-exporter 3.3+)
     _M("energy", "energy", "ENERGY", "mJ", "energy used since the driver loaded",
        snapshot=_S("energy.consumption", "integer", "mJ", own=True, slow=True),
        prometheus=_E("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "unknown",
-                     "Total energy consumption since boot (in mJ).")),
+                     "Total energy consumption since boot (in mJ)."),
+       nvml=NvmlRead("nvmlDeviceGetTotalEnergyConsumption", cadence="rare")),
     # memory and link health (NVML's slow cadence: absent until its first pass)
     _M("pcie_replays", "pcie_replay_counter", "REPLAYS", "count", "PCIe replays since the driver loaded",
-       prometheus=_E("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "unknown", "Total number of PCIe retries.")),
+       prometheus=_E("DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "unknown", "Total number of PCIe retries."),
+       nvml=NvmlRead("nvmlDeviceGetPcieReplayCounter", cadence="rare")),
     _M("remapped_uncorrected", "remapped_rows_uncorrected", "REMAP", "count",
        "memory rows remapped after uncorrectable errors",
        prometheus=_E("DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS", "unknown",
-                     "Number of remapped rows for uncorrectable errors")),
+                     "Number of remapped rows for uncorrectable errors"),
+       nvml=NvmlRead("nvmlDeviceGetRemappedRows", part=1, cadence="rare")),
     _M("remapped_corrected", "remapped_rows_corrected", "REMAP", "count",
        "memory rows remapped after correctable errors",
        prometheus=_E("DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS", "unknown",
-                     "Number of remapped rows for correctable errors")),
+                     "Number of remapped rows for correctable errors"),
+       nvml=NvmlRead("nvmlDeviceGetRemappedRows", part=0, cadence="rare")),
     _M("remap_failure", "remapped_rows_failure", "REMAP FAIL", "flag", "a row remap failed",
-       prometheus=_E("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed")),
+       prometheus=_E("DCGM_FI_DEV_ROW_REMAP_FAILURE", "gauge", "Whether remapping of rows has failed"),
+       nvml=NvmlRead("nvmlDeviceGetRemappedRows", part=3, convert=bool, cadence="rare")),
     _M("xid", "xid_last", "XID", "count", "the code of the last Xid event (0: none seen)", read=_xid_errors,
        prometheus=_E("DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered.")),
     _M("retired_sbe", "retired_pages_sbe", "RETIRED", "count", "pages retired after single-bit errors",
        prometheus=_E("DCGM_FI_DEV_RETIRED_SBE", "unknown",
-                     "Total number of retired pages due to single-bit errors.")),
+                     "Total number of retired pages due to single-bit errors."),
+       nvml=NvmlRead("nvmlDeviceGetRetiredPages", (0,), convert=len, cadence="rare")),
     _M("retired_dbe", "retired_pages_dbe", "RETIRED", "count", "pages retired after double-bit errors",
        prometheus=_E("DCGM_FI_DEV_RETIRED_DBE", "unknown",
-                     "Total number of retired pages due to double-bit errors.")),
+                     "Total number of retired pages due to double-bit errors."),
+       nvml=NvmlRead("nvmlDeviceGetRetiredPages", (1,), convert=len, cadence="rare")),
+    _M("retired_pending", "retired_pages_pending", "RETIRE PENDING", "flag",
+       "retired pages wait for the next GPU reset (pre-Ampere GPUs)",
+       nvml=NvmlRead("nvmlDeviceGetRetiredPagesPendingStatus", convert=bool, cadence="rare")),
     # gputui's own (dcgm-exporter has no such quantity)
     _M("remap_pending", "remapped_rows_pending", "REMAP PENDING", "flag",
        "a memory row remap waits for the next GPU reset",
        prometheus=_E("gputui_gpu_row_remap_pending", "gauge",
                      "1 when a memory row remap waits for the next GPU reset "
-                     "(the bad row is in use until then).")),
+                     "(the bad row is in use until then)."),
+       nvml=NvmlRead("nvmlDeviceGetRemappedRows", part=2, convert=bool, cadence="rare")),
     _M("xid_count", "xid_count", "XIDS", "count", "Xid events since gputui began watching",
        prometheus=_E("gputui_gpu_xid_events", "gauge",
                      "Xid events (driver-reported critical errors) of the GPU "
@@ -457,6 +536,11 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
 
 GPU_METRIC: dict[str, GpuMetric] = {m.key: m for m in GPU_METRICS}
 GPM_METRICS: tuple[GpuMetric, ...] = tuple(m for m in GPU_METRICS if m.gpm is not None)
+NVML_READS: dict[Cadence, tuple[tuple[str, NvmlRead], ...]] = {
+    cadence: tuple((m.field, m.nvml) for m in GPU_METRICS if m.nvml is not None and m.nvml.cadence == cadence)
+    for cadence in ("tick", "slow", "rare")
+}
+"""(GpuSample field, its read) for each cadence: what NvmlSource asks NVML for."""
 """The GPM figures, in the order GPM_READS asks NVML for them."""
 GPM_READS: tuple[GpmRead, ...] = tuple(m.gpm for m in GPM_METRICS if m.gpm is not None)
 HISTORY_FIELDS: tuple[str, ...] = tuple(m.field for m in GPU_METRICS if m.history)

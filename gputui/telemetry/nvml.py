@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
 from gputui.telemetry.gpm import GpmSampler
+from gputui.telemetry.metrics import NVML_READS, NvmlRead
 from gputui.telemetry.model import (
     DeviceInfo,
     GpmSample,
@@ -33,13 +34,10 @@ from gputui.telemetry.nvml_query import (
     _ARCHITECTURES,
     _BRANDS,
     _COMPUTE_MODES,
-    _FI_MEMORY_TEMP,
     _FI_NVLINK_LINK_COUNT,
     _FI_NVLINK_THROUGHPUT_DATA_RX,
     _FI_NVLINK_THROUGHPUT_DATA_TX,
     _INVALID_ID,
-    _RETIRED_DBE,
-    _RETIRED_SBE,
     _TIMEOUT,
     GpuLost,
     Nvml,
@@ -475,53 +473,46 @@ class NvmlSource:
     def _gpu_sample(self, i: int, h: Any) -> GpuSample:
         nv = self._nvml
         assert nv is not None
-        lib = nv.lib
 
         def q(fn: str, *args: Any) -> Any:
             return nv.query(fn, h, *args, device=i)
 
-        util = q("nvmlDeviceGetUtilizationRates")
-        mem = self._memory_info(i, h)
-        reasons = q("nvmlDeviceGetCurrentClocksEventReasons")
-        if reasons is None:
-            reasons = q("nvmlDeviceGetCurrentClocksThrottleReasons")
-        enc = q("nvmlDeviceGetEncoderUtilization")
-        dec = q("nvmlDeviceGetDecoderUtilization")
+        values = self._reads(i, h, NVML_READS["tick"])
         with self._slow_lock:
             slow = self._slow.get(i)
             slow_fields = SlowFields(**slow.fields) if slow else SlowFields()
             xid = self._xids.get(i)
         if xid is not None:
             slow_fields["xid_count"], slow_fields["xid_last"] = xid
-        corrected = lib.NVML_MEMORY_ERROR_TYPE_CORRECTED
-        uncorrected = lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-        return GpuSample(
-            index=i,
-            gpu_util=getattr(util, "gpu", None),
-            mem_util=getattr(util, "memory", None),
-            mem_used=getattr(mem, "used", None),
-            mem_free=getattr(mem, "free", None),
-            mem_reserved=getattr(mem, "reserved", None),
-            temperature=q("nvmlDeviceGetTemperature", lib.NVML_TEMPERATURE_GPU),
-            memory_temperature=self._field_value(i, h, _FI_MEMORY_TEMP),
-            power_draw=_watts(q("nvmlDeviceGetPowerUsage")),
-            power_limit=_watts(q("nvmlDeviceGetEnforcedPowerLimit")),
-            sm_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_SM),
-            mem_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_MEM),
-            graphics_clock=q("nvmlDeviceGetClockInfo", lib.NVML_CLOCK_GRAPHICS),
-            pstate=q("nvmlDeviceGetPerformanceState"),
-            fan_speed=q("nvmlDeviceGetFanSpeed"),
-            clock_event_reasons=reasons,
-            pcie_gen=q("nvmlDeviceGetCurrPcieLinkGeneration"),
-            pcie_width=q("nvmlDeviceGetCurrPcieLinkWidth"),
-            encoder_util=enc[0] if enc else None,
-            decoder_util=dec[0] if dec else None,
-            ecc_volatile_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_VOLATILE_ECC),
-            ecc_volatile_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_VOLATILE_ECC),
-            ecc_aggregate_corrected=q("nvmlDeviceGetTotalEccErrors", corrected, lib.NVML_AGGREGATE_ECC),
-            ecc_aggregate_uncorrected=q("nvmlDeviceGetTotalEccErrors", uncorrected, lib.NVML_AGGREGATE_ECC),
-            **slow_fields,
-        )
+        return GpuSample(index=i, **values, **slow_fields)
+
+    def _reads(self, i: int, h: Any, reads: Iterable[tuple[str, NvmlRead]]) -> dict[str, Any]:
+        """field -> value for the registry's reads of one cadence (metrics.NVML_READS); each
+        NVML call once, whatever number of fields read a part of it."""
+        nv = self._nvml
+        assert nv is not None
+        lib = nv.lib
+        calls: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        out: dict[str, Any] = {}
+        for name, r in reads:
+            if r.field_id is not None:
+                out[name] = self._field_value(i, h, r.field_id)
+                continue
+            args = tuple(getattr(lib, a) if isinstance(a, str) else a for a in r.args)
+            key = (r.fn, args)
+            if key not in calls:
+                if r.fn == "nvmlDeviceGetMemoryInfo":
+                    value = self._memory_info(i, h)
+                else:
+                    value = nv.query(r.fn, h, *args, device=i)
+                    if value is None and r.fallback:
+                        value = nv.query(r.fallback, h, *args, device=i)
+                calls[key] = value
+            value = calls[key]
+            if value is not None and r.part is not None:
+                value = value[r.part] if isinstance(r.part, int) else getattr(value, r.part, None)
+            out[name] = value if value is None or r.convert is None else r.convert(value)
+        return out
 
     def _field_value(self, i: int, h: Any, field_id: int) -> int | None:
         """One integer of nvmlDeviceGetFieldValues; a field the GPU reports an error for is
@@ -682,7 +673,6 @@ class NvmlSource:
     def _slow_sample(self, i: int, h: Any) -> _SlowValues:
         nv = self._nvml
         assert nv is not None
-        lib = nv.lib
 
         def q(fn: str, *args: Any) -> Any:
             return nv.query(fn, h, *args, device=i)
@@ -691,8 +681,6 @@ class NvmlSource:
             prev = self._slow.get(i) or _SlowValues()
         now_us = int(time.time() * 1e6)
         since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
-        tx = q("nvmlDeviceGetPcieThroughput", lib.NVML_PCIE_UTIL_TX_BYTES)
-        rx = q("nvmlDeviceGetPcieThroughput", lib.NVML_PCIE_UTIL_RX_BYTES)
         samples = q("nvmlDeviceGetProcessUtilization", since) or ()
         util: dict[int, tuple[int, int, int, int]] = {}
         latest: dict[int, int] = {}
@@ -706,18 +694,19 @@ class NvmlSource:
                 for a in ("smUtil", "memUtil", "encUtil", "decUtil")
             )
         nvl_rx, nvl_tx, link_rx, link_tx = self._nvlink_throughput(i, h)
-        fields: SlowFields = {
-            "pcie_rx": rx * 1024 if rx is not None else None,
-            "pcie_tx": tx * 1024 if tx is not None else None,
-            "nvlink_rx": nvl_rx,
-            "nvlink_tx": nvl_tx,
-            "nvlink_link_rx": link_rx,
-            "nvlink_link_tx": link_tx,
-            "mig_devices": (mig := self._mig_devices(i, h)),
-        }
+        fields = SlowFields(**self._reads(i, h, NVML_READS["slow"]))  # type: ignore[typeddict-item]
+        fields.update(
+            {
+                "nvlink_rx": nvl_rx,
+                "nvlink_tx": nvl_tx,
+                "nvlink_link_rx": link_rx,
+                "nvlink_link_tx": link_tx,
+                "mig_devices": (mig := self._mig_devices(i, h)),
+            }
+        )
         rare = prev.rare
         if rare is None or self.slow_passes % RARE_EVERY == 0:
-            rare = self._rare_fields(q)
+            rare = SlowFields(**self._reads(i, h, NVML_READS["rare"]))  # type: ignore[typeddict-item]
         fields.update(rare)  # (between their passes, the last values stand)
         if self.gpm is not None:
             dev = self._devices[i] if i < len(self._devices) else None
@@ -734,25 +723,6 @@ class NvmlSource:
                 ),
             )
         return _SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=now_us)
-
-    @staticmethod
-    def _rare_fields(q: Callable[..., Any]) -> SlowFields:
-        """The counters read every RARE_EVERY-th slow pass."""
-        remapped = q("nvmlDeviceGetRemappedRows")
-        sbe = q("nvmlDeviceGetRetiredPages", _RETIRED_SBE)
-        dbe = q("nvmlDeviceGetRetiredPages", _RETIRED_DBE)
-        retire_pending = q("nvmlDeviceGetRetiredPagesPendingStatus")
-        return {
-            "energy": q("nvmlDeviceGetTotalEnergyConsumption"),
-            "pcie_replay_counter": q("nvmlDeviceGetPcieReplayCounter"),
-            "remapped_rows_corrected": remapped[0] if remapped else None,
-            "remapped_rows_uncorrected": remapped[1] if remapped else None,
-            "remapped_rows_pending": bool(remapped[2]) if remapped else None,
-            "remapped_rows_failure": bool(remapped[3]) if remapped else None,
-            "retired_pages_sbe": len(sbe) if sbe is not None else None,
-            "retired_pages_dbe": len(dbe) if dbe is not None else None,
-            "retired_pages_pending": bool(retire_pending) if retire_pending is not None else None,
-        }
 
     def _nvlink_throughput(
         self, i: int, h: Any

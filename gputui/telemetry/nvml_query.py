@@ -13,6 +13,7 @@ import ctypes
 import threading
 from typing import Any
 
+from gputui.telemetry.metrics import watts
 from gputui.telemetry.model import NvmlProblem
 
 
@@ -180,7 +181,7 @@ def _text(value: Any) -> str | None:
 
 
 def _watts(milliwatts: Any) -> float | None:
-    return None if milliwatts is None else round(milliwatts / 1000.0, 3)
+    return None if milliwatts is None else watts(milliwatts)
 
 
 def cpulist(words: Any, bits_per_word: int = 64) -> str | None:
