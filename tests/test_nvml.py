@@ -365,6 +365,7 @@ class RecordedNvml:
             pynvml.NVML_CLOCK_SM: "sm_clock",
             pynvml.NVML_CLOCK_MEM: "mem_clock",
             pynvml.NVML_CLOCK_GRAPHICS: "graphics_clock",
+            pynvml.NVML_CLOCK_VIDEO: "video_clock",
         }
         system = header.machine.system
         assert system.cuda_driver_version == "13.0"

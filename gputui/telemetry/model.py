@@ -395,6 +395,8 @@ class GpuSample:
     """GPM activity over the last slow-cadence window (SM, tensor cores, DRAM...); None
     before the first window, for a one-shot reader, or in a recording made before gputui
     read GPM.  Where GPM cannot be read, a GpmSample whose `unavailable` says why."""
+    video_clock: int | None = None
+    """Video (encoder/decoder) clock, MHz."""
 
     @property
     def clock_events(self) -> tuple[str, ...]:

@@ -14,7 +14,7 @@ default are left out when writing.  Readers reject unknown fields and wrong type
 the file name, line number and the field's path, so a hand-edited file fails loudly.
 
 Versions: 2 added `GpuSample.gpm` (GPM activity); 3 added `GpuProcess.state` (the process's
-R/S/D/T/Z state at the tick).  Older files read as they are (no GPM, no state: N/A).  A file
+R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clock`.  Older files read as they are (no GPM, no state: N/A).  A file
 of a newer version than this gputui knows is refused with "upgrade gputui": since readers
 reject unknown fields, a version-2 reader would otherwise fail on the first process's
 `state` with a message that does not say what to do.
@@ -43,8 +43,8 @@ from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
 from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 """Versions this gputui reads: each later version only added fields with defaults."""
 
 MAX_LINE_CHARS = 8 * 2**20
