@@ -24,6 +24,7 @@ from typing import Any
 from gputui.options import option
 from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alerts import AlertConfig
+from gputui.telemetry.health import HealthConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
 from gputui.toml_bounds import first_excess
@@ -195,6 +196,11 @@ class Config:
         "efficiency hints from GPM activity (Hopper and newer): tensor cores idle under float32 "
         "work, tiny kernels, memory-bound, memory held while idle",
         factory=HintConfig,
+    )
+    health: HealthConfig = option(
+        "job health: a GPU spinning in a collective, a stuck job, the rank the others wait for "
+        "(docs/job-health.md); the alert is [alerts.job_stuck]",
+        factory=HealthConfig,
     )
     watch: WatchConfig = option("`gputui watch`: headless alerts", factory=WatchConfig)
     export: ExportConfig = option("`gputui export`: Prometheus /metrics", factory=ExportConfig)

@@ -190,3 +190,16 @@ def test_nan_and_infinity_are_refused_with_the_line(text, expected):
     cfg, errors = parse(text, "c.toml")
     assert cfg == Config()
     assert any(e.startswith(expected) for e in errors), errors
+
+
+def test_health_thresholds_are_read_from_the_file_and_printed():
+    """[health] (HealthConfig) is a table of the config file like [hints]: in --print-config,
+    read back, and a bad value names its line."""
+    text = default_text()
+    assert "[health]" in text and "stuck_seconds = 120.0" in text
+    cfg, errors = parse("[health]\nstuck_seconds = 30\nspin_max_sm = 5\n", "c.toml")
+    assert errors == []
+    assert cfg.health.stuck_seconds == 30.0 and cfg.health.spin_max_sm == 5.0
+    cfg, errors = parse("[health]\nstuck_seconds = -1\n", "c.toml")
+    assert errors and errors[0].startswith("c.toml:2: health.stuck_seconds:")
+    assert cfg == Config()

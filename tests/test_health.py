@@ -1,13 +1,13 @@
 """Job health (gputui.telemetry.health) and the process state it reads.
 
-Recordings: the REAL H100 GPM recording (known loads: busy, float32, copies, tiny kernels,
-idle) and the REAL 2x H200 GPM recording pin what must NOT be called spinning or a
-straggler.  The spinning GPU and the stopped / exited rank come, until the device run of
-bench/device_health.sh is in tests/fixtures, from DERIVED recordings
-(bench/derive_health.py, tests/fixtures/derived/h100-*-derived.jsonl.gz: real ticks with
-the 2026-11-25 H100 figures of a spinning kernel and of a stopped gloo rank put in; their
-headers say so).  Tests marked `SWITCH TO REAL` read those and move to the real
-recordings (spin.jsonl.gz, jobrank-stopped.jsonl.gz) once the lead has copied them in.
+Recordings: the REAL H100 recordings of bench/device_health.sh (tests/fixtures/h100-health:
+one kernel spinning, the same 32x512 wide, spinning beside bf16 work, tiny kernels, idle, a
+torchrun job with rank 1 SIGSTOPped, process states included), the REAL H100 GPM recording
+(busy, float32, copies, tiny kernels, idle) and the REAL 2x H200 GPM recording.  They are 45 s
+long, so the tests that need a verdict use thresholds of 30 s (REAL_CFG), as the device run's
+own log (device_health.log) did.  Only what no real recording shows is DERIVED, and says so:
+a rank that exited (tests/fixtures/derived/h100-job-exited-derived.jsonl.gz) and every rank
+blocked (the real stopped job with rank 1 put in state S, in the test).
 """
 
 from __future__ import annotations
@@ -37,8 +37,16 @@ from gputui.telemetry.host import ProcessInspector
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import FORMAT_VERSION, RecordingWriter, read_recording
 
-SPIN_DERIVED = DERIVED / "h100-spin-derived.jsonl.gz"  # SWITCH TO REAL: spin.jsonl.gz
-STOPPED_DERIVED = DERIVED / "h100-job-stopped-derived.jsonl.gz"  # SWITCH TO REAL: jobrank-stopped.jsonl.gz
+HEALTH = DERIVED.parent / "h100-health"
+SPIN = HEALTH / "spin.jsonl.gz"
+SPIN_WIDE = HEALTH / "spin-wide.jsonl.gz"
+SPIN_BUSY = HEALTH / "spin-busy.jsonl.gz"
+TINY = HEALTH / "tiny.jsonl.gz"
+IDLE = HEALTH / "idle.jsonl.gz"
+STOPPED = HEALTH / "jobrank-stopped.jsonl.gz"
+REAL_CFG = HealthConfig(spin_seconds=30, stuck_seconds=30)
+"""The real recordings are 45 s long: 30 s thresholds (as device_health.log)."""
+STOP_PID, LAUNCHER = 1200, 1013
 EXITED_DERIVED = DERIVED / "h100-job-exited-derived.jsonl.gz"
 H200_X2_GPM = H100_GPM.parents[1] / "h200-x2-gpm" / "recording.jsonl.gz"
 JOBS_240 = DERIVED / "h200x8-nvswitch-240procs-jobs.jsonl.gz"
@@ -131,17 +139,20 @@ def test_rank_from_a_real_processs_environment(children, env: dict[str, str], wa
 
 
 def test_the_environments_rank_wins_over_the_command_line() -> None:
+    """The real job's ranks came from RANK in their environment; a `--rank 7` put on every
+    command line (derived in the test) does not change who is named."""
     snaps = [
         dataclasses.replace(
             s,
             processes=tuple(
-                dataclasses.replace(p, rank=10 + (rank_number(p.cmdline) or 0)) for p in s.processes
+                dataclasses.replace(p, cmdline=(*(p.cmdline or ()), "--rank", "7")) for p in s.processes
             ),
         )
-        for s in ticks(STOPPED_DERIVED)
+        for s in ticks(STOPPED)
     ]
-    v = run(snaps)[-1].jobs[0].verdict
-    assert v is not None and v.short == "rank 11 (PID 457, GPU 0) is the one the others wait for"
+    assert rank_number(snaps[-1].processes[0].cmdline) == 7
+    v = run(snaps, REAL_CFG)[-1].jobs[0].verdict
+    assert v is not None and v.short == "rank 1 (PID 1200, GPU 0) is the one the others wait for"
 
 
 def test_state_of_an_exited_process_is_not_invented(children) -> None:
@@ -171,30 +182,72 @@ def test_recordings_carry_the_state_and_say_version_3(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------------------
 
 
-def test_derived_fixtures_say_they_are_derived() -> None:
-    for path in (SPIN_DERIVED, STOPPED_DERIVED, EXITED_DERIVED):
-        derived_header(path)
+def test_derived_fixtures_say_they_are_derived_and_real_ones_real() -> None:
+    derived_header(EXITED_DERIVED)
+    for path in (SPIN, SPIN_WIDE, SPIN_BUSY, TINY, IDLE, STOPPED):
+        header = read_recording(path)[0]
+        assert header.derived is None and header.note and header.note.startswith("real NVIDIA H100")
 
 
-def test_spinning_gpu_is_waiting_in_a_collective_after_the_threshold() -> None:  # SWITCH TO REAL
-    snaps = ticks(SPIN_DERIVED)
-    reports = run(snaps)
+def test_spinning_gpu_is_waiting_in_a_collective_after_the_threshold() -> None:
+    """The real spinning kernel (1 block, 1 thread, from 5 s): the signature from the first
+    GPM window that covers only the spin (13 s), "waiting in a collective" 30 s later."""
+    snaps = ticks(SPIN)
+    reports = run(snaps, REAL_CFG)
     first = next(k for k, r in enumerate(reports) if 0 in r.gpus)
     since = snaps[first].timestamp
+    assert since - snaps[0].timestamp == pytest.approx(13, abs=0.01)
     for s, r in zip(snaps[first:], reports[first:], strict=True):
         h = r.gpus[0]
         assert h.certain and h.since == since
-        assert h.waiting == (s.timestamp - since >= 120), s.timestamp - since
+        assert h.waiting == (s.timestamp - since >= 30), s.timestamp - since
     last = reports[-1].gpus[0]
-    assert last.short == "waiting in a collective for 2 min?"
+    assert last.short == "waiting in a collective for 32 s?"
     assert "SM 0.8 %" in last.evidence and "DRAM 0.0 %" in last.evidence
-    assert all(0 not in r.gpus for r in reports[:first])  # the idle ticks before
+    assert "GR engine 100.0 %" in last.evidence
+    assert all(0 not in r.gpus for r in reports[:first])  # idle, and the window that began idle
+
+
+def test_spinning_under_the_default_threshold_is_not_yet_waiting() -> None:
+    """32 s of the real spin under the default 2 minutes: seen, not yet claimed."""
+    last = run(ticks(SPIN))[-1].gpus[0]
+    assert not last.waiting and last.short == "one kernel spinning for 32 s"
 
 
 def test_spin_threshold_is_the_configs() -> None:
-    reports = run(ticks(SPIN_DERIVED), HealthConfig(spin_seconds=30))
+    reports = run(ticks(SPIN), HealthConfig(spin_seconds=10))
     waiting = [r for r in reports if 0 in r.gpus and r.gpus[0].waiting]
-    assert waiting and waiting[0].gpus[0].seconds == 30
+    assert waiting and 10 <= waiting[0].gpus[0].seconds < 11.1  # the first tick at or past 10 s
+    before = [r.gpus[0].seconds for r in reports if 0 in r.gpus and not r.gpus[0].waiting]
+    assert before and max(before) < 10
+
+
+@pytest.mark.parametrize("path", [SPIN_WIDE, TINY, IDLE, STOPPED], ids=lambda p: p.name)
+def test_real_loads_that_are_not_one_spinning_kernel_are_never_called_spinning(path: Path) -> None:
+    """Measured on the H100: 32x512 blocks spinning (SM 24 %: not the one-kernel signature,
+    no false claim), tiny kernels (GR 18 %), idle, and a gloo job (its GPU idle): never the
+    signature, not even for a moment."""
+    assert all(r.gpus == {} for r in run(ticks(path), HealthConfig(spin_seconds=0)))
+
+
+def test_a_spinning_kernel_beside_real_work_is_not_called_spinning() -> None:
+    """The real spin-busy run: the kernel spins alone from 9 s (seen from the first GPM window
+    that covers only it, 13 s), then bf16 matmuls of a second process run beside it (PID 933,
+    18-43 s): SMs 41 %, DRAM 15 %, 515 W, never the signature while they compute (a GPU
+    shared with a process that computes hides a spinning kernel, as documented)."""
+    snaps = ticks(SPIN_BUSY)
+    reports = run(snaps, HealthConfig(spin_seconds=0))
+    busy = [r for s, r in zip(snaps, reports, strict=True) if any(p.pid == 933 for p in s.processes)]
+    alone = [r for s, r in zip(snaps, reports, strict=True) if 0 in r.gpus]
+    assert len(busy) >= 25 and all(r.gpus == {} for r in busy)
+    assert alone and max(r.timestamp for r in alone) < min(r.timestamp for r in busy)
+
+
+def test_the_wide_spin_reads_sm_24_percent() -> None:
+    """Why spin-wide is not matched: its SM activity, as documented in docs/job-health.md."""
+    w = ticks(SPIN_WIDE)[-1].gpus[0].activity
+    assert w is not None and w.graphics_active == pytest.approx(100, abs=0.1)
+    assert w.sm_active == pytest.approx(24.24, abs=0.01) and w.dram_active == 0
 
 
 @pytest.mark.parametrize("phase", ALL)
@@ -208,16 +261,17 @@ def test_real_loads_are_never_called_spinning(phase: str) -> None:
             assert r.gpus == {}, (phase, r.gpus)
 
 
-def test_without_gpm_says_what_cannot_be_told_apart() -> None:  # SWITCH TO REAL
-    """The spinning ticks with GPM taken out (as on an Ampere): utilization 100 % at idle
-    power is a spinning kernel or tiny kernels, and the finding says so."""
+def test_without_gpm_says_what_cannot_be_told_apart() -> None:
+    """The real spinning ticks with GPM taken out (derived in the test, as on an Ampere):
+    utilization 100 % at idle power from 11 s is a spinning kernel or tiny kernels, and the
+    finding says so."""
     snaps = [
         dataclasses.replace(s, gpus=tuple(dataclasses.replace(g, gpm=None) for g in s.gpus))
-        for s in ticks(SPIN_DERIVED)
+        for s in ticks(SPIN)
     ]
-    last = run(snaps)[-1].gpus[0]
+    last = run(snaps, REAL_CFG)[-1].gpus[0]
     assert not last.certain and last.waiting
-    assert last.short == "spinning or tiny kernels for 2 min?"
+    assert last.short == "spinning or tiny kernels for 34 s?"
     assert "cannot be told apart" in last.evidence
 
 
@@ -243,7 +297,7 @@ def test_real_loads_without_gpm_are_not_called_spinning() -> None:
 )
 def test_missing_evidence_is_not_a_spinning_gpu(change: dict) -> None:
     """None is not 0: a spinning tick without its power, power limit, SM or DRAM figure."""
-    g = ticks(SPIN_DERIVED)[-1].gpus[0]
+    g = ticks(SPIN)[-1].gpus[0]
     assert spin_signature(g, 200.0, HealthConfig()) is True
     if "gpm_sm" in change:
         g = dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, sm_active=None))
@@ -257,7 +311,7 @@ def test_missing_evidence_is_not_a_spinning_gpu(change: dict) -> None:
 
 def test_dram_traffic_is_not_spinning() -> None:
     """A kernel that moves memory is working, whatever the SMs' figure."""
-    g = ticks(SPIN_DERIVED)[-1].gpus[0]
+    g = ticks(SPIN)[-1].gpus[0]
     g = dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, dram_active=5.0))
     assert spin_signature(g, 200.0, HealthConfig()) is False
 
@@ -272,7 +326,7 @@ def test_idle_power_rule() -> None:
 
 def test_spinning_at_busy_power_is_not_the_signature() -> None:
     """The power rule: the same GPM figures at a busy GPU's power are not a spinning kernel."""
-    g = ticks(SPIN_DERIVED)[-1].gpus[0]
+    g = ticks(SPIN)[-1].gpus[0]
     busy = dataclasses.replace(g, power_draw=400.0)
     assert spin_signature(busy, idle_power(70.0, 700.0, HealthConfig()), HealthConfig()) is False
 
@@ -282,34 +336,43 @@ def test_spinning_at_busy_power_is_not_the_signature() -> None:
 # --------------------------------------------------------------------------------------
 
 
-def test_stopped_rank_is_the_one_the_others_wait_for() -> None:  # SWITCH TO REAL
-    snaps = ticks(STOPPED_DERIVED)
-    reports = run(snaps)
+def test_stopped_rank_is_the_one_the_others_wait_for() -> None:
+    """The real torchrun job (3 gloo ranks on GPU 0), rank 1 SIGSTOPped at 10 s: the
+    others sleep in the all_reduce (state S, ~0 % CPU, GPU idle) from 11 s; 30 s later rank
+    1 is named, and not a tick before."""
+    snaps = ticks(STOPPED)
+    reports = run(snaps, REAL_CFG)
     (job,) = reports[-1].jobs
-    assert job.key == ("launcher", "455") and job.launcher == 455
+    assert job.key == ("launcher", str(LAUNCHER)) and job.launcher == LAUNCHER
     assert [(r.rank, r.pid, r.state, r.condition) for r in job.ranks] == [
-        (0, 456, "S", "blocked"),
-        (1, 457, "T", "stopped"),
-        (2, 458, "S", "blocked"),
+        (0, 1199, "S", "blocked"),
+        (1, 1200, "T", "stopped"),
+        (2, 1201, "S", "blocked"),
     ]
     v = job.verdict
-    assert v is not None and v.kind == "culprit" and v.pids == (457,)
-    assert v.short == "rank 1 (PID 457, GPU 0) is the one the others wait for"
+    assert v is not None and v.kind == "culprit" and v.pids == (STOP_PID,)
+    assert v.short == "rank 1 (PID 1200, GPU 0) is the one the others wait for"
     assert "is stopped (state T since" in v.why and "SIGCONT" in v.why and "2 blocked" in v.why
-    # not before the others have waited stuck_seconds
     stop_ts = next(s.timestamp for s in snaps if any(p.state == "T" for p in s.processes))
-    for s, r in zip(snaps, reports, strict=True):
-        verdict = r.jobs[0].verdict if r.jobs else None
-        assert (verdict is not None) == (s.timestamp - stop_ts >= 120), s.timestamp - stop_ts
+    assert v.since == stop_ts
+    named = [s.timestamp - stop_ts for s, r in zip(snaps, reports, strict=True) if r.jobs[0].verdict]
+    assert named and 30 <= named[0] <= 32, named[:1]  # within the threshold (+ the first wait tick)
+    assert named == [t for t in (s.timestamp - stop_ts for s in snaps) if t >= named[0]]
+
+
+def test_stopped_rank_is_not_named_under_the_default_threshold() -> None:
+    """35 s of waiting under the default 2 minutes: no verdict yet (a slow step is not a hang)."""
+    assert all(j.verdict is None for r in run(ticks(STOPPED)) for j in r.jobs)
 
 
 def test_bystanders_are_not_ranks() -> None:
     """The holder in a Slurm-like cgroup is one process: no job verdict; the bystander has none."""
-    (job,) = run(ticks(STOPPED_DERIVED))[-1].jobs
-    assert {r.pid for r in job.ranks} == {456, 457, 458}
+    (job,) = run(ticks(STOPPED), REAL_CFG)[-1].jobs
+    assert {r.pid for r in job.ranks} == {1199, 1200, 1201}
 
 
-def test_rank_that_exited_is_named_with_its_time() -> None:  # SWITCH TO REAL
+def test_rank_that_exited_is_named_with_its_time() -> None:
+    """DERIVED: no real recording has a rank that exited while the others wait."""
     snaps = ticks(EXITED_DERIVED)
     (job,) = run(snaps)[-1].jobs
     gone_ts = next(s.timestamp for s in snaps if not any(p.pid == 457 for p in s.processes))
@@ -320,26 +383,32 @@ def test_rank_that_exited_is_named_with_its_time() -> None:  # SWITCH TO REAL
     assert v.short == f"rank 1 (PID 457, GPU 0) exited at {at} while the others wait"
 
 
-def test_every_rank_waiting_is_stuck_since_when_they_all_began() -> None:  # SWITCH TO REAL
-    """The stopped recording with rank 1 blocked like the others (derived in the test)."""
+def test_every_rank_waiting_is_stuck_since_when_they_all_began() -> None:
+    """DERIVED in the test: the real stopped job with rank 1 blocked like the others (no real
+    recording has every rank blocked)."""
     snaps = [
         dataclasses.replace(
             s,
             processes=tuple(dataclasses.replace(p, state="S") if p.state == "T" else p for p in s.processes),
         )
-        for s in ticks(STOPPED_DERIVED)
+        for s in ticks(STOPPED)
     ]
-    (job,) = run(snaps)[-1].jobs
+    (job,) = run(snaps, REAL_CFG)[-1].jobs
     v = job.verdict
-    start = next(s.timestamp for s in snaps if any(p.state == "S" for p in s.processes))
+    # the ranks all sleep at under 2 % CPU from the first tick after the stop on
+    start = next(
+        s.timestamp
+        for k, s in enumerate(snaps)
+        if all(p.cpu_percent < 2 for t in snaps[k:] for p in t.processes)
+    )
     assert v is not None and v.kind == "stuck" and v.since == start
     assert v.short == f"stuck in a collective since {time.strftime('%H:%M:%S', time.gmtime(start))}"
     assert "3 blocked (state S, ~0 % CPU, GPU idle)" in v.why
 
 
 def test_a_resumed_rank_clears_the_verdict() -> None:
-    snaps = ticks(STOPPED_DERIVED)
-    engine = HealthEngine()
+    snaps = ticks(STOPPED)
+    engine = HealthEngine(REAL_CFG)
     for s in snaps:
         engine.update(s)
     assert engine.current.jobs[0].verdict is not None
@@ -361,11 +430,11 @@ def test_missing_state_or_cpu_gives_no_verdict(missing: str) -> None:
                 dataclasses.replace(p, **{missing: None}) if p.state != "T" else p for p in s.processes
             ),
         )
-        for s in ticks(STOPPED_DERIVED)
+        for s in ticks(STOPPED)
     ]
-    (job,) = run(snaps)[-1].jobs
+    (job,) = run(snaps, REAL_CFG)[-1].jobs
     assert job.verdict is None
-    assert {r.condition for r in job.ranks if r.pid != 457} <= {"unknown", "computing"}
+    assert {r.condition for r in job.ranks if r.pid != STOP_PID} <= {"unknown", "computing"}
 
 
 def test_real_job_recording_gives_no_verdict() -> None:
@@ -422,19 +491,19 @@ def test_rank_number_from_the_command_line(argv, want) -> None:
 
 
 def test_disabled_gives_nothing() -> None:
-    reports = run(ticks(STOPPED_DERIVED), HealthConfig(enabled=False))
+    reports = run(ticks(STOPPED), HealthConfig(enabled=False))
     assert all(not r.jobs and not r.gpus for r in reports)
 
 
 def test_a_replay_that_loops_starts_over() -> None:
-    """Back to a tick 130 s into the stop: the waits are timed afresh from there (the
+    """Back to a tick 31 s into the stop: the waits are timed afresh from there (the
     replay's first tick seen is that one), so no verdict yet."""
-    snaps = ticks(STOPPED_DERIVED)
-    engine = HealthEngine()
+    snaps = ticks(STOPPED)
+    engine = HealthEngine(REAL_CFG)
     for s in snaps:
         engine.update(s)
     assert engine.current.jobs[0].verdict is not None
-    later = next(k for k, s in enumerate(snaps) if any(p.state == "T" for p in s.processes)) + 130
+    later = next(k for k, s in enumerate(snaps) if any(p.state == "T" for p in s.processes)) + 31
     assert engine.update(snaps[later]).jobs[0].verdict is None
 
 
@@ -448,9 +517,9 @@ def test_the_one_not_waiting_must_be_known() -> None:
                 for p in s.processes
             ),
         )
-        for s in ticks(STOPPED_DERIVED)
+        for s in ticks(STOPPED)
     ]
-    (job,) = run(snaps)[-1].jobs
+    (job,) = run(snaps, REAL_CFG)[-1].jobs
     assert [r.condition for r in job.ranks] == ["blocked", "unknown", "blocked"]
     assert job.verdict is None
 
@@ -472,9 +541,9 @@ def test_texts_carry_nothing_from_the_process() -> None:
                 dataclasses.replace(p, cmdline=(*(p.cmdline or ()), hostile, "1")) for p in s.processes
             ),
         )
-        for s in ticks(STOPPED_DERIVED)
+        for s in ticks(STOPPED)
     ]
-    (job,) = run(snaps)[-1].jobs
+    (job,) = run(snaps, REAL_CFG)[-1].jobs
     assert job.verdict is not None
     assert "\x1b" not in job.verdict.short + job.verdict.why
 

@@ -56,4 +56,4 @@ def test_the_fields_of_this_format_version_are_the_committed_ones():
 def test_every_committed_version_is_readable():
     committed = json.loads(FIELDS_FILE.read_text())
     assert {int(v) for v in committed} <= set(READABLE_VERSIONS)
-    assert FORMAT_VERSION == max(READABLE_VERSIONS)
+    assert max(READABLE_VERSIONS) == FORMAT_VERSION

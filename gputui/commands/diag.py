@@ -35,14 +35,24 @@ def add_parser(subparsers: Any) -> None:
         "diag",
         help="diagnose CUDA, cuDNN and NCCL in a Python environment (exit 0 pass, 1 warn, 2 fail)",
         description="Run the diagnosis in a child process of the interpreter being diagnosed "
-        "(default: the active venv or conda env, else gputui's own) and say which layer is broken "
+        "(--pid: that process's, with its environment; --python; default: the busiest GPU "
+        "process's, else the python3 on PATH, else gputui's own) and say which layer is broken "
         "and the command that fixes it.  Exit status: 0 all pass, 1 warnings, 2 failures.",
     )
     p.add_argument(
         "--python",
         metavar="PATH",
         default=None,
-        help="the interpreter to diagnose (default: the active environment's)",
+        help="the interpreter to diagnose, with gputui's environment",
+    )
+    p.add_argument(
+        "--pid",
+        type=int,
+        metavar="PID",
+        default=None,
+        help="diagnose that process's interpreter (/proc/PID/exe) with its environment's CUDA, "
+        "NCCL, torch and library variables (/proc/PID/environ); default without --python: the "
+        "busiest GPU process's, else the python3 on PATH",
     )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
@@ -64,11 +74,24 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.diag.interpreters import default_interpreter
     from gputui.diag.session import DiagnosisSession
+    from gputui.diag.target import Target, TargetError, busiest_gpu_pid, default_target, process_target
     from gputui.diag.verdicts import Finding, report_json, report_markdown
 
-    python = args.python or default_interpreter()
+    if args.pid is not None and args.python:
+        print("gputui diag: --pid and --python: give one", file=sys.stderr)
+        return 2
+    try:
+        if args.pid is not None:
+            target = process_target(args.pid)
+        elif args.python:
+            target = Target(args.python, "--python")
+        else:
+            target = default_target(busiest_gpu_pid())
+    except TargetError as exc:
+        print(f"gputui diag: {exc}", file=sys.stderr)
+        return 2
+    python = target.python
     stream = not (args.json or args.markdown)
     colour = stream and sys.stdout.isatty()
     progress = sys.stderr.isatty()
@@ -95,7 +118,9 @@ def run(args: argparse.Namespace) -> int:
 
     if stream:
         try:
-            out(f"gputui diag: {python}")
+            out(f"gputui diag: {literal(python)}")
+            for line in target.header():
+                out(literal(line))
         except ReaderGone:
             return SIGPIPE_EXIT
     with interruptible():
@@ -103,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
             python,
             timeout=args.timeout,
             probe_args=["--no-nccl"] if args.no_nccl else [],
+            base_env=target.env,
             on_finding=on_finding,
             on_phase=on_phase,
         )
@@ -117,6 +143,7 @@ def run(args: argparse.Namespace) -> int:
     if reader_gone.is_set():
         return SIGPIPE_EXIT
     report = diagnosis.to_json()
+    report["target"] = target.to_json()
     try:
         if args.json:
             sys.stdout.write(report_json(report))

@@ -68,6 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gputui.export.prometheus import GpuCollector, metrics_app, serve
     from gputui.telemetry.alerts import AlertEngine
+    from gputui.telemetry.health import HealthEngine
     from gputui.telemetry.hints import HintEngine
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.poller import Poller
@@ -89,7 +90,10 @@ def run(args: argparse.Namespace) -> int:
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
     hub = Hub(
-        capacity=2, alerts=AlertEngine(settings.alerts, settings.hints), hints=HintEngine(settings.hints)
+        capacity=2,
+        alerts=AlertEngine(settings.alerts, settings.hints, settings.health),
+        hints=HintEngine(settings.hints),
+        health=HealthEngine(settings.health),
     )
 
     said: set[str] = set()

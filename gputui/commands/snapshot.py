@@ -10,7 +10,14 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from gputui.commands.common import add_replay_options, nvml_unavailable, open_replay, positive
+from gputui.commands.common import (
+    add_config_option,
+    add_replay_options,
+    load_config,
+    nvml_unavailable,
+    open_replay,
+    positive,
+)
 
 NAME = "snapshot"
 PROG = "gputui snapshot"
@@ -51,8 +58,10 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--processes",
         action="store_true",
-        help="JSON: add every GPU process; CSV: print the processes (one row each) instead of the GPUs",
+        help="JSON: add every GPU process and the jobs' health (verdicts need watching over "
+        "time: --watch, or --replay); CSV: print the processes (one row each) instead of the GPUs",
     )
+    add_config_option(p)
     p.add_argument("--nounits", action="store_true", help="CSV: numbers without units (as csv,nounits)")
     p.add_argument("--noheader", action="store_true", help="CSV: no header line (as csv,noheader)")
     p.add_argument(
@@ -173,6 +182,32 @@ def wait_for_slow(source: Any, sel: Selection) -> None:
         time.sleep(0.005)
 
 
+class _Judge:
+    """The job-health verdicts across the documents of one run: a replay's earlier ticks are
+    judged first (as the live run judged them), a live --watch builds up its own history."""
+
+    def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
+        from gputui.telemetry.health import HealthEngine
+
+        self.config = load_config(args, PROG).config.health
+        self.engine = HealthEngine(self.config)
+        self.first: float | None = None
+        if not live:
+            for snap in source.ticks[: source.position + 1]:  # those before the next sample
+                self._feed(snap)
+
+    def _feed(self, snap: Any) -> Any:
+        if self.first is None:
+            self.first = snap.timestamp
+        return self.engine.update(snap)
+
+    def block(self, snap: Any) -> dict[str, Any]:
+        from gputui.export.health_json import health_block
+
+        report = self._feed(snap)
+        return health_block(report, snap, self.config, snap.timestamp - (self.first or snap.timestamp))
+
+
 def run(args: argparse.Namespace) -> int:
     from gputui.export import snapshot as snap_fmt
     from gputui.telemetry.recording import RecordingError
@@ -205,6 +240,7 @@ def run(args: argparse.Namespace) -> int:
         return nvml_unavailable(PROG, problem)
     if live:
         wait_for_slow(source, sel)
+    judge = _Judge(args, source, live) if kind == "json" and args.processes else None
 
     def emit(first: bool) -> None:
         snap = source.sample()
@@ -212,7 +248,10 @@ def run(args: argparse.Namespace) -> int:
             src: dict[str, Any] = {"kind": "live"}
             if not live:
                 src = {"kind": "replay", "file": str(args.replay), "tick": source.position + 1}
-            doc = snap_fmt.document(info, snap, gpu_fields, proc_fields, processes=args.processes, source=src)
+            health = judge.block(snap) if judge is not None else None
+            doc = snap_fmt.document(
+                info, snap, gpu_fields, proc_fields, processes=args.processes, source=src, health=health
+            )
             out = snap_fmt.dumps(doc, pretty=args.watch is None)
         else:
             out = snap_fmt.csv_text(

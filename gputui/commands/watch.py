@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
-    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints))
+    hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints, settings.health))
     hub.set_info(info)
     runner: AlertCommand | None = None
     if cmd:

@@ -167,6 +167,7 @@ class ChildRun:
         *,
         timeout: float | None = None,
         env_overrides: Mapping[str, str | None] | None = None,
+        base_env: Mapping[str, str] | None = None,
         on_event: Callable[[dict[str, Any]], None] | None = None,
         on_stray: Callable[[str], None] | None = None,
         on_exit: Callable[[ChildResult], None] | None = None,
@@ -175,7 +176,7 @@ class ChildRun:
         self.python = python
         self.argv = [python, str(script), *args]
         self.timeout = timeout
-        self.env, self.env_changes = child_env(python, env_overrides)
+        self.env, self.env_changes = child_env(python, env_overrides, base_env)
         self.token = uuid.uuid4().hex
         self.env[RUN_TOKEN_VAR] = self.token  # not a change the user made: not reported
         self.on_event = on_event

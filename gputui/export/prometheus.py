@@ -32,6 +32,8 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
+from gputui.telemetry.alerts import STUCK_VERDICTS
+from gputui.telemetry.health import HealthReport
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.jobs import exporter_labels
 from gputui.telemetry.metrics import (
@@ -111,6 +113,7 @@ def build_families(
     processes: bool = True,
     alerts: Sequence[Any] = (),
     hints: Mapping[int, Sequence[Hint]] | None = None,
+    health: HealthReport | None = None,
 ) -> list[Metric]:
     """Every metric family for one snapshot (scrape-independent)."""
     devices = {d.index: d for d in info.devices}
@@ -196,12 +199,67 @@ def build_families(
             for h in gpu_hints:
                 hinted.add_sample(hinted.name, {**labels[gpu], "hint": h.kind}, 1.0)
     out.append(hinted)
+    if health is not None:
+        out += _health_families(info, gpus, labels, health)
     ts = _family(
         "gputui_snapshot_timestamp_seconds", "When the latest sample was taken (Unix time).", "gauge"
     )
     ts.add_sample(ts.name, {}, snap.timestamp)
     out.append(ts)
     return out
+
+
+def _health_families(
+    info: MachineInfo,
+    gpus: Sequence[tuple[DeviceInfo, GpuSample]],
+    labels: Mapping[int, dict[str, str]],
+    health: HealthReport,
+) -> list[Metric]:
+    """Job health (docs/job-health.md): a job's verdict, a GPU spinning, a job's energy.  The
+    job label is its key ("launcher:1013", "slurm:4242:0"): untrusted (a Slurm id, a pod
+    name), like every label value it goes through `label_value`."""
+    spinning = _family(
+        "gputui_gpu_spinning",
+        "1 while the GPU has shown the spinning signature (one kernel polling, as NCCL waiting "
+        "for a peer; GR engine busy, SMs and DRAM idle, idle power) for [health] spin_seconds.",
+        "gauge",
+    )
+    seconds = _family(
+        "gputui_gpu_spinning_seconds", "How long the GPU has shown the spinning signature.", "gauge"
+    )
+    for d, g in gpus:
+        if g.lost:
+            continue
+        h = health.gpus.get(d.index)
+        spinning.add_sample(spinning.name, labels[d.index], 1.0 if h is not None and h.waiting else 0.0)
+        if h is not None:
+            seconds.add_sample(seconds.name, labels[d.index], h.seconds)
+    stuck = _family(
+        "gputui_job_stuck",
+        "1 when the job's verdict is stuck in a collective, the rank the others wait for, or a "
+        "rank that exited while the others wait (label verdict); 0 otherwise.",
+        "gauge",
+    )
+    energy = _family(
+        "gputui_job_energy_joules",
+        "Energy of the GPUs the job holds alone since gputui first saw it (NVML's counter, read "
+        "every 10 s); no series while every GPU of the job is shared.",
+        "gauge",
+    )
+    host = info.system.hostname
+    for job in health.jobs:
+        job_labels = {
+            "job": ":".join(job.key),
+            "launcher": "" if job.launcher is None else str(job.launcher),
+            "Hostname": host,
+        }
+        v = job.verdict
+        is_stuck = v is not None and v.kind in STUCK_VERDICTS
+        verdict = v.kind if v is not None else ""
+        stuck.add_sample(stuck.name, {**job_labels, "verdict": verdict}, 1.0 if is_stuck else 0.0)
+        if job.energy is not None and job.energy.joules is not None:
+            energy.add_sample(energy.name, job_labels, job.energy.joules)
+    return [spinning, seconds, stuck, energy]
 
 
 def _ratio(percent: float | None) -> float | None:
@@ -245,6 +303,7 @@ class GpuCollector(Collector):
             snap, info = hub.latest, hub.info
         alerts = list(hub.active_alerts().values())
         hints = hub.hints_by_gpu()
+        health = hub.health_report()
         up = _family("gputui_up", "1 when gputui has a sample of the GPUs to serve.", "gauge")
         up.add_sample("gputui_up", {}, 0.0 if snap is None or info is None else 1.0)
         yield up
@@ -264,7 +323,9 @@ class GpuCollector(Collector):
         cached_for, families = self._cache
         if cached_for is not snap:
             # two scrapes may build the same snapshot at once: harmless, both are equal
-            families = build_families(info, snap, processes=self.processes, alerts=alerts, hints=hints)
+            families = build_families(
+                info, snap, processes=self.processes, alerts=alerts, hints=hints, health=health
+            )
             self._cache = (snap, families)
         yield from families
 

@@ -456,8 +456,10 @@ def document(
     *,
     processes: bool = False,
     source: dict[str, Any] | None = None,
+    health: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The gputui-snapshot document (version 1); fields default to all of them."""
+    """The gputui-snapshot document (version 1); fields default to all of them; `health`:
+    the job-health block (gputui/export/health_json.py)."""
     if gpu_fields is None:
         gsel = [(f.name, f) for f in GPU_FIELDS if f.name not in JSON_DOCUMENT_LEVEL]
     else:
@@ -501,6 +503,8 @@ def document(
             if not any(f.name == must for _, f in psel):
                 psel.insert(0, (must, PROCESS_BY_NAME[must]))
         doc["processes"] = [{f.name: f.get(ctx) for _, f in psel} for ctx in _process_contexts(info, snap)]
+    if health is not None:
+        doc["health"] = health
     return doc
 
 
@@ -535,6 +539,8 @@ def _prop(f: Field) -> dict[str, Any]:
 
 def schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the document; committed as gputui/schemas/snapshot-v1.json."""
+    from gputui.export.health_json import health_schema
+
     mib = {"type": ["integer", "null"], "minimum": 0}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -601,6 +607,7 @@ def schema() -> dict[str, Any]:
                     "properties": {f.name: _prop(f) for f in PROCESS_FIELDS},
                 },
             },
+            "health": health_schema(),
             "host": {
                 "type": ["object", "null"],
                 "additionalProperties": False,

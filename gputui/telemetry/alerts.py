@@ -15,6 +15,9 @@ Rules (each can be switched off; see `AlertConfig` and `gputui --print-config`):
   process_age  one process holding GPU memory for more than N hours
   efficiency   a GPM efficiency hint (tensor cores idle under float32 work, tiny kernels,
                memory-bound; thresholds in [hints]) holding for N minutes
+  job_stuck    a job's health verdict (gputui.telemetry.health) says it is stuck in a
+               collective, names the rank the others wait for, or a rank that exited while
+               the others wait; the wait threshold is [health] stuck_seconds
 
 A threshold rule fires when its value has been at or above `above` for `for_seconds`, and
 clears when the value falls below `clear_below` (hysteresis: a value hovering around the
@@ -31,6 +34,7 @@ from typing import Any
 
 from gputui.options import option
 from gputui.rules import iso_utc
+from gputui.telemetry.health import HealthConfig, HealthEngine, HealthReport, JobHealth
 from gputui.telemetry.hints import GPM_KINDS, MIB, HintConfig, gpu_hints, idle_holding_memory
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInfo, Snapshot
 
@@ -116,6 +120,11 @@ class AlertConfig:
         "a GPM efficiency hint (float32 without tensor cores, tiny kernels, memory-bound; "
         "thresholds in [hints]) holding for this long: Hopper and newer",
         factory=lambda: EfficiencyRule(False, 10.0),
+    )
+    job_stuck: Switch = option(
+        "a job stuck in a collective, the rank the others wait for, or a rank that exited while "
+        "the others wait (fires once ranks have waited [health] stuck_seconds)",
+        factory=lambda: Switch(True),
     )
 
 
@@ -245,8 +254,16 @@ _THRESHOLDS: dict[str, tuple[ValueFn, str, str]] = {
 class AlertEngine:
     """Evaluates `AlertConfig` tick by tick; `active` is the set of alerts firing now."""
 
-    def __init__(self, config: AlertConfig | None = None, hints: HintConfig | None = None) -> None:
+    def __init__(
+        self,
+        config: AlertConfig | None = None,
+        hints: HintConfig | None = None,
+        health: HealthConfig | None = None,
+    ) -> None:
         self.config = config or AlertConfig()
+        self.health = HealthEngine(dataclasses.replace(health or HealthConfig(), enabled=True))
+        """The job verdicts the job_stuck rule reads, when `update` is given no report (the
+        rule is evaluated whether or not the health view is on)."""
         self.hints = dataclasses.replace(hints or HintConfig(), enabled=True)
         """The hints' thresholds (the efficiency rule is evaluated whether or not the hints
         are shown)."""
@@ -261,8 +278,13 @@ class AlertEngine:
         self._first_seen.clear()
         self._last_ts = None
         self.active = {}
+        self.health.reset()
 
-    def update(self, info: MachineInfo, snap: Snapshot) -> list[AlertEvent]:
+    def update(
+        self, info: MachineInfo, snap: Snapshot, health: HealthReport | None = None
+    ) -> list[AlertEvent]:
+        """`health`: the job verdicts of this tick where the caller has them (a Hub with a
+        HealthEngine); else the engine's own."""
         ts = snap.timestamp
         events: list[AlertEvent] = []
         if self._last_ts is not None and ts < self._last_ts:
@@ -293,6 +315,10 @@ class AlertEngine:
             self._process_age(events, seen, snap.processes, ts)
         else:
             self._first_seen.clear()
+        if cfg.job_stuck.enabled:
+            report = health if health is not None else self.health.update(snap)
+            for job in report.jobs:
+                self._job_stuck(events, seen, job, ts)
         # conditions whose subject vanished (a process exited, a rule was switched off)
         for key in [k for k in self._states if k not in seen]:
             state = self._states.pop(key)
@@ -439,6 +465,41 @@ class AlertEngine:
         for ident in [i for i in self._first_seen if i not in present]:
             del self._first_seen[ident]
 
+    def _job_stuck(self, events: list[AlertEvent], seen: set[str], job: JobHealth, ts: float) -> None:
+        key = "job_stuck:" + ":".join(job.key)
+        v = job.verdict
+        stuck = v is not None and v.kind in STUCK_VERDICTS
+
+        def make(since: float) -> Alert:
+            assert v is not None
+            named = [r for r in (*job.ranks, *job.exited) if r.pid in v.pids]
+            gpu = named[0].gpu if named else job.ranks[0].gpu
+            pid = named[0].pid if named else None
+            return Alert(
+                key, "job_stuck", gpu, ts - since, self.health.config.stuck_seconds, "s",
+                f"{job_label(job)}: {v.short}", since, ts, pid,
+            )  # fmt: skip
+
+        since = v.since if v is not None and v.since is not None else ts
+        self._duration(events, seen, key, stuck, ts, 0.0, make, since=since)
+
+
+STUCK_VERDICTS = ("stuck", "culprit", "exited")
+"""The verdicts the job_stuck rule fires on (a straggler is slow, not stuck)."""
+
+
+def job_label(job: JobHealth) -> str:
+    """ "job of launcher PID 1013", "Slurm job 4242 step 0", "pod NAME": the job's id is
+    untrusted text (a Slurm id, a pod name), escaped."""
+    from gputui.untrusted import escaped
+
+    kind, *rest = job.key
+    if kind == "launcher":
+        return f"job of launcher PID {rest[0]}"
+    ident = escaped(rest[0]) if rest else "?"
+    step = f" step {escaped(rest[1])}" if len(rest) > 1 and rest[1] else ""
+    return f"Slurm job {ident}{step}" if kind == "slurm" else f"{kind} {ident}{step}"
+
 
 def _with_value(alert: Alert, value: float, text: str, threshold: float) -> Alert:
     """The active alert with the latest value (its identity and start stay)."""
@@ -473,6 +534,8 @@ def short_text(alert: Alert) -> str:
         return f"idle {v:.0f} min, memory held"
     if alert.kind == "process_age" and v is not None:
         return f"pid {alert.pid} held {v:.0f} h"
+    if alert.kind == "job_stuck":
+        return "job stuck"
     if alert.kind == "efficiency":
         return EFFICIENCY_SHORT.get(alert.key.rsplit(":", 1)[-1], "inefficient")
     return alert.kind.replace("_", " ")

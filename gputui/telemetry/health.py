@@ -49,6 +49,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputui.options import option
+from gputui.telemetry.job_energy import EnergyMeter, JobEnergy
 from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
 
 
@@ -138,6 +139,8 @@ class GpuHealth:
     """Held for `spin_seconds` at least: the finding to show."""
     short: str
     evidence: str
+    idle_power_max: float | None = None
+    """The highest power that counts as idle on this GPU now (watts)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,8 @@ class JobHealth:
     ranks: tuple[RankHealth, ...]
     exited: tuple[RankHealth, ...]
     verdict: JobVerdict | None
+    energy: JobEnergy | None = None
+    """Energy of the GPUs it holds alone since gputui first saw it (gputui/telemetry/job_energy.py)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,6 +316,7 @@ class HealthEngine:
         self._ranks: dict[Ident, int | None] = {}
         self._members: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
         self._exited: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
+        self._energy = EnergyMeter()
         self.current = HealthReport(0.0, {}, ())
 
     def update(self, snap: Snapshot) -> HealthReport:
@@ -375,7 +381,7 @@ class HealthEngine:
                     "(a collective waiting for a peer) or tiny kernels; without GPM (Hopper and "
                     "newer) the two cannot be told apart"
                 )
-            out[i] = GpuHealth(i, bool(sig), since, seconds, waiting, short, evidence)
+            out[i] = GpuHealth(i, bool(sig), since, seconds, waiting, short, evidence, idle_max)
         return out, now
 
     # ---- jobs ----
@@ -383,10 +389,13 @@ class HealthEngine:
     def _jobs(self, snap: Snapshot, ts: float, spin: dict[int, bool | None]) -> tuple[JobHealth, ...]:
         gpus = {g.index: g for g in snap.gpus}
         by_job: dict[tuple[str, ...], dict[int, list[GpuProcess]]] = {}
+        holders: dict[int, set[tuple[str, ...]]] = {}
         for p in snap.processes:
             key = _job_key(p)
+            holders.setdefault(p.gpu_index, set()).add(key or ("pid", str(p.pid)))
             if key is not None:
                 by_job.setdefault(key, {}).setdefault(p.pid, []).append(p)
+        energy = {i: g.energy for i, g in gpus.items()}
         seen: set[Ident] = set()
         out = []
         for key, procs in by_job.items():
@@ -403,7 +412,12 @@ class HealthEngine:
             ranks.sort(key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.gpu, r.pid))
             gone = tuple(sorted(exited.values(), key=lambda r: r.exited_at or 0.0))
             launcher = procs[next(iter(procs))][0].launcher
-            out.append(JobHealth(key, launcher, tuple(ranks), gone, self._verdict(ranks, gone, ts)))
+            held = {g for r in ranks for g in r.gpus}
+            shared = [g for g in held if len(holders.get(g, ())) > 1]
+            used = self._energy.update(key, held, energy, shared, ts)
+            verdict = self._verdict(ranks, gone, ts)
+            out.append(JobHealth(key, launcher, tuple(ranks), gone, verdict, used))
+        self._energy.forget(by_job)
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
             self._exited.pop(key, None)

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable
 
 from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
+from gputui.telemetry.health import HealthEngine, HealthReport
 from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
@@ -22,6 +23,7 @@ class Hub:
         capacity: int = DEFAULT_CAPACITY,
         alerts: AlertEngine | None = None,
         hints: HintEngine | None = None,
+        health: HealthEngine | None = None,
     ) -> None:
         self.history = History(capacity)
         self.latest: Snapshot | None = None
@@ -30,6 +32,9 @@ class Hub:
         """Evaluated on every published snapshot when set."""
         self.hints = hints
         """Efficiency hints, evaluated on every published snapshot when set."""
+        self.health = health
+        """Job health, evaluated on every published snapshot when set (before the alerts,
+        whose job_stuck rule reads its verdicts)."""
         self.lock = threading.Lock()
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
@@ -56,8 +61,13 @@ class Hub:
         with self.lock:
             self.history.append(snap)
             self.latest = snap
+            report = None
+            if self.health is not None:
+                report = self.health.update(snap)
+                if not self.health.config.enabled:
+                    report = None  # the job_stuck rule judges whether or not the view does
             if self.alerts is not None and self.info is not None:
-                events = self.alerts.update(self.info, snap)
+                events = self.alerts.update(self.info, snap, report)
             if self.hints is not None:
                 self.hints.update(snap)
         for listener in self._listeners:
@@ -81,6 +91,10 @@ class Hub:
         """Each GPU's efficiency hints at the latest tick (immutable: replaced every tick)."""
         return self.hints.current if self.hints is not None else {}
 
+    def health_report(self) -> HealthReport | None:
+        """The job verdicts and spinning GPUs at the latest tick (immutable)."""
+        return self.health.current if self.health is not None else None
+
     def series(self, gpu: int, metric: str, n: int | None = None) -> list[float]:
         with self.lock:
             return self.history.series(gpu, metric, n)
@@ -102,3 +116,5 @@ class Hub:
                 self.alerts.reset()
             if self.hints is not None:
                 self.hints.reset()
+            if self.health is not None:
+                self.health.reset()

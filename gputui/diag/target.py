@@ -1,0 +1,178 @@
+"""Which interpreter and which environment a diagnosis uses (`gputui diag --pid PID`, and
+`gputui diag` with neither --pid nor --python).
+
+`--pid PID`: the process's own interpreter (/proc/PID/exe) with the variables of its
+environment (/proc/PID/environ) that decide how CUDA, torch and NCCL start and where
+libraries come from; nothing else of it is taken (tokens, passwords and the like stay out
+of the diagnosis and its report):
+
+  prefixes  CUDA_ NCCL_ PYTORCH_ TORCH_ NVIDIA_ CUDNN_ CUBLAS_ NVTE_ TRITON_ XLA_ LD_
+            PYTHON CONDA_ OMP_ MKL_ HF_ TRANSFORMERS_
+  names     PATH HOME USER LOGNAME LANG LC_ALL TMPDIR VIRTUAL_ENV RANK LOCAL_RANK WORLD_SIZE
+            LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT SLURM_JOB_ID SLURM_PROCID
+
+Its environment is readable for your own processes (root: all); where it is not, gputui's
+own environment is used and the report says so and why.
+
+With neither: the interpreter of the busiest GPU process (the one holding the most GPU
+memory) when it is Python and readable, else the `python3` on PATH, else gputui's own;
+the report says which and why.  Never gputui's own venv silently.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from gputui.untrusted import escaped
+
+TAKEN_PREFIXES = (
+    "CUDA_", "NCCL_", "PYTORCH_", "TORCH_", "NVIDIA_", "CUDNN_", "CUBLAS_", "NVTE_", "TRITON_",
+    "XLA_", "LD_", "PYTHON", "CONDA_", "OMP_", "MKL_", "HF_", "TRANSFORMERS_",
+)  # fmt: skip
+TAKEN_NAMES = frozenset(
+    (
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "RANK",
+        "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+        "SLURM_JOB_ID", "SLURM_PROCID",
+    )
+)  # fmt: skip
+PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?(-dbg)?$")
+
+
+class TargetError(ValueError):
+    """Why a PID cannot be diagnosed (one line)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    python: str
+    why: str
+    """Which interpreter and why: "PID 589's (/proc/589/exe)", "python3 on PATH (...)"."""
+    pid: int | None = None
+    env: dict[str, str] | None = None
+    """The variables taken from the process; None: gputui's own environment is used."""
+    env_note: str | None = None
+    """Why the process's environment is not used, where it is not."""
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def environment(self) -> str:
+        if self.pid is not None and self.env is not None:
+            return f"PID {self.pid}'s (/proc/{self.pid}/environ)"
+        return "gputui's own"
+
+    def header(self) -> list[str]:
+        env = self.environment
+        if self.env is not None:
+            env += f": {len(self.env)} variables ({', '.join(sorted(self.env)) or 'none'})"
+        elif self.env_note:
+            env = f"{env}: {self.env_note}"
+        return [f"  interpreter: {self.why}", f"  environment: {env}", *(f"  note: {n}" for n in self.notes)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "pid": self.pid,
+            "interpreter": self.python,
+            "why": self.why,
+            "environment": self.environment,
+            "variables": sorted(self.env) if self.env is not None else None,
+            "environment_note": self.env_note,
+            "notes": self.notes,
+        }
+
+
+def _read_environ(pid: int) -> bytes:
+    with open(f"/proc/{pid}/environ", "rb") as f:
+        return f.read(1 << 22)
+
+
+def taken(environ: bytes) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in environ.split(b"\0"):
+        name, eq, value = item.partition(b"=")
+        if not eq:
+            continue
+        try:
+            k, v = name.decode(), value.decode()
+        except UnicodeDecodeError:
+            continue
+        if k in TAKEN_NAMES or k.startswith(TAKEN_PREFIXES):
+            out[k] = v
+    return out
+
+
+def process_target(pid: int) -> Target:
+    """The diagnosis of `pid`; TargetError with a one-line reason when it cannot be."""
+    if pid <= 0:
+        raise TargetError(f"--pid {pid}: not a process id")
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except FileNotFoundError:
+        raise TargetError(f"--pid {pid}: no such process") from None
+    except PermissionError:
+        raise TargetError(
+            f"--pid {pid}: not permitted to read /proc/{pid}/exe (another user's process: run "
+            "gputui diag as that user or as root, or use --python PATH)"
+        ) from None
+    except OSError as exc:  # a kernel thread has no exe
+        raise TargetError(f"--pid {pid}: no executable ({exc.strerror})") from None
+    if exe.endswith(" (deleted)") or not os.path.exists(exe):
+        raise TargetError(f"--pid {pid}: its interpreter {escaped(exe)} is gone (deleted or replaced)")
+    if not PYTHON_NAME.match(os.path.basename(exe)):
+        raise TargetError(f"--pid {pid}: it runs {escaped(exe)}, not a Python interpreter")
+    why = f"PID {pid}'s (/proc/{pid}/exe)"
+    try:
+        env: dict[str, str] | None = taken(_read_environ(pid))
+        note = None
+    except OSError as exc:
+        env = None
+        note = f"/proc/{pid}/environ not readable ({exc.strerror}): gputui's own environment used"
+    return Target(exe, why, pid, env, note)
+
+
+def busiest_gpu_pid() -> int | None:
+    """The GPU process holding the most GPU memory (NVML); None where NVML or none."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return None
+    try:
+        best: tuple[int, int] | None = None
+        for i in range(pynvml.nvmlDeviceGetCount()):
+            h = pynvml.nvmlDeviceGetHandleByIndex(i)
+            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
+                used = p.usedGpuMemory or 0
+                if best is None or used > best[0]:
+                    best = (used, p.pid)
+        return None if best is None else best[1]
+    except Exception:
+        return None
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+
+
+def default_target(busiest: int | None = None, path: str | None = None) -> Target:
+    """`gputui diag` with neither --pid nor --python (the order in the module docstring)."""
+    notes = []
+    if busiest is not None:
+        try:
+            t = process_target(busiest)
+        except TargetError as exc:
+            notes.append(f"the busiest GPU process not used: {exc}")
+        else:
+            return Target(t.python, f"the busiest GPU process, {t.why}", t.pid, t.env, t.env_note, notes)
+    else:
+        notes.append("no GPU process to diagnose (or NVML unavailable)")
+    found = shutil.which("python3", path=os.environ.get("PATH") if path is None else path)
+    if found:
+        return Target(os.path.abspath(found), "python3 on PATH (the one your shell would run)", notes=notes)
+    return Target(sys.executable, "gputui's own (no python3 on PATH)", notes=notes)
