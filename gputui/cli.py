@@ -94,6 +94,13 @@ def _top_level_parser(
     parser.add_argument(
         "--print-config", action="store_true", help="print the default settings, with comments, and exit"
     )
+    # a browser session of `gputui serve` (set by serve on the session's command line, which
+    # the page cannot touch): readonly unless "signals", no program the page could name
+    parser.add_argument(
+        "--serve-session", choices=("readonly", "signals"), default=None, help=argparse.SUPPRESS
+    )
+    parser.add_argument("--serve-parent", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--diag-python", default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -149,6 +156,11 @@ def _main(argv: Sequence[str] | None) -> int:
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
     args = _parse(argv)
+    if args.serve_session is not None and args.serve_parent is not None:
+        from gputui.serve.child import die_with_parent
+
+        if not die_with_parent(args.serve_parent):
+            return 0  # serve is gone already: so is this session's browser
     if args.print_config:
         from gputui.config import default_text
 
@@ -205,7 +217,7 @@ def _needs_terminal() -> int:
 def run_tui(args: argparse.Namespace) -> int:
     from gputui.commands.serve import in_browser
 
-    browser = in_browser()
+    browser = in_browser() or args.serve_session is not None
     no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
     replay_path = DEMO_RECORDING if args.demo else args.replay
     live = None
@@ -247,6 +259,8 @@ def run_tui(args: argparse.Namespace) -> int:
     from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
 
     readonly = settings.ui.readonly if args.readonly is None else args.readonly
+    if args.serve_session == "readonly":  # (a config's `readonly = false` cannot undo it)
+        readonly = True
     app = GpuTuiApp(
         source=source,
         interval=interval,
@@ -258,7 +272,8 @@ def run_tui(args: argparse.Namespace) -> int:
         saved=saved,
         state_path=state_path,
         state_warning=state_warning,
-        watch_terminal=not browser,  # in a browser, textual-serve ends the app with the page
+        serve_session=args.serve_session is not None,
+        diag_python=args.diag_python,
     )
     try:
         app.run()
