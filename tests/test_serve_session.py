@@ -15,12 +15,12 @@ import pytest
 from conftest import FROZEN, H200_X2, wait_for
 
 pytest.importorskip("textual_serve")
-import aiohttp  # noqa: E402
-from serve_support import ROOT, app_output, start_serve  # noqa: E402
+import aiohttp
+from serve_support import ROOT, app_output, start_serve
 
-from gputui.telemetry.recording import ReplaySource  # noqa: E402
-from gputui.ui.app import GpuTuiApp  # noqa: E402
-from gputui.ui.diagnostics import DiagnosticsPane, InterpreterPicker  # noqa: E402
+from gputui.telemetry.recording import ReplaySource
+from gputui.ui.app import GpuTuiApp
+from gputui.ui.diagnostics import DiagnosticsPane, InterpreterPicker
 
 
 def test_a_serve_session_offers_no_interpreter_chooser_and_no_stress(tmp_path) -> None:
@@ -77,6 +77,7 @@ def test_serve_refuses_what_is_no_app_and_reserved_options() -> None:
     ):
         r = subprocess.run(
             [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", "--", *app_args],
+            check=False,
             capture_output=True,
             text=True,
             timeout=30,
@@ -85,6 +86,7 @@ def test_serve_refuses_what_is_no_app_and_reserved_options() -> None:
         assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
     r = subprocess.run(
         [sys.executable, "-m", "gputui", "serve", "--python", "relative/python", "--", "--demo"],
+        check=False,
         capture_output=True,
         text=True,
         timeout=30,
@@ -102,7 +104,8 @@ def _session(parent: int) -> subprocess.Popen[bytes]:
         "COLUMNS": "120",
         "ROWS": "40",
     }
-    cmd = [sys.executable, "-m", "gputui", "--serve-session", "readonly", "--serve-parent", str(parent), "--demo"]
+    mode = ["--serve-session", "readonly", "--serve-parent", str(parent)]
+    cmd = [sys.executable, "-m", "gputui", *mode, "--demo"]
     return subprocess.Popen(
         cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
