@@ -258,7 +258,8 @@ def test_sigkill_of_serve_leaves_no_session() -> None:
     try:
 
         async def go() -> None:
-            session, _sockets = await _open_sessions(s, 1)
+            session, _sockets = await _open_sessions(s, 2)
+            s.sessions()[0].suspend()  # (stopped: it cannot notice anything by itself)
             s.proc.kill()  # no handler runs: the kernel ends the sessions (PR_SET_PDEATHSIG)
             await asyncio.to_thread(s.proc.wait, 10)
             await session.close()
