@@ -209,6 +209,14 @@ def remembered(args: argparse.Namespace, settings: Config) -> tuple[SavedState, 
     return saved, warning, state.default_path()
 
 
+def is_readonly(args: argparse.Namespace, settings: Config) -> bool:
+    """--readonly, else the config file's `readonly`; always in a readonly browser session of
+    `gputui serve` (a config's `readonly = false` cannot undo it)."""
+    if args.serve_session == "readonly":
+        return True
+    return bool(settings.ui.readonly if args.readonly is None else args.readonly)
+
+
 def _needs_terminal() -> int:
     print("gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr)
     return 2
@@ -258,14 +266,11 @@ def run_tui(args: argparse.Namespace) -> int:
         interval = args.interval or saved.interval or settings.ui.interval
     from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
 
-    readonly = settings.ui.readonly if args.readonly is None else args.readonly
-    if args.serve_session == "readonly":  # (a config's `readonly = false` cannot undo it)
-        readonly = True
     app = GpuTuiApp(
         source=source,
         interval=interval,
         demo=args.demo,
-        readonly=readonly,
+        readonly=is_readonly(args, settings),
         default_sort=settings.ui.default_sort,
         config=settings,
         config_errors=loaded.errors,

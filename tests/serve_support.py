@@ -118,8 +118,8 @@ def read_log(served: Served) -> str:
     return "".join(served.log)
 
 
-async def app_output(ws, needle: bytes, timeout: float = 40) -> bytes:
-    """What the session sent until `needle` appeared in it."""
+async def app_output(ws, needle: bytes, timeout: float = 40, partial: bool = False) -> bytes:
+    """What the session sent until `needle` appeared in it (`partial`: or until `timeout`)."""
     from aiohttp import WSMsgType
 
     got = b""
@@ -127,8 +127,15 @@ async def app_output(ws, needle: bytes, timeout: float = 40) -> bytes:
     deadline = loop.time() + timeout
     while needle not in got:
         remaining = deadline - loop.time()
+        if remaining <= 0 and partial:
+            return got
         assert remaining > 0, f"no {needle!r} from the app in {timeout} s"
-        msg = await ws.receive(timeout=remaining)
+        try:
+            msg = await ws.receive(timeout=remaining)
+        except asyncio.TimeoutError:
+            if partial:
+                return got
+            raise
         if msg.type == WSMsgType.BINARY:
             got += msg.data
         elif msg.type == WSMsgType.TEXT:

@@ -11,7 +11,6 @@ import os
 import pwd
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -34,8 +33,9 @@ from urllib.parse import urlsplit
 url = urlsplit(sys.argv[1])
 sock = socket.create_connection((url.hostname, url.port), timeout=40)
 key = base64.b64encode(os.urandom(16)).decode()
-sock.sendall((f"GET {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\nUpgrade: websocket\r\n"
-              f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
+sock.sendall((f"GET {url.path}?{url.query} HTTP/1.1\r\nHost: {url.netloc}\r\n"
+              "Upgrade: websocket\r\nConnection: Upgrade\r\n"
+              f"Sec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n\r\n").encode())
 head = b""
 while b"\r\n\r\n" not in head:
     head += sock.recv(1)

@@ -50,23 +50,45 @@ def test_a_serve_session_offers_no_interpreter_chooser_and_no_stress(tmp_path) -
     asyncio.run(go())
 
 
-async def _processes_footer(served, press: str = "2") -> bytes:
-    async with aiohttp.ClientSession() as session, session.ws_connect(served.ws(width=160, height=40)) as ws:
-        await app_output(ws, b"Overview")
-        await ws.send_str(json.dumps(["stdin", press]))
-        return await app_output(ws, b"Tree")
-
-
 @pytest.mark.parametrize("allow", [False, True])
-def test_serve_sessions_are_readonly_unless_allow_signals(tmp_path, allow: bool) -> None:
-    config = tmp_path / "config.toml"
-    config.write_text("[ui]\nreadonly = false\n")  # a config cannot undo serve's readonly
-    s = start_serve(*(["--allow-signals"] if allow else []), app_args=("--demo", "--config", str(config)))
+def test_serve_sessions_are_readonly_unless_allow_signals(allow: bool) -> None:
+    s = start_serve(*(["--allow-signals"] if allow else []))
     try:
-        shown = asyncio.run(_processes_footer(s))
-        assert (b"SIGTERM" in shown) == allow
+
+        async def go() -> list[str]:
+            async with aiohttp.ClientSession() as session, session.ws_connect(s.ws()) as ws:
+                await app_output(ws, b"Overview")
+                (p,) = s.sessions()
+                return p.cmdline()
+
+        cmd = asyncio.run(go())
+        i = cmd.index("--serve-session")
+        assert cmd[i + 1] == ("signals" if allow else "readonly")
     finally:
         s.stop()
+
+
+@pytest.mark.parametrize(
+    ("argv", "config_readonly", "expected"),
+    [
+        (["--serve-session", "readonly"], False, True),  # a config cannot undo serve's readonly
+        (["--serve-session", "readonly", "--demo"], False, True),
+        (["--serve-session", "signals"], False, False),
+        (["--serve-session", "signals", "--readonly"], False, True),
+        (["--serve-session", "signals"], True, True),
+        ([], False, False),
+        ([], True, True),
+    ],
+)
+def test_which_sessions_are_readonly(argv: list[str], config_readonly: bool, expected: bool) -> None:
+    from dataclasses import replace
+
+    from gputui.cli import _parse, is_readonly
+    from gputui.config import Config
+
+    config = Config()
+    config = replace(config, ui=replace(config.ui, readonly=config_readonly))
+    assert is_readonly(_parse(argv), config) is expected
 
 
 def test_serve_refuses_what_is_no_app_and_reserved_options() -> None:

@@ -95,7 +95,7 @@ class GuardedServer(Server):
         # the Host passed the gate: it is one of ours
         return self.given_public_url or f"http://{request.host}"
 
-    async def handle_index(self, request: web.Request) -> web.Response:  # type: ignore[override]
+    async def handle_index(self, request: web.Request) -> web.Response:
         base = self.base_url(request)
         scheme, rest = base.split(":", 1)
         font_size = clamp_size(request.query.get("fontsize", "16"), 24)[0]
@@ -113,11 +113,15 @@ class GuardedServer(Server):
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
         width, height = clamp_size(request.query.get("width", 80), request.query.get("height", 24))
         websocket = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=MAX_MESSAGE)
+
+        async def close() -> None:
+            await websocket.close()
+
         service = SessionService(
             self.command,
             write_bytes=websocket.send_bytes,
             write_str=websocket.send_str,
-            close=websocket.close,
+            close=close,
             download_manager=self.download_manager,
         )
         if not self.sessions.reserve(service):
