@@ -94,6 +94,13 @@ def _top_level_parser(
     parser.add_argument(
         "--print-config", action="store_true", help="print the default settings, with comments, and exit"
     )
+    # a browser session of `gputui serve` (set by serve on the session's command line, which
+    # the page cannot touch): readonly unless "signals", no program the page could name
+    parser.add_argument(
+        "--serve-session", choices=("readonly", "signals"), default=None, help=argparse.SUPPRESS
+    )
+    parser.add_argument("--serve-parent", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--diag-python", default=None, help=argparse.SUPPRESS)
     return parser
 
 
@@ -149,6 +156,11 @@ def _main(argv: Sequence[str] | None) -> int:
     # only the subcommand named is imported and registered (`gputui --help` and a mistyped
     # command still see them all)
     args = _parse(argv)
+    if args.serve_session is not None and args.serve_parent is not None:
+        from gputui.serve.child import die_with_parent
+
+        if not die_with_parent(args.serve_parent):
+            return 0  # serve is gone already: so is this session's browser
     if args.print_config:
         from gputui.config import default_text
 
@@ -197,6 +209,14 @@ def remembered(args: argparse.Namespace, settings: Config) -> tuple[SavedState, 
     return saved, warning, state.default_path()
 
 
+def is_readonly(args: argparse.Namespace, settings: Config) -> bool:
+    """--readonly, else the config file's `readonly`; always in a readonly browser session of
+    `gputui serve` (a config's `readonly = false` cannot undo it)."""
+    if args.serve_session == "readonly":
+        return True
+    return bool(settings.ui.readonly if args.readonly is None else args.readonly)
+
+
 def _needs_terminal() -> int:
     print("gputui: the monitor needs a terminal; for headless output use `gputui record`", file=sys.stderr)
     return 2
@@ -205,7 +225,7 @@ def _needs_terminal() -> int:
 def run_tui(args: argparse.Namespace) -> int:
     from gputui.commands.serve import in_browser
 
-    browser = in_browser()
+    browser = in_browser() or args.serve_session is not None
     no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
     replay_path = DEMO_RECORDING if args.demo else args.replay
     live = None
@@ -246,19 +266,19 @@ def run_tui(args: argparse.Namespace) -> int:
         interval = args.interval or saved.interval or settings.ui.interval
     from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
 
-    readonly = settings.ui.readonly if args.readonly is None else args.readonly
     app = GpuTuiApp(
         source=source,
         interval=interval,
         demo=args.demo,
-        readonly=readonly,
+        readonly=is_readonly(args, settings),
         default_sort=settings.ui.default_sort,
         config=settings,
         config_errors=loaded.errors,
         saved=saved,
         state_path=state_path,
         state_warning=state_warning,
-        watch_terminal=not browser,  # in a browser, textual-serve ends the app with the page
+        serve_session=args.serve_session is not None,
+        diag_python=args.diag_python,
     )
     try:
         app.run()

@@ -19,6 +19,7 @@ from textual.message import Message
 from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
+from gputui.serve.child import pipes_alive
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.hints import HintEngine
@@ -154,6 +155,8 @@ class GpuTuiApp(BaseApp[int]):
         saved: SavedState | None = None,
         state_path: Path | None = None,
         state_warning: str | None = None,
+        serve_session: bool = False,
+        diag_python: str | None = None,
     ) -> None:
         super().__init__()
         config = config or Config()
@@ -172,6 +175,8 @@ class GpuTuiApp(BaseApp[int]):
             or self.config.ui.default_sort,
             filters=portable(saved.filters) if saved else Filters(),
             sources=SourceState(source, demo=demo),
+            serve_session=serve_session,
+            diag_python=diag_python,
         )
         """What the panes and screens read of the app: `readonly` (every kill action of the
         Processes tab hidden and disabled: `--readonly`, or `readonly = true` in the config
@@ -542,12 +547,15 @@ class GpuTuiApp(BaseApp[int]):
         lives outside the event loop and forces the exit after its grace period."""
         loop = asyncio.get_running_loop()
         fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
+        # in a browser (textual-serve) there is no terminal: the pipes to the server are what
+        # goes away, and nothing in Textual's web driver notices (it runs on, unread)
+        alive = pipes_alive if self.is_web else None
 
         def on_lost() -> None:
             kill_children(CHILD_KILL_WAIT_S)  # from the watch thread: never waits on the UI
             loop.call_soon_threadsafe(self._on_hangup)
 
-        watch = self._terminal_watch = TerminalWatch(fd, on_lost, period=TERMINAL_CHECK_S)
+        watch = self._terminal_watch = TerminalWatch(fd, on_lost, period=TERMINAL_CHECK_S, alive=alive)
         watch.start()
         for sig in (signal.SIGHUP, signal.SIGTERM):
             with contextlib.suppress(ValueError):  # not the main thread (embedded): skip

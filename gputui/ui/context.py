@@ -57,6 +57,11 @@ class PaneContext:
     filters: Filters = field(default_factory=Filters)
     """The Processes tab's initial filters (as the last run left them)."""
     sources: SourceState = field(default_factory=SourceState)
+    serve_session: bool = False
+    """A browser session of `gputui serve`: nothing the page does may run a program it names
+    (no interpreter chooser, no stress run); only `diag_python` is diagnosed."""
+    diag_python: str | None = None
+    """The Python the Diagnostics tab diagnoses (serve's --python); None: the default."""
 
 
 LOCKED = PaneContext()

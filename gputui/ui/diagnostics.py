@@ -208,7 +208,8 @@ class DiagHeader(LineWidget):
             ("e", "interpreter"),
             ("w", "save"),
         ):
-            keys += [(key, S.index), (f" {what}  ", S.label)]
+            if p.offers(what):
+                keys += [(key, S.index), (f" {what}  ", S.label)]
         lines.append(keys)
         lines.append([("─" * width, S.border)])
         return lines
@@ -441,7 +442,9 @@ class DiagnosticsPane(Pane):
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
         super().__init__(hub, context)
-        self.python = default_interpreter()
+        self.python = context.diag_python or default_interpreter()
+        """The interpreter diagnosed.  In a browser session of `gputui serve` only serve's
+        command line chooses it (the page may neither pick nor type one)."""
         self.python_label = _label_for(self.python)
         self.diagnosis: Diagnosis | None = None
         self.session: DiagnosisSession | None = None
@@ -480,6 +483,17 @@ class DiagnosticsPane(Pane):
         self.focus()
 
     # ---- state -----------------------------------------------------------------------
+
+    def offers(self, what: str) -> bool:
+        """Whether the action (stress, interpreter, ...) is offered.  A browser session of
+        `gputui serve` runs no program the page could name or start at will: no chooser
+        (it runs any path typed into it), no stress run (a GPU at full power)."""
+        return not (self.context.serve_session and what in ("stress", "interpreter"))
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in {"stress", "pick_interpreter"}:
+            return self.offers("stress" if action == "stress" else "interpreter")
+        return True
 
     @property
     def running(self) -> bool:
@@ -568,6 +582,8 @@ class DiagnosticsPane(Pane):
             self.app.notify("Cancelled: the stress process was killed and its GPU memory freed", timeout=3)
 
     def action_stress(self) -> None:
+        if not self.offers("stress"):
+            return
         if self.stress_running:
             self.app.notify("The stress benchmark is already running (x cancels it)", timeout=3)
             return
@@ -601,6 +617,8 @@ class DiagnosticsPane(Pane):
         self.query_one(StressView).update_lines()
 
     def action_pick_interpreter(self) -> None:
+        if not self.offers("interpreter"):
+            return
         candidates = find_interpreters()
 
         def chosen(path: str | None) -> None:

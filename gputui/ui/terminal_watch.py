@@ -34,6 +34,7 @@ class TerminalWatch(threading.Thread):
         period: float = 1.0,
         grace: float = 3.0,
         force_exit: Callable[[int], None] = os._exit,
+        alive: Callable[[], bool] | None = None,
     ) -> None:
         super().__init__(name="gputui-terminal-watch", daemon=True)
         self.fd = fd
@@ -41,6 +42,8 @@ class TerminalWatch(threading.Thread):
         self.period = period
         self.grace = grace
         self._force_exit = force_exit
+        self.alive = alive if alive is not None else lambda: terminal_alive(fd)
+        """What is watched: the terminal on `fd` by default (a browser session: its pipes)."""
         self._stopping = threading.Event()
         self._hangup = threading.Event()
         self.lost = False
@@ -60,7 +63,7 @@ class TerminalWatch(threading.Thread):
                 break
             if self._stopping.is_set():
                 return  # the app is exiting normally
-            if not terminal_alive(self.fd):
+            if not self.alive():
                 break
         self.lost = True
         try:

@@ -1,0 +1,46 @@
+"""What a browser session's gputui does about the server that started it.
+
+A session is a process that talks to its browser through pipes to `gputui serve`.  It must
+not outlive serve (killed by the kernel when serve dies, SIGKILL included: PR_SET_PDEATHSIG)
+and must notice when serve stops listening to it (its pipes close or break): a session
+nobody reads would otherwise run on forever, blocked in a write to a full pipe where no
+signal handler of its event loop can run.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import select
+import signal
+import sys
+
+PR_SET_PDEATHSIG = 1
+SESSION_MODES = ("readonly", "signals")
+"""`--serve-session MODE`: readonly (no signals to processes), or signals (--allow-signals)."""
+
+
+def die_with_parent(parent: int) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies; False when the parent
+    is not `parent` any more (it died before the request: the caller exits now).  Linux
+    only; elsewhere only the parent check is made."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    return os.getppid() == parent
+
+
+def pipes_alive(stdin: int = 0, stdout: int = 1) -> bool:
+    """False once the server closed its end of our stdin (POLLHUP) or of our stdout (a write
+    end with no reader polls POLLERR), or either is no longer open."""
+    poller = select.poll()
+    poller.register(stdin, 0)  # POLLHUP, POLLERR and POLLNVAL are always reported
+    poller.register(stdout, 0)
+    try:
+        events = poller.poll(0)
+    except OSError:
+        return False
+    return not any(mask & (select.POLLHUP | select.POLLERR | select.POLLNVAL) for _fd, mask in events)

@@ -1,0 +1,282 @@
+"""`gputui serve` as an attacker and as its user see it: a real serve on a free loopback port,
+real websocket clients (aiohttp), real sessions (`--demo`)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+import time
+
+import pytest
+
+pytest.importorskip("textual_serve")
+import aiohttp
+from serve_support import (
+    Served,
+    app_output,
+    cpu_percent,
+    read_log,
+    start_serve,
+    wait_no_sessions,
+    wait_sessions,
+)
+
+from gputui.serve import auth
+
+
+@pytest.fixture(scope="module")
+def served():
+    s = start_serve()
+    yield s
+    s.stop()
+
+
+def _run(coro):
+    return asyncio.run(coro)
+
+
+async def _get(url: str, **headers: str) -> tuple[int, str, aiohttp.ClientResponse]:
+    async with aiohttp.ClientSession() as session, session.get(url, headers=headers) as r:
+        return r.status, await r.text(), r
+
+
+async def _ws_status(url: str, **headers: str) -> int:
+    async with aiohttp.ClientSession() as session:
+        try:
+            async with session.ws_connect(url, headers=headers):
+                return 101
+        except aiohttp.WSServerHandshakeError as exc:
+            return exc.status
+
+
+# ---- the secret, Host and Origin ---------------------------------------------------------
+
+
+def test_page_assets_and_websocket_need_the_token(served: Served) -> None:
+    for path in ("/", "/static/js/textual.js", "/static/css/xterm.css", "/ws"):
+        for query in ("", "?token=wrong-but-long-enough-0123456789", f"?token={served.token[:-1]}"):
+            status, body, _ = _run(_get(served.base + path + query))
+            assert (status, body) == (403, "403: Forbidden\n"), (path, query)
+    assert _run(_ws_status(served.ws(token=None))) == 403
+    assert _run(_ws_status(served.ws(token="x" * 43))) == 403
+
+
+def test_foreign_host_or_origin_is_refused_even_with_the_token(served: Served) -> None:
+    for headers in ({"Host": "evil.example"}, {"Host": "evil.example:80"}, {"Origin": "http://evil.example"}):
+        assert _run(_get(served.url, **headers))[0] == 403, headers
+        assert _run(_ws_status(served.ws(), **headers)) == 403, headers
+    port = served.host.rsplit(":", 1)[1]
+    assert _run(_ws_status(served.ws(), Origin=f"http://127.0.0.1:{int(port) + 1}")) == 403
+    assert _run(_ws_status(served.ws(), Origin="null")) == 403
+
+
+def test_the_token_and_our_origin_get_the_app(served: Served) -> None:
+    async def go() -> bytes:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.ws_connect(served.ws(), headers={"Origin": served.base}) as ws,
+        ):
+            return await app_output(ws, b"Overview")
+
+    assert b"Overview" in _run(go())
+    # localhost names the loopback address too
+    port = served.host.rsplit(":", 1)[1]
+    assert _run(_get(served.url, Host=f"localhost:{port}"))[0] == 200
+
+
+def test_the_page_moves_the_token_into_a_strict_httponly_cookie(served: Served) -> None:
+    async def go() -> tuple[str, int, int]:
+        # (aiohttp keeps cookies of IP addresses only when "unsafe"; browsers keep them)
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+            async with session.get(served.url) as r:
+                cookie = r.headers["Set-Cookie"]
+                page = await r.text()
+                assert r.headers["Referrer-Policy"] == "no-referrer"
+            assert f'data-session-websocket-url="ws://{served.host}/ws"' in page
+            async with session.get(served.base + "/static/js/textual.js") as r:  # the cookie only
+                js = r.status
+            async with session.ws_connect(f"ws://{served.host}/ws?width=80&height=24") as ws:
+                await app_output(ws, b"Overview")
+                ws_status = 101
+            return cookie, js, ws_status
+
+    cookie, js, ws_status = _run(go())
+    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
+    assert (js, ws_status) == (200, 101)
+
+
+def test_the_token_is_printed_once_and_never_logged(served: Served) -> None:
+    _run(_get(served.url))
+    _run(_get(served.base + "/?token=" + served.token + "&x=1"))
+    time.sleep(0.3)
+    log = read_log(served)
+    assert log.count(served.token) == 1, log
+
+
+# ---- the token's sources -----------------------------------------------------------------
+
+
+def test_token_file_rules(tmp_path) -> None:
+    good = tmp_path / "token"
+    good.write_text("wall-display-token-0123456789\n")
+    good.chmod(0o600)
+    assert auth.read_token_file(str(good)) == "wall-display-token-0123456789"
+    link = tmp_path / "link"
+    link.symlink_to(good)
+    with pytest.raises(auth.TokenError, match="symbolic link"):
+        auth.read_token_file(str(link))
+    good.chmod(0o620)
+    with pytest.raises(auth.TokenError, match="group or others may write"):
+        auth.read_token_file(str(good))
+    good.chmod(0o600)
+    big = tmp_path / "big"
+    big.write_text("a" * (auth.TOKEN_FILE_MAX + 1))
+    with pytest.raises(auth.TokenError, match="larger than"):
+        auth.read_token_file(str(big))
+    short = tmp_path / "short"
+    short.write_text("abc")
+    with pytest.raises(auth.TokenError, match="16 to 512"):
+        auth.read_token_file(str(short))
+    with pytest.raises(auth.TokenError, match="not a regular file"):
+        auth.read_token_file(str(tmp_path))
+    assert stat.S_IMODE(good.stat().st_mode) == 0o600
+    assert auth.choose_token(None, {auth.TOKEN_ENV: "from-the-environment-012345"})[0] == (
+        "from-the-environment-012345"
+    )
+    assert len(auth.choose_token(None, {})[0]) >= 43
+
+
+def test_token_file_not_owned_is_refused(tmp_path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to give the file to another owner")
+    f = tmp_path / "token"
+    f.write_text("someone-elses-token-0123456789")
+    os.chown(f, 65534, 65534)
+    with pytest.raises(auth.TokenError, match="not by you"):
+        auth.read_token_file(str(f))
+
+
+def test_serve_uses_the_token_from_the_environment_and_hides_it_from_sessions() -> None:
+    token = "wall-display-0123456789-abcdef"
+    s = start_serve(env={auth.TOKEN_ENV: token})
+    try:
+        assert s.token == token
+
+        async def go() -> None:
+            async with aiohttp.ClientSession() as session, session.ws_connect(s.ws()) as ws:
+                await app_output(ws, b"Overview")
+                (p,) = s.sessions()
+                assert auth.TOKEN_ENV not in p.environ()
+
+        _run(go())
+    finally:
+        s.stop()
+
+
+# ---- limits ------------------------------------------------------------------------------
+
+
+def test_sessions_are_capped_and_so_is_the_terminal_size() -> None:
+    s = start_serve("--max-sessions", "1")
+    try:
+
+        async def go() -> tuple[int, str]:
+            async with (
+                aiohttp.ClientSession() as session,
+                session.ws_connect(s.ws(width=20000, height=5000)) as ws,
+            ):
+                await app_output(ws, b"Overview")
+                (p,) = s.sessions()
+                env = p.environ()
+                size = f"{env['COLUMNS']}x{env['ROWS']}"
+                try:
+                    async with session.ws_connect(s.ws()):
+                        second = 101
+                except aiohttp.WSServerHandshakeError as exc:
+                    second = exc.status
+                return second, size
+
+        second, size = _run(go())
+        assert second == 503
+        assert size == "500x200"
+    finally:
+        s.stop()
+
+
+# ---- sessions end with their browser and with serve ---------------------------------------
+
+
+async def _open_sessions(s: Served, n: int) -> tuple[aiohttp.ClientSession, list]:
+    session = aiohttp.ClientSession()
+    sockets = []
+    for _ in range(n):
+        ws = await session.ws_connect(s.ws())
+        await app_output(ws, b"Overview")
+        sockets.append(ws)
+    return session, sockets
+
+
+def test_closing_the_websocket_ends_its_session_even_a_stuck_one(served: Served) -> None:
+    async def go() -> None:
+        session, (ws1, ws2) = await _open_sessions(served, 2)
+        _first, second = wait_sessions(served, 2)
+        second.suspend()  # a session that answers nothing (SIGSTOP): only SIGKILL ends it
+        await ws1.close()
+        ws2._response.connection.transport.abort()  # a browser that vanished without a close
+        await session.close()
+
+    _run(go())
+    assert wait_no_sessions(served.proc.pid, 5) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_stopping_serve_ends_every_session_in_under_3_s(sig: signal.Signals) -> None:
+    s = start_serve()
+    try:
+
+        async def go() -> float:
+            session, _sockets = await _open_sessions(s, 2)
+            assert len(s.sessions()) == 2
+            started = time.monotonic()
+            s.proc.send_signal(sig)
+            await asyncio.to_thread(s.proc.wait, 10)
+            took = time.monotonic() - started
+            await session.close()
+            return took
+
+        took = _run(go())
+        assert took < 3.0, took
+        assert wait_no_sessions(s.proc.pid, 0.5) == []
+    finally:
+        s.stop()
+
+
+def test_sigkill_of_serve_leaves_no_session() -> None:
+    s = start_serve()
+    try:
+
+        async def go() -> None:
+            session, _sockets = await _open_sessions(s, 2)
+            s.sessions()[0].suspend()  # (stopped: it cannot notice anything by itself)
+            s.proc.kill()  # no handler runs: the kernel ends the sessions (PR_SET_PDEATHSIG)
+            await asyncio.to_thread(s.proc.wait, 10)
+            await session.close()
+
+        _run(go())
+        assert wait_no_sessions(s.proc.pid, 5) == []
+    finally:
+        s.stop()
+
+
+def test_no_session_left_burns_cpu(served: Served) -> None:
+    async def go() -> None:
+        session, sockets = await _open_sessions(served, 1)
+        for ws in sockets:
+            await ws.close()
+        await session.close()
+
+    _run(go())
+    left = wait_no_sessions(served.proc.pid, 5)
+    assert left == [] and cpu_percent(left) == 0.0
