@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from gputui.telemetry.model import Snapshot  # noqa: E402
 from gputui.telemetry.recording import ReplaySource, read_recording  # noqa: E402
-from gputui.ui.process_lines import COLUMNS, RowBuilder, ViewState, arrange  # noqa: E402
+from gputui.ui.processes.lines import COLUMNS, RowBuilder, ViewState, arrange  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "derived" / "h200x8-nvswitch-240procs.jsonl.gz"
 
@@ -72,7 +72,7 @@ def report(name: str, ms: list[float], rows: list[tuple[str, float, float]]) -> 
 
 async def in_app(snap: Snapshot, repeat: int, rows: list[tuple[str, float, float]]) -> None:
     from gputui.ui.app import GpuTuiApp
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.pane import ProcessesPane
 
     app = GpuTuiApp(source=ReplaySource(FIXTURE), interval=3600, watch_terminal=False)
     async with app.run_test(size=(160, 50)) as pilot:

@@ -18,8 +18,8 @@ from textual.app import App, ComposeResult
 from gputui.telemetry.hub import Hub
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.context import LOCKED, PaneContext, SourceState
-from gputui.ui.process_screens import SignalDialog
-from gputui.ui.processes import ProcessesPane
+from gputui.ui.processes.pane import ProcessesPane
+from gputui.ui.processes.screens import SignalDialog
 
 UI = Path(__file__).resolve().parents[1] / "gputui" / "ui"
 RANK0 = 650

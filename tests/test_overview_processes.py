@@ -13,11 +13,11 @@ from gpu_children import ReplayOntoChildren, alive, start_child
 
 import gputui.ui.app
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.overview import OverviewPane
-from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
-from gputui.ui.processes import OverviewProcesses
-from gputui.ui.widgets.overview import GpuBoard
-from gputui.ui.widgets.processes import ProcessTable
+from gputui.ui.overview.pane import OverviewPane
+from gputui.ui.overview.widgets import GpuBoard
+from gputui.ui.processes.pane import OverviewProcesses
+from gputui.ui.processes.screens import ProcessDetailScreen, SignalDialog
+from gputui.ui.processes.widgets import ProcessTable
 
 HOLDER, RANK0, RANK1 = 567, 650, 651
 """The real processes of the 2x H200 recording: the idle 8 GiB holder (GPU 1) and two DDP ranks."""

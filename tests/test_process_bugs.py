@@ -25,8 +25,8 @@ from test_processes import (
     three,
 )
 
-from gputui.ui.process_screens import SignalDialog
-from gputui.ui.widgets.processes import SearchInput
+from gputui.ui.processes.screens import SignalDialog
+from gputui.ui.processes.widgets import SearchInput
 
 
 def notifications(app) -> list[str]:
@@ -116,7 +116,7 @@ def test_m_marks_and_moves_the_cursor_down(children):
             first = t.current
             await pilot.press("m")
             assert first is not None and first.ident in pane(app).marks and t.cursor == 1
-            from gputui.ui.processes import ProcessesPane
+            from gputui.ui.processes.pane import ProcessesPane
 
             tooltip = next(b.tooltip for b in ProcessesPane.BINDINGS if getattr(b, "action", "") == "mark")
             assert "move to the next row" in tooltip

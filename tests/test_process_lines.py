@@ -14,7 +14,7 @@ from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.history import MAX_PROCESSES, History
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import read_recording
-from gputui.ui.process_lines import (
+from gputui.ui.processes.lines import (
     COLUMNS,
     NOT_VISIBLE,
     RowBuilder,

@@ -26,10 +26,10 @@ from gpu_children import (
 from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.recording import read_recording
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.process_lines import NOT_VISIBLE, RowBuilder, ViewState, arrange, column_spans, fmt_mem
-from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
-from gputui.ui.processes import ProcessesPane
-from gputui.ui.widgets.processes import ProcessTable
+from gputui.ui.processes.lines import NOT_VISIBLE, RowBuilder, ViewState, arrange, column_spans, fmt_mem
+from gputui.ui.processes.pane import ProcessesPane
+from gputui.ui.processes.screens import ProcessDetailScreen, SignalDialog
+from gputui.ui.processes.widgets import ProcessTable
 
 HOLDER, RANK0, RANK1 = 567, 650, 651
 """The real processes of the 2x H200 recording: the idle 8 GiB holder (GPU 1) and two DDP ranks."""

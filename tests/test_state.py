@@ -13,9 +13,9 @@ from conftest import H200_X2, replay_app, run_to_tick, screen_lines, wait_for
 from gputui import state
 from gputui.config import Config, UiConfig
 from gputui.state import Filters, SavedState
-from gputui.ui.chart_picker import ChartPicker
-from gputui.ui.processes import ProcessesPane
-from gputui.ui.widgets.overview import GpuBoard
+from gputui.ui.overview.chart_picker import ChartPicker
+from gputui.ui.overview.widgets import GpuBoard
+from gputui.ui.processes.pane import ProcessesPane
 
 
 def run(coro):

@@ -52,7 +52,8 @@ def test_one_cell_agrees_with_terminal_widths_over_every_code_point():
 
 
 def test_the_renderers_use_the_one_rule():
-    from gputui.ui import process_lines, render
+    from gputui.ui import render
+    from gputui.ui.processes import lines as process_lines
 
     assert process_lines.literal is literal
     assert render.clean(HOSTILE) == label(HOSTILE)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from rich.style import Style
 
 from gputui.telemetry.jobs import job_facts
-from gputui.ui.process_lines import (
+from gputui.ui.processes.lines import (
     NOT_VISIBLE,
     PS,
     ProcessRow,

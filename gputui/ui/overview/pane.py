@@ -15,10 +15,10 @@ from textual.containers import VerticalScroll
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.messages import ChartsChosen, GpuSelected
+from gputui.ui.overview.widgets import GpuBoard, HostPanel, NoGpuPanel
 from gputui.ui.panes import Pane
-from gputui.ui.processes import OverviewProcesses
+from gputui.ui.processes.pane import OverviewProcesses
 from gputui.ui.widgets.lines import LineWidget
-from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
@@ -64,7 +64,7 @@ class OverviewPane(Pane):
 
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
-        from gputui.ui.detail import GpuDetailScreen
+        from gputui.ui.detail.screen import GpuDetailScreen
 
         return [
             (
@@ -181,7 +181,7 @@ class OverviewPane(Pane):
             self.notify(f"No room for the process list here: press {procs.SHOWN_BY} to list them.", timeout=3)
 
     def action_charts(self) -> None:
-        from gputui.ui.chart_picker import ChartPicker
+        from gputui.ui.overview.chart_picker import ChartPicker
 
         board = self.query_one(GpuBoard)
         self.app.push_screen(ChartPicker(board.card.sparklines, self.show_charts))

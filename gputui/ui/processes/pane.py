@@ -24,7 +24,7 @@ from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.pidns import in_host_pid_namespace
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.panes import Pane
-from gputui.ui.process_lines import (
+from gputui.ui.processes.lines import (
     COLUMNS,
     PS,
     Ident,
@@ -39,15 +39,15 @@ from gputui.ui.process_lines import (
     unlisted_memory,
     view_state_for,
 )
+from gputui.ui.processes.widgets import ProcessTable, SearchInput, TextLines
 from gputui.ui.render import Line, S, clean
-from gputui.ui.widgets.processes import ProcessTable, SearchInput, TextLines
 from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from gputui.control.jobs import JobMember, JobMembers
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.telemetry.hub import Hub
-    from gputui.ui.process_screens import ProcessDetailScreen, SignalTarget, SignalWatch
+    from gputui.ui.processes.screens import ProcessDetailScreen, SignalTarget, SignalWatch
 
 # gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
 # a replay never needs them, and the first frame comes ~15 ms sooner.  So are the dialogs
@@ -405,7 +405,7 @@ class ProcessesPane(Pane):
 
     def _targets(self, rows: list[ProcessRow]) -> tuple[list[SignalTarget], list[str]]:
         """Merge rows into processes (one per PID and start time); say why others are left out."""
-        from gputui.ui.process_screens import SignalTarget  # (not on the first frame's path)
+        from gputui.ui.processes.screens import SignalTarget  # (not on the first frame's path)
 
         targets: dict[Ident, SignalTarget] = {}
         problems: list[str] = []
@@ -438,7 +438,7 @@ class ProcessesPane(Pane):
         return [current] if current is not None else []
 
     def ask_to_signal(self, rows: list[ProcessRow], name: str) -> None:
-        from gputui.ui.process_screens import SignalDialog, signal_number
+        from gputui.ui.processes.screens import SignalDialog, signal_number
 
         allowed = self.check_signal()
         if not allowed:
@@ -511,7 +511,7 @@ class ProcessesPane(Pane):
         self, row: ProcessRow, name: str, members: JobMembers, pinned: list[tuple[JobMember, PinnedProcess]]
     ) -> None:
         from gputui.telemetry.cmdline import readable_command
-        from gputui.ui.process_screens import SignalDialog, SignalTarget, signal_number
+        from gputui.ui.processes.screens import SignalDialog, SignalTarget, signal_number
 
         lp = row.launcher
         assert lp is not None
@@ -599,7 +599,7 @@ class ProcessesPane(Pane):
 
     def _record(self, results: list[SignalResult], at: float) -> None:
         """Remember each result for its row and the status line."""
-        from gputui.ui.process_screens import SignalWatch
+        from gputui.ui.processes.screens import SignalWatch
 
         for r in results:
             self.watches[(r.identity.pid, r.identity.create_time)] = SignalWatch(r, at)
@@ -765,7 +765,7 @@ class ProcessesPane(Pane):
     # ---- detail ----------------------------------------------------------------------
 
     def action_detail(self) -> None:
-        from gputui.ui.process_screens import ProcessDetailScreen
+        from gputui.ui.processes.screens import ProcessDetailScreen
 
         row = self.table.current
         if row is None:
@@ -779,7 +779,7 @@ class ProcessesPane(Pane):
 
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
-        from gputui.ui.process_screens import ProcessDetailScreen
+        from gputui.ui.processes.screens import ProcessDetailScreen
 
         return [
             (f"{cls.TAB_TITLE} tab ({cls.TAB_KEY})", [*cls.BINDINGS, *ProcessTable.BINDINGS]),
@@ -881,7 +881,7 @@ class OverviewProcesses(ProcessesPane):
     def action_clear(self) -> None:
         """esc: the marks first; then the filters and the card's narrowing (the board
         selects no card, so nothing narrows the list without showing it)."""
-        from gputui.ui.widgets.overview import GpuBoard
+        from gputui.ui.overview.widgets import GpuBoard
 
         if self.marks:
             super().action_clear()

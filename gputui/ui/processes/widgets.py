@@ -12,7 +12,7 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
-from gputui.ui.process_lines import (
+from gputui.ui.processes.lines import (
     Column,
     Ident,
     ProcessRow,
