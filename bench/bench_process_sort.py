@@ -10,7 +10,7 @@ are --processes of them.  What is measured is gputui's own code, not the data:
 1. `arrange` (filter + sort) alone, for every column and direction;
 2. the whole response inside a running (headless) app: the key's action, i.e. arrange, the
    cursor's placement, building the visible rows and diffing them against the screen
-   (`ProcessesPane.action_sort` and friends, called as the key binding calls them);
+   (`ProcessList.action_sort` and friends, called as the key binding calls them);
 3. with --pty: what a user sees.  The scaled tick is written to a temporary recording
    (marked derived), gputui replays it in a 160x50 pseudo-terminal, paused, on the
    Processes tab; each key is sent and the time until the terminal has the new screen (the
@@ -79,7 +79,7 @@ async def in_app(snap: Snapshot, repeat: int, rows: list[tuple[str, float, float
         while app.info is None:
             await pilot.pause(0.05)
         await pilot.press("2")
-        pane = app.query_one(ProcessesPane)
+        pane = app.query_one(ProcessesPane).list
         pane.show_snapshot(app.info, snap)
         await pilot.pause()
         assert len(pane.all_rows) == len(snap.processes)

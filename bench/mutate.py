@@ -954,7 +954,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "keys-g-filters-gpu",
-        "gputui/ui/processes/pane.py",
+        "gputui/ui/processes/process_list.py",
         'Binding("f", "gpu_filter(1)"',
         'Binding("g", "gpu_filter(1)"',
         ("tests/test_keys_and_settings.py",),
@@ -962,7 +962,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "replay-offers-signals",
-        "gputui/ui/processes/pane.py",
+        "gputui/ui/processes/process_list.py",
         "            return not self.readonly and self.signals_possible\n",
         "            return not self.readonly\n",
         ("tests/test_keys_and_settings.py", "tests/test_processes.py"),
@@ -994,7 +994,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "filters-kept-for-another-machine",
-        "gputui/ui/processes/pane.py",
+        "gputui/ui/processes/process_list.py",
         "if self.machine is not None and machine != self.machine:",
         "if False:",
         ("tests/test_keys_and_settings.py",),
@@ -1051,7 +1051,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "job-pin-failed-shown",
-        "gputui/ui/processes/pane.py",
+        "gputui/ui/processes/signals.py",
         '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'
         "                self._record([refused], time.monotonic())\n                continue\n",
         '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'

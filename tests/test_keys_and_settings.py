@@ -118,7 +118,7 @@ def test_a_gpu_filter_and_a_search_are_not_carried_into_the_next_run(tmp_path) -
             await pilot.pause()
             await pilot.press("f", "t")  # GPU 0, compute only
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.filters() == ["GPU 0", "compute"]
             assert "from the last run" not in "\n".join(screen_lines(app))
             await pilot.press("q")
@@ -134,7 +134,7 @@ def test_a_gpu_filter_and_a_search_are_not_carried_into_the_next_run(tmp_path) -
             await run_to_tick(pilot, 60)
             await pilot.press("2")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.gpu is None
             text = "\n".join(screen_lines(app))
             assert "filter compute (from the last run · esc clears)" in text
@@ -163,7 +163,7 @@ def test_an_old_state_file_with_a_gpu_filter_is_not_applied(tmp_path) -> None:
             await run_to_tick(pilot, 60)
             await pilot.press("2")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.filters() == [] and len(pane.shown) == 3
 
     run(go())
@@ -177,7 +177,7 @@ def tab_level_bindings() -> list[tuple[str, str, str]]:
     from gputui.ui.diagnostics.pane import DiagnosticsPane
     from gputui.ui.overview.pane import OverviewPane
     from gputui.ui.overview.widgets import GpuBoard
-    from gputui.ui.processes.pane import OverviewProcesses, ProcessesPane
+    from gputui.ui.processes.process_list import ProcessList
     from gputui.ui.processes.widgets import ProcessTable
     from gputui.ui.topology.pane import TopologyPane, TopologyView
 
@@ -185,8 +185,7 @@ def tab_level_bindings() -> list[tuple[str, str, str]]:
     for cls in (
         OverviewPane,
         GpuBoard,
-        OverviewProcesses,
-        ProcessesPane,
+        ProcessList,
         ProcessTable,
         TopologyPane,
         TopologyView,
@@ -348,7 +347,7 @@ def test_another_machines_data_in_the_same_run_drops_this_ones_gpu_filter_and_se
             await pilot.pause()
             await pilot.press("f", "t", "slash", *"ddp", "enter")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.filters() == ["GPU 0", "compute", "/ddp"]
             pane.show_info(app.info)  # the same machine again: kept
             assert pane.state.filters() == ["GPU 0", "compute", "/ddp"]

@@ -28,6 +28,7 @@ from gputui.telemetry.recording import read_recording
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.processes.lines import NOT_VISIBLE, RowBuilder, ViewState, arrange, column_spans, fmt_mem
 from gputui.ui.processes.pane import ProcessesPane
+from gputui.ui.processes.process_list import ProcessList
 from gputui.ui.processes.screens import ProcessDetailScreen, SignalDialog
 from gputui.ui.processes.widgets import ProcessTable
 
@@ -77,8 +78,8 @@ def table(app) -> ProcessTable:
     return app.query_one("#processes ProcessTable", ProcessTable)
 
 
-def pane(app) -> ProcessesPane:
-    return app.query_one("#processes", ProcessesPane)
+def pane(app) -> ProcessList:
+    return app.query_one("#processes", ProcessesPane).list
 
 
 def text(app) -> str:

@@ -167,7 +167,7 @@ def test_kill_dialog(snap_compare):
 
     async def run_before(pilot) -> None:
         await at_tick(60, press=("2", "down", "down"))(pilot)  # GPU memory order: the holder is third
-        pane = pilot.app.query_one("#processes", ProcessesPane)
+        pane = pilot.app.query_one("#processes", ProcessesPane).list
         targets, problems = pane._targets([pane.table.current])
         assert not problems
         await pilot.app.push_screen(SignalDialog(targets, "TERM"))

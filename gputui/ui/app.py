@@ -562,7 +562,7 @@ class GpuTuiApp(BaseApp[int]):
 
         pane = self.query_one("#processes", Pane)
         if isinstance(pane, ProcessesPane):  # opened this run: its sort and filters
-            state = pane.state
+            state = pane.list.state
             sort = ("-" if state.descending else "") + state.sort_key
             filters = Filters(state.mine, state.compute_only, state.gpu, state.search)
         return SavedState(interval, self.layout_mode, sort, portable(filters), saved.sparklines)

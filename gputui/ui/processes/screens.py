@@ -1,5 +1,5 @@
 """The Processes tab's screens: the confirmation before a signal, and a process's detail
-view.  Signals themselves are sent by the pane (gputui/ui/processes/pane.py)."""
+view.  Signals themselves are sent by the list's one path (gputui/ui/processes/signals.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from gputui.untrusted import literal
 if TYPE_CHECKING:
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.telemetry.host import ProcessDetail
-    from gputui.ui.processes.pane import ProcessesPane
+    from gputui.ui.processes.process_list import ProcessList
 
 # gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
 # a replay never needs them, and the first frame comes ~15 ms sooner.
@@ -223,7 +223,7 @@ class ProcessDetailScreen(ModalScreen[None]):
         Binding("T,K,I", "refused", show=False),  # a replay: hidden above, pressed says why
     ]
 
-    def __init__(self, pane: ProcessesPane, row: ProcessRow) -> None:
+    def __init__(self, pane: ProcessList, row: ProcessRow) -> None:
         super().__init__()
         self.pane = pane
         self.key = row.key
