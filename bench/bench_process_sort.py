@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from gputui.telemetry.model import Snapshot  # noqa: E402
 from gputui.telemetry.recording import ReplaySource, read_recording  # noqa: E402
-from gputui.ui.processes.lines import COLUMNS, RowBuilder, ViewState, arrange  # noqa: E402
+from gputui.ui.processes.rows import COLUMNS, RowBuilder, ViewState, arrange  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "derived" / "h200x8-nvswitch-240procs.jsonl.gz"
 

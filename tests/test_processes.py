@@ -26,9 +26,10 @@ from gpu_children import (
 from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.recording import read_recording
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.processes.lines import NOT_VISIBLE, RowBuilder, ViewState, arrange, column_spans, fmt_mem
+from gputui.ui.processes.lines import column_spans, fmt_mem
 from gputui.ui.processes.pane import ProcessesPane
 from gputui.ui.processes.process_list import ProcessList
+from gputui.ui.processes.rows import NOT_VISIBLE, RowBuilder, ViewState, arrange
 from gputui.ui.processes.screens import ProcessDetailScreen, SignalDialog
 from gputui.ui.processes.widgets import ProcessTable
 

@@ -26,19 +26,14 @@ from textual.widgets import Input
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.pidns import in_host_pid_namespace
 from gputui.ui.context import LOCKED, PaneContext
-from gputui.ui.processes.lines import (
+from gputui.ui.processes.lines import PS, RowNote, column_spans, notice_lines, summary_line, unlisted_memory
+from gputui.ui.processes.rows import (
     COLUMNS,
-    PS,
     Ident,
     ProcessRow,
     RowBuilder,
-    RowNote,
     ViewState,
     arrange,
-    column_spans,
-    notice_lines,
-    summary_line,
-    unlisted_memory,
     view_state_for,
 )
 from gputui.ui.processes.signals import SignalDesk

@@ -16,7 +16,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from gputui.ui.processes.lines import PS, Ident, ProcessRow, RowNote
+from gputui.ui.processes.lines import PS, RowNote
+from gputui.ui.processes.rows import Ident, ProcessRow
 from gputui.ui.render import Line, S, clean
 from gputui.untrusted import literal
 
