@@ -53,7 +53,7 @@ def ptybench(cmd: list[str], seconds: float) -> dict[str, object]:
 async def in_process(source, refreshes: int, refresh: float) -> dict[str, object]:
     """Run the cluster screen headless and time each refresh: the fetch (on the worker
     thread), and from the answer's arrival to the screen drawn with it."""
-    from gputui.ui.cluster import ClusterApp
+    from gputui.ui.cluster.app import ClusterApp
 
     app = ClusterApp(source, refresh=refresh)
     timings: list[dict[str, float]] = []

@@ -10,7 +10,7 @@ are --processes of them.  What is measured is gputui's own code, not the data:
 1. `arrange` (filter + sort) alone, for every column and direction;
 2. the whole response inside a running (headless) app: the key's action, i.e. arrange, the
    cursor's placement, building the visible rows and diffing them against the screen
-   (`ProcessesPane.action_sort` and friends, called as the key binding calls them);
+   (`ProcessList.action_sort` and friends, called as the key binding calls them);
 3. with --pty: what a user sees.  The scaled tick is written to a temporary recording
    (marked derived), gputui replays it in a 160x50 pseudo-terminal, paused, on the
    Processes tab; each key is sent and the time until the terminal has the new screen (the
@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 from gputui.telemetry.model import Snapshot  # noqa: E402
 from gputui.telemetry.recording import ReplaySource, read_recording  # noqa: E402
-from gputui.ui.process_lines import COLUMNS, RowBuilder, ViewState, arrange  # noqa: E402
+from gputui.ui.processes.rows import COLUMNS, RowBuilder, ViewState, arrange  # noqa: E402
 
 FIXTURE = ROOT / "tests" / "fixtures" / "derived" / "h200x8-nvswitch-240procs.jsonl.gz"
 
@@ -72,14 +72,14 @@ def report(name: str, ms: list[float], rows: list[tuple[str, float, float]]) -> 
 
 async def in_app(snap: Snapshot, repeat: int, rows: list[tuple[str, float, float]]) -> None:
     from gputui.ui.app import GpuTuiApp
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.pane import ProcessesPane
 
     app = GpuTuiApp(source=ReplaySource(FIXTURE), interval=3600, watch_terminal=False)
     async with app.run_test(size=(160, 50)) as pilot:
         while app.info is None:
             await pilot.pause(0.05)
         await pilot.press("2")
-        pane = app.query_one(ProcessesPane)
+        pane = app.query_one(ProcessesPane).list
         pane.show_snapshot(app.info, snap)
         await pilot.pause()
         assert len(pane.all_rows) == len(snap.processes)

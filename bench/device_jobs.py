@@ -98,8 +98,8 @@ def own_cgroup_dir() -> Path | None:
 async def drive_tui(out: Path, checks: dict[str, object], launcher_pid: int, job_pids: set[int]) -> None:
     from gputui.telemetry.nvml import NvmlSource
     from gputui.ui.app import GpuTuiApp
-    from gputui.ui.process_screens import SignalDialog
-    from gputui.ui.widgets.processes import ProcessTable
+    from gputui.ui.processes.screens import SignalDialog
+    from gputui.ui.processes.widgets import ProcessTable
 
     def screen(app: GpuTuiApp) -> str:
         return "\n".join(strip.text.rstrip() for strip in app.screen._compositor.render_strips())
@@ -116,7 +116,7 @@ async def drive_tui(out: Path, checks: dict[str, object], launcher_pid: int, job
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause(2.0)
         await pilot.press("2")
-        table = app.query_one(ProcessTable)
+        table = app.query_one("#processes ProcessTable", ProcessTable)
         await until(pilot, lambda: any(r.proc.launcher == launcher_pid for r in table.rows), 20)
         await pilot.press("v")
         ok = await until(pilot, lambda: any(r.key == (-1, launcher_pid) for r in table.rows), 10)

@@ -464,7 +464,7 @@ MUTATIONS: list[Mutation] = [
     # ---- saved reports --------------------------------------------------------------------
     Mutation(
         "report-follows-links",
-        "gputui/ui/diagnostics.py",
+        "gputui/ui/diagnostics/pane.py",
         "os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there",
         "os.replace(temp, target)",
         ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
@@ -472,7 +472,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "report-world-readable",
-        "gputui/ui/diagnostics.py",
+        "gputui/ui/diagnostics/pane.py",
         "        os.fchmod(fd, 0o600)  # whatever the umask\n",
         "        os.fchmod(fd, 0o644)\n",
         ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
@@ -545,7 +545,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "cluster-status-source-whole",
-        "gputui/ui/cluster_lines.py",
+        "gputui/ui/cluster/lines.py",
         "room = max(12, width - line_len(tail))",
         "room = len(source)",
         (HOSTILE,),
@@ -588,7 +588,7 @@ MUTATIONS: list[Mutation] = [
     # ---- the drill-in and host identity (issue 24, item 9 and test gaps) ---------------
     Mutation(
         "cluster-drill-count",
-        "gputui/ui/cluster.py",
+        "gputui/ui/cluster/app.py",
         "process_count=g.process_count,",
         "process_count=len(g.procs),",
         ("tests/test_cluster_drill.py",),
@@ -596,7 +596,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "cluster-drill-hints",
-        "gputui/ui/cluster.py",
+        "gputui/ui/cluster/app.py",
         "hints=published_hints(g),",
         "hints=(),",
         ("tests/test_cluster_drill.py",),
@@ -946,7 +946,7 @@ MUTATIONS: list[Mutation] = [
     # ---- the monitor's keys and remembered settings (issue 24 items 10-13) ---------------
     Mutation(
         "nogpu-demo-line-unwrapped",
-        "gputui/ui/widgets/overview.py",
+        "gputui/ui/overview/widgets.py",
         "for k, chunk in enumerate(textwrap.wrap(text, inner)):  # at words, as `para`",
         "for k, chunk in enumerate([text]):",
         ("tests/test_keys_and_settings.py",),
@@ -954,7 +954,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "keys-g-filters-gpu",
-        "gputui/ui/processes.py",
+        "gputui/ui/processes/process_list.py",
         'Binding("f", "gpu_filter(1)"',
         'Binding("g", "gpu_filter(1)"',
         ("tests/test_keys_and_settings.py",),
@@ -962,7 +962,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "replay-offers-signals",
-        "gputui/ui/processes.py",
+        "gputui/ui/processes/process_list.py",
         "            return not self.readonly and self.signals_possible\n",
         "            return not self.readonly\n",
         ("tests/test_keys_and_settings.py", "tests/test_processes.py"),
@@ -970,7 +970,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "picker-ticks-by-colour-only",
-        "gputui/ui/chart_picker.py",
+        "gputui/ui/overview/chart_picker.py",
         "(TICKED if ticked else UNTICKED)",
         "TICKED",
         ("tests/test_keys_and_settings.py",),
@@ -978,7 +978,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "overview-esc-keeps-narrowing",
-        "gputui/ui/widgets/overview.py",
+        "gputui/ui/overview/widgets.py",
         "    def action_unselect(self) -> None:\n        self._select(None)",
         "    def action_unselect(self) -> None:\n        pass",
         ("tests/test_keys_and_settings.py",),
@@ -994,7 +994,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "filters-kept-for-another-machine",
-        "gputui/ui/processes.py",
+        "gputui/ui/processes/process_list.py",
         "if self.machine is not None and machine != self.machine:",
         "if False:",
         ("tests/test_keys_and_settings.py",),
@@ -1051,7 +1051,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "job-pin-failed-shown",
-        "gputui/ui/processes.py",
+        "gputui/ui/processes/signals.py",
         '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'
         "                self._record([refused], time.monotonic())\n                continue\n",
         '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'

@@ -196,8 +196,8 @@ def test_a_broken_tick_later_in_a_replay_is_reported_with_its_line(tmp_path):
 
 
 def test_other_tabs_load_only_when_opened():
-    """The first frame needs only the overview, with its process list (the Processes tab's
-    code): the other tabs' modules are imported when first shown (a fresh interpreter, since
+    """The first frame needs only the overview, with its process list (the ProcessList the
+    Processes tab composes too): the tabs' modules are imported when first shown (a fresh interpreter, since
     other tests import them)."""
     import subprocess
     import sys
@@ -207,8 +207,13 @@ def test_other_tabs_load_only_when_opened():
         import asyncio, sys
         sys.path.insert(0, {str(H200_X2.parents[2])!r})
         from conftest import H200_X2, replay_app, run_to_tick
-        from gputui.ui.overview import OverviewPane
-        LAZY = ("gputui.ui.processes", "gputui.ui.topology", "gputui.ui.diagnostics")
+        from gputui.ui.overview.pane import OverviewPane
+        LAZY = (
+            "gputui.ui.processes.process_list",
+            "gputui.ui.processes.pane",
+            "gputui.ui.topology.pane",
+            "gputui.ui.diagnostics.pane",
+        )
         first = []
         show = OverviewPane.show_snapshot
 
@@ -233,11 +238,11 @@ def test_other_tabs_load_only_when_opened():
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     ).stdout
-    # the Overview's process list is in the first frame (the Processes tab's pane); the
-    # other tabs are not
-    assert "first frame ['gputui.ui.processes']" in out
-    assert "before ['gputui.ui.processes']" in out
-    assert "after ['gputui.ui.processes'] processes" in out
+    # the Overview's process list is in the first frame (the ProcessList, which the
+    # Processes tab composes too); the tabs' panes are not
+    assert "first frame ['gputui.ui.processes.process_list']" in out
+    assert "before ['gputui.ui.processes.process_list']" in out
+    assert "after ['gputui.ui.processes.process_list', 'gputui.ui.processes.pane'] processes" in out
 
 
 def test_stepping_back_then_resuming_plays_on_from_there_with_no_future_in_the_history():
@@ -331,8 +336,8 @@ def test_a_tick_arriving_while_the_app_shuts_down_is_dropped():
 
 def test_clicking_a_footer_key_presses_it():
     async def go():
+        from gputui.ui.overview.widgets import GpuBoard
         from gputui.ui.widgets.footer import KeyFooter, fitting
-        from gputui.ui.widgets.overview import GpuBoard
 
         app = replay_app(H200_X2)
         async with app.run_test(size=(160, 50)) as pilot:

@@ -30,7 +30,7 @@ from gputui.export.prometheus import build_families
 from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.model import MachineInfo, Snapshot, SystemInfo
 from gputui.telemetry.recording import read_recording
-from gputui.ui.cluster import ClusterApp, HostScreen
+from gputui.ui.cluster.app import ClusterApp, HostScreen
 
 GPM = FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz"
 X8_240 = FIXTURES / "derived" / "h200x8-nvswitch-240procs.jsonl.gz"
@@ -124,7 +124,7 @@ def busy_host() -> tuple[bytes, dict[int, int]]:
 
 
 def card_text(gpus, width: int = 200) -> dict[int, str]:  # type: ignore[no-untyped-def]
-    from gputui.ui.cluster import card_of
+    from gputui.ui.cluster.app import card_of
 
     return {
         g.device.index: "\n".join("".join(t for t, _ in line) for line in card_of(g, width)) for g in gpus

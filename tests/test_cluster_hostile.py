@@ -26,7 +26,7 @@ from conftest import H200_X1, screen_lines, wait_for
 from gputui.cluster.http import MAX_HEADERS, FetchError, HttpClient, short_url
 from gputui.cluster.sources import DirectSource, PrometheusSource
 from gputui.telemetry.recording import read_recording
-from gputui.ui.cluster_lines import rows, status_line
+from gputui.ui.cluster.lines import rows, status_line
 from gputui.ui.render import line_len
 
 Behaviour = Callable[[socket.socket], None]
@@ -280,7 +280,7 @@ def test_prometheus_401_reason_fits_80_columns(raw_servers):
 
 
 def test_a_down_row_shows_the_whole_reason_at_80_columns(raw_servers):
-    from gputui.ui.cluster_lines import row_line
+    from gputui.ui.cluster.lines import row_line
 
     s = raw_servers(HOSTILE["headers"][0])
     src = DirectSource([s.target], HttpClient(timeout=2))
@@ -357,7 +357,7 @@ def test_the_screen_stays_whole_beside_a_hostile_target(raw_servers):
 
 
 async def _screen_stays_whole(raw_servers):
-    from gputui.ui.cluster import ClusterApp
+    from gputui.ui.cluster.app import ClusterApp
 
     bad = raw_servers(HOSTILE["long-header"][0])
     with exporters((H200_X1,)) as (good,):

@@ -24,7 +24,7 @@ from gputui.cluster.http import Credentials, HttpClient
 from gputui.cluster.model import gpu_flags, summarize
 from gputui.cluster.sources import DirectSource
 from gputui.telemetry.alerts import IdleRule
-from gputui.ui.cluster import ClusterApp, HostScreen
+from gputui.ui.cluster.app import ClusterApp, HostScreen
 
 X8_240 = FIXTURES / "derived" / "h200x8-nvswitch-240procs.jsonl.gz"
 RULE = IdleRule(True, 30.0, 0, 1024)

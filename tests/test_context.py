@@ -18,8 +18,8 @@ from textual.app import App, ComposeResult
 from gputui.telemetry.hub import Hub
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.context import LOCKED, PaneContext, SourceState
-from gputui.ui.process_screens import SignalDialog
-from gputui.ui.processes import ProcessesPane
+from gputui.ui.processes.pane import ProcessesPane
+from gputui.ui.processes.screens import SignalDialog
 
 UI = Path(__file__).resolve().parents[1] / "gputui" / "ui"
 RANK0 = 650
@@ -46,7 +46,7 @@ def test_a_processes_pane_given_no_context_offers_no_signal() -> None:
     async def go() -> None:
         app = Bare()
         async with app.run_test():
-            pane = app.query_one(ProcessesPane)
+            pane = app.query_one(ProcessesPane).list
             assert pane.check_signal() is False
             for action in ("signal", "mark"):
                 assert pane.check_action(action, ()) is False
@@ -66,7 +66,7 @@ def test_read_only_hides_signals_for_processes_that_could_be_signalled(children:
             await run_to_tick(pilot, 60)
             await pilot.press("2")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.check_action("signal", ("TERM",)) is (not readonly)
             await pilot.press("T")
             await pilot.pause()

@@ -22,8 +22,7 @@ from gputui.telemetry.model import (
     Topology,
 )
 from gputui.telemetry.recording import read_recording
-from gputui.ui.chart import Series, braille_chart
-from gputui.ui.detail_lines import (
+from gputui.ui.detail.lines import (
     chart_lines,
     clock_reason_lines,
     driver_facts,
@@ -36,7 +35,7 @@ from gputui.ui.detail_lines import (
     process_lines,
 )
 from gputui.ui.render import S, line_len
-from gputui.ui.topology_lines import (
+from gputui.ui.topology.lines import (
     cuda_lines,
     link_row,
     link_table,
@@ -46,6 +45,7 @@ from gputui.ui.topology_lines import (
     pcie_text,
     problem_lines,
 )
+from gputui.ui.widgets.chart import Series, braille_chart
 
 MIG = DERIVED / "h200x2-mig.jsonl.gz"
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"
@@ -492,7 +492,7 @@ def test_every_gpm_figure_is_kept_in_history_offered_as_a_sparkline_and_charted(
 
     from gputui.telemetry.history import HISTORY, History
     from gputui.telemetry.metrics import CARD_CHARTS, GPM_READS
-    from gputui.ui.detail_lines import chart_metrics
+    from gputui.ui.detail.lines import chart_metrics
 
     by_gpm = {m.gpm.figure: m for m in HISTORY if m.gpm is not None}
     assert set(by_gpm) == {r.figure for r in GPM_READS}

@@ -11,7 +11,7 @@ from conftest import H200_X2, X8_240, replay_app, run_to_tick, screen_lines, wai
 from textual import events
 from textual.app import App, ComposeResult
 
-from gputui.ui.overview import OverviewPane
+from gputui.ui.overview.pane import OverviewPane
 from gputui.ui.render import Line, S
 from gputui.ui.widgets.lines import LineWidget
 

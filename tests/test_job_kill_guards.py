@@ -32,7 +32,7 @@ from test_processes import HOLDER, RANK0, RANK1, answer, ask, run, tab_on_childr
 
 from gputui.control.jobs import job_members
 from gputui.control.signals import ProcessIdentity, identity_of
-from gputui.ui.process_screens import SignalDialog
+from gputui.ui.processes.screens import SignalDialog
 
 SLEEP = "import time; time.sleep(600)"
 

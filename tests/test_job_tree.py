@@ -19,7 +19,7 @@ from gpu_children import MARKER, alive, start_child, wait_started
 from test_processes import HOLDER, RANK0, RANK1, answer, ask, pane, run, tab_on_children, table
 
 from gputui.telemetry.proctree import JobTracker
-from gputui.ui.process_screens import SignalDialog
+from gputui.ui.processes.screens import SignalDialog
 
 LAUNCHER = textwrap.dedent(
     """

@@ -62,7 +62,7 @@ def test_the_no_gpu_panel_wraps_at_words(width: int) -> None:
 
 def test_a_selected_card_narrows_the_list_visibly_and_esc_shows_every_gpu_again() -> None:
     """The real 2x H200 at tick 60: GPU 0 runs one DDP rank, GPU 1 the other and a holder."""
-    from gputui.ui.widgets.overview import GpuBoard
+    from gputui.ui.overview.widgets import GpuBoard
 
     async def go():
         app = replay_app(H200_X2)
@@ -105,7 +105,7 @@ def test_a_gpu_filter_and_a_search_are_not_carried_into_the_next_run(tmp_path) -
     import json
 
     from gputui import state
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.pane import ProcessesPane
 
     path = tmp_path / "state.json"
 
@@ -118,7 +118,7 @@ def test_a_gpu_filter_and_a_search_are_not_carried_into_the_next_run(tmp_path) -
             await pilot.pause()
             await pilot.press("f", "t")  # GPU 0, compute only
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.filters() == ["GPU 0", "compute"]
             assert "from the last run" not in "\n".join(screen_lines(app))
             await pilot.press("q")
@@ -134,7 +134,7 @@ def test_a_gpu_filter_and_a_search_are_not_carried_into_the_next_run(tmp_path) -
             await run_to_tick(pilot, 60)
             await pilot.press("2")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.gpu is None
             text = "\n".join(screen_lines(app))
             assert "filter compute (from the last run · esc clears)" in text
@@ -150,7 +150,7 @@ def test_an_old_state_file_with_a_gpu_filter_is_not_applied(tmp_path) -> None:
     """A state file written before this rule (GPU 0 and a search saved) opens unfiltered."""
     from gputui import state
     from gputui.state import Filters, SavedState
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.pane import ProcessesPane
 
     path = tmp_path / "state.json"
     state.save(SavedState(filters=Filters(gpu=0, search="ddp")), path)
@@ -163,7 +163,7 @@ def test_an_old_state_file_with_a_gpu_filter_is_not_applied(tmp_path) -> None:
             await run_to_tick(pilot, 60)
             await pilot.press("2")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.filters() == [] and len(pane.shown) == 3
 
     run(go())
@@ -174,19 +174,18 @@ def test_an_old_state_file_with_a_gpu_filter_is_not_applied(tmp_path) -> None:
 
 def tab_level_bindings() -> list[tuple[str, str, str]]:
     """(key, class, action) of every binding the tabs and their widgets have."""
-    from gputui.ui.diagnostics import DiagnosticsPane
-    from gputui.ui.overview import OverviewPane
-    from gputui.ui.processes import OverviewProcesses, ProcessesPane
-    from gputui.ui.topology import TopologyPane, TopologyView
-    from gputui.ui.widgets.overview import GpuBoard
-    from gputui.ui.widgets.processes import ProcessTable
+    from gputui.ui.diagnostics.pane import DiagnosticsPane
+    from gputui.ui.overview.pane import OverviewPane
+    from gputui.ui.overview.widgets import GpuBoard
+    from gputui.ui.processes.process_list import ProcessList
+    from gputui.ui.processes.widgets import ProcessTable
+    from gputui.ui.topology.pane import TopologyPane, TopologyView
 
     out = []
     for cls in (
         OverviewPane,
         GpuBoard,
-        OverviewProcesses,
-        ProcessesPane,
+        ProcessList,
         ProcessTable,
         TopologyPane,
         TopologyView,
@@ -278,7 +277,7 @@ def test_the_replay_footer_does_not_offer_signals_and_pressing_one_says_why() ->
 
 
 def test_ticked_and_unticked_charts_differ_in_glyph() -> None:
-    from gputui.ui.chart_picker import ChartPicker
+    from gputui.ui.overview.chart_picker import ChartPicker
 
     async def go():
         app = replay_app(H200_X2)
@@ -336,7 +335,7 @@ def test_another_machines_data_in_the_same_run_drops_this_ones_gpu_filter_and_se
     from conftest import H100_GPM
 
     from gputui.telemetry.recording import read_recording
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.pane import ProcessesPane
 
     other, _ = read_recording(H100_GPM)
 
@@ -348,7 +347,7 @@ def test_another_machines_data_in_the_same_run_drops_this_ones_gpu_filter_and_se
             await pilot.pause()
             await pilot.press("f", "t", "slash", *"ddp", "enter")
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             assert pane.state.filters() == ["GPU 0", "compute", "/ddp"]
             pane.show_info(app.info)  # the same machine again: kept
             assert pane.state.filters() == ["GPU 0", "compute", "/ddp"]

@@ -28,8 +28,9 @@ from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Unit
 from gputui.telemetry.model import GpuProcess, GpuSample
 from gputui.telemetry.nvml import Nvml, NvmlSource
 from gputui.telemetry.recording import read_recording
-from gputui.ui.overview_lines import gpu_card
-from gputui.ui.process_lines import CELL_TEXT, RowBuilder, cell_text
+from gputui.ui.overview.lines import gpu_card
+from gputui.ui.processes.lines import CELL_TEXT, cell_text
+from gputui.ui.processes.rows import RowBuilder
 from gputui.ui.render import UNIT_TEXT
 
 #: GpuSample fields that are not one quantity: identity, structure (MIG devices; the per-link

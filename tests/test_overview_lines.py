@@ -11,7 +11,7 @@ from gpm_support import FP32, phase_ticks
 from gputui.telemetry.hints import HintConfig, gpu_hints
 from gputui.telemetry.model import MachineInfo, Snapshot, SystemInfo
 from gputui.telemetry.recording import read_recording
-from gputui.ui.overview_lines import compact_detail, compact_row, gpu_card, header_line, host_lines
+from gputui.ui.overview.lines import compact_detail, compact_row, gpu_card, header_line, host_lines
 
 SPARK_GLYPHS = set("▁▂▃▄▅▆▇█")
 
@@ -124,7 +124,7 @@ def test_cores_strip_says_when_it_groups_cpus(x2_recording) -> None:  # type: ig
 
 
 def test_detail_activity_box_has_every_figure_the_hint_and_its_numbers() -> None:
-    from gputui.ui.detail_lines import HINT_LINES, activity_lines
+    from gputui.ui.detail.lines import HINT_LINES, activity_lines
 
     _, snap = gpm_tick()
     g = snap.gpus[0]

@@ -13,11 +13,11 @@ from gpu_children import ReplayOntoChildren, alive, start_child
 
 import gputui.ui.app
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.overview import OverviewPane
-from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
-from gputui.ui.processes import OverviewProcesses
-from gputui.ui.widgets.overview import GpuBoard
-from gputui.ui.widgets.processes import ProcessTable
+from gputui.ui.overview.pane import OverviewPane
+from gputui.ui.overview.widgets import GpuBoard
+from gputui.ui.processes.process_list import ProcessList
+from gputui.ui.processes.screens import ProcessDetailScreen, SignalDialog
+from gputui.ui.processes.widgets import ProcessTable
 
 HOLDER, RANK0, RANK1 = 567, 650, 651
 """The real processes of the 2x H200 recording: the idle 8 GiB holder (GPU 1) and two DDP ranks."""
@@ -28,8 +28,8 @@ def run(coro):
     return asyncio.run(coro)
 
 
-def procs(app) -> OverviewProcesses:
-    return app.query_one(OverviewProcesses)
+def procs(app) -> ProcessList:
+    return app.query_one("#overview-processes", ProcessList)
 
 
 def table(app) -> ProcessTable:
@@ -299,3 +299,45 @@ def test_quitting_as_the_first_frame_is_drawn_is_clean():
 
     app = run(go())
     assert app.return_code == 0
+
+
+def test_one_process_list_and_one_signal_record_for_both_tabs(children):
+    """The Overview's list and the Processes tab's are the same widget, and a signal sent
+    from one is on the other's rows and status line: one signal path, one record (before,
+    the Overview's list was a subclass of the Processes pane with its own record, and the
+    Processes tab knew nothing of a SIGTERM sent from the Overview)."""
+    holder = start_child("holder")
+    children.append(holder)
+
+    async def go():
+        app = GpuTuiApp(
+            source=ReplayOntoChildren(H200_X2, {HOLDER: holder.pid}), interval=FROZEN, watch_terminal=False
+        )
+        async with app.run_test(size=(160, 50)) as pilot:
+            await at_tick(pilot)
+            await pilot.press("tab")  # into the Overview's list
+            t = table(app)
+            while t.current is None or t.current.proc.pid != holder.pid:
+                before = t.cursor
+                await pilot.press("down")
+                assert t.cursor != before, "the holder is not in the list"
+            await pilot.press("T")
+            await wait_for(pilot, lambda: isinstance(app.screen, SignalDialog))
+            await pilot.press("enter")
+            assert holder.wait(timeout=30) == -signal.SIGTERM
+            await wait_for(pilot, lambda: f"PID {holder.pid} exited" in text(app))
+
+            await pilot.press("2")
+            await wait_for(pilot, lambda: app.query("#processes ProcessTable"))
+            tab_list = app.query_one("#processes ProcessList", ProcessList)
+            assert type(tab_list) is type(procs(app)) is ProcessList
+            await wait_for(pilot, lambda: tab_list.table.rows)
+            await pilot.pause()
+            ident = next(r.ident for r in tab_list.all_rows if r.proc.pid == holder.pid)
+            assert ident in tab_list.watches  # the Overview's signal, on this tab's row
+            lines = screen_lines(app)
+            row = next(ln for ln in lines if f" {holder.pid} " in ln)
+            assert "exited" in row and "after SIGTERM" in row
+            assert any(f"PID {holder.pid} exited" in ln for ln in lines)  # its status line
+
+    run(go())

@@ -25,8 +25,8 @@ from test_processes import (
     three,
 )
 
-from gputui.ui.process_screens import SignalDialog
-from gputui.ui.widgets.processes import SearchInput
+from gputui.ui.processes.screens import SignalDialog
+from gputui.ui.processes.widgets import SearchInput
 
 
 def notifications(app) -> list[str]:
@@ -42,7 +42,7 @@ def test_the_search_box_shows_what_is_typed(children):
         async with tab_on_children({HOLDER: kids["holder"].pid, RANK0: kids["rank0"].pid}) as (app, pilot):
             await pilot.press("slash", *"rank0")
             await pilot.pause()
-            box = app.query_one(SearchInput)
+            box = app.query_one("#processes SearchInput", SearchInput)
             assert box.has_focus and box.size.height == 1
             row = screen_lines(app)[box.region.y]
             assert "rank0" in row and "filter" not in row, row
@@ -116,9 +116,9 @@ def test_m_marks_and_moves_the_cursor_down(children):
             first = t.current
             await pilot.press("m")
             assert first is not None and first.ident in pane(app).marks and t.cursor == 1
-            from gputui.ui.processes import ProcessesPane
+            from gputui.ui.processes.process_list import ProcessList
 
-            tooltip = next(b.tooltip for b in ProcessesPane.BINDINGS if getattr(b, "action", "") == "mark")
+            tooltip = next(b.tooltip for b in ProcessList.BINDINGS if getattr(b, "action", "") == "mark")
             assert "move to the next row" in tooltip
 
     run(go())

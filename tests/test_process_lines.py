@@ -14,7 +14,18 @@ from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.history import MAX_PROCESSES, History
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import read_recording
-from gputui.ui.process_lines import (
+from gputui.ui.processes.lines import (
+    fmt_elapsed,
+    fmt_mem,
+    literal,
+    notice_lines,
+    row_line,
+    summary_line,
+    table_lines,
+    unlisted_memory,
+    visible_columns,
+)
+from gputui.ui.processes.rows import (
     COLUMNS,
     NOT_VISIBLE,
     RowBuilder,
@@ -22,18 +33,9 @@ from gputui.ui.process_lines import (
     arrange,
     command_text,
     filter_rows,
-    fmt_elapsed,
-    fmt_mem,
-    literal,
-    notice_lines,
     place_cursor,
-    row_line,
     sort_rows,
-    summary_line,
-    table_lines,
-    unlisted_memory,
     view_state_for,
-    visible_columns,
 )
 
 

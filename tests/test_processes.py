@@ -26,10 +26,12 @@ from gpu_children import (
 from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.recording import read_recording
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.process_lines import NOT_VISIBLE, RowBuilder, ViewState, arrange, column_spans, fmt_mem
-from gputui.ui.process_screens import ProcessDetailScreen, SignalDialog
-from gputui.ui.processes import ProcessesPane
-from gputui.ui.widgets.processes import ProcessTable
+from gputui.ui.processes.lines import column_spans, fmt_mem
+from gputui.ui.processes.pane import ProcessesPane
+from gputui.ui.processes.process_list import ProcessList
+from gputui.ui.processes.rows import NOT_VISIBLE, RowBuilder, ViewState, arrange
+from gputui.ui.processes.screens import ProcessDetailScreen, SignalDialog
+from gputui.ui.processes.widgets import ProcessTable
 
 HOLDER, RANK0, RANK1 = 567, 650, 651
 """The real processes of the 2x H200 recording: the idle 8 GiB holder (GPU 1) and two DDP ranks."""
@@ -77,8 +79,8 @@ def table(app) -> ProcessTable:
     return app.query_one("#processes ProcessTable", ProcessTable)
 
 
-def pane(app) -> ProcessesPane:
-    return app.query_one("#processes", ProcessesPane)
+def pane(app) -> ProcessList:
+    return app.query_one("#processes", ProcessesPane).list
 
 
 def text(app) -> str:

@@ -22,7 +22,7 @@ from gputui.diag.session import StressSession
 from gputui.diag.verdicts import Diagnosis, StressResults
 from gputui.export.address import is_loopback
 from gputui.export.prometheus import serve
-from gputui.ui.process_lines import literal
+from gputui.ui.processes.lines import literal
 from gputui.ui.render import clean
 
 # ---- the exporter binds where it says ------------------------------------------------------

@@ -162,12 +162,12 @@ def test_kill_dialog(snap_compare):
     recording.  A replay's PIDs are not this machine's, so `T` is disabled there; the dialog
     is opened with the recorded rows instead (tests/test_processes.py opens it with `T` on
     real child processes, whose PIDs differ on every run)."""
-    from gputui.ui.process_screens import SignalDialog
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.pane import ProcessesPane
+    from gputui.ui.processes.screens import SignalDialog
 
     async def run_before(pilot) -> None:
         await at_tick(60, press=("2", "down", "down"))(pilot)  # GPU memory order: the holder is third
-        pane = pilot.app.query_one("#processes", ProcessesPane)
+        pane = pilot.app.query_one("#processes", ProcessesPane).list
         targets, problems = pane._targets([pane.table.current])
         assert not problems
         await pilot.app.push_screen(SignalDialog(targets, "TERM"))
@@ -252,7 +252,7 @@ def recorded_diagnosis(events_file: Path, tick: int):
 
     async def run_before(pilot) -> None:
         from gputui.diag.verdicts import Diagnosis
-        from gputui.ui.diagnostics import DiagnosisDone, FindingArrived
+        from gputui.ui.diagnostics.pane import DiagnosisDone, FindingArrived
 
         await run_to_tick(pilot, tick)
         await pilot.press("4")

@@ -13,9 +13,9 @@ from conftest import H200_X2, replay_app, run_to_tick, screen_lines, wait_for
 from gputui import state
 from gputui.config import Config, UiConfig
 from gputui.state import Filters, SavedState
-from gputui.ui.chart_picker import ChartPicker
-from gputui.ui.processes import ProcessesPane
-from gputui.ui.widgets.overview import GpuBoard
+from gputui.ui.overview.chart_picker import ChartPicker
+from gputui.ui.overview.widgets import GpuBoard
+from gputui.ui.processes.pane import ProcessesPane
 
 
 def run(coro):
@@ -40,7 +40,7 @@ def test_layout_sort_and_filters_survive_a_restart(tmp_path):
             await pilot.pause()
             await pilot.press("s", "r", "u", "t")  # next sort column, reversed, mine, compute only
             await pilot.pause()
-            pane = app.query_one("#processes", ProcessesPane)
+            pane = app.query_one("#processes", ProcessesPane).list
             chosen = (pane.state.sort_key, pane.state.descending)
             await pilot.press("q")
         return chosen
@@ -58,7 +58,7 @@ def test_layout_sort_and_filters_survive_a_restart(tmp_path):
             assert app.query_one(GpuBoard).mode == "cards"
             await pilot.press("2")
             await pilot.pause()
-            s = app.query_one("#processes", ProcessesPane).state
+            s = app.query_one("#processes", ProcessesPane).list.state
             assert (s.sort_key, s.descending, s.mine, s.compute_only) == (sort_key, descending, True, True)
 
     run(second())

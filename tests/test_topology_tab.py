@@ -14,11 +14,11 @@ from conftest import DERIVED, H200_X1, H200_X2, NOGPU, replay_app, run_to_tick, 
 from gputui.telemetry.model import MachineInfo, Topology
 from gputui.telemetry.recording import ReplaySource, read_recording
 from gputui.telemetry.topology import link_matrix
-from gputui.ui import detail as detail_module
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.detail import DetailCharts, GpuDetailScreen
-from gputui.ui.topology import TopologyPane, TopologyView
-from gputui.ui.widgets.overview import GpuBoard
+from gputui.ui.detail import screen as detail_module
+from gputui.ui.detail.screen import DetailCharts, GpuDetailScreen
+from gputui.ui.overview.widgets import GpuBoard
+from gputui.ui.topology.pane import TopologyPane, TopologyView
 
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"
 MIG = DERIVED / "h200x2-mig.jsonl.gz"
@@ -412,7 +412,7 @@ def test_many_gpus_matrices_worked_out_off_the_ui_thread_and_q_answers(many_gpus
     and each pair rescanned every GPU).  The quadratic work runs on a worker thread; the UI
     thread only draws the cells that fit; `q` quits while the worker runs."""
     from gputui.telemetry import topology as topo
-    from gputui.ui import topology_lines
+    from gputui.ui.topology import lines as topology_lines
 
     on_ui: list[str] = []
     main = threading.main_thread()
@@ -449,7 +449,7 @@ def test_many_gpus_matrices_worked_out_off_the_ui_thread_and_q_answers(many_gpus
     assert on_ui == []
 
     # `q` while the worker is busy (held busy here until the app has quit)
-    from gputui.ui import topology as topology_ui
+    from gputui.ui.topology import pane as topology_ui
 
     release = threading.Event()
     monkeypatch.setattr(topology_ui, "warm", lambda info, topology: release.wait(60))
@@ -479,7 +479,7 @@ def test_a_prepare_that_ends_after_the_tab_is_gone_is_ignored(many_gpus, monkeyp
     """The worker can finish after the app has begun to quit (seen on a real H100: the
     tab's widgets were gone and its thread died with NoMatches).  Its result must then be
     dropped quietly, never raised from the thread."""
-    from gputui.ui import topology as topology_ui
+    from gputui.ui.topology import pane as topology_ui
 
     release = threading.Event()
     monkeypatch.setattr(topology_ui, "warm", lambda info, topology: release.wait(60))

@@ -17,7 +17,7 @@ from gputui import cli
 from gputui.config import CardConfig, Config, UiConfig
 from gputui.telemetry.alerts import AlertConfig, ThresholdRule
 from gputui.ui import render
-from gputui.ui.overview_lines import board_lines, header_line
+from gputui.ui.overview.lines import board_lines, header_line
 from gputui.ui.render import S
 from gputui.ui.theme import ColorRemap
 

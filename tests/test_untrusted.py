@@ -52,9 +52,11 @@ def test_one_cell_agrees_with_terminal_widths_over_every_code_point():
 
 
 def test_the_renderers_use_the_one_rule():
-    from gputui.ui import process_lines, render
+    from gputui.ui import render
+    from gputui.ui.processes import lines as process_lines
+    from gputui.ui.processes import rows as process_rows
 
-    assert process_lines.literal is literal
+    assert process_lines.literal is literal and process_rows.literal is literal
     assert render.clean(HOSTILE) == label(HOSTILE)
     for ch in ("\u034f", "\u3164", "\u200b", "\x9b", "\u0301", "\u0903", "\U0001f1e6"):
         assert not one_cell(ch) and not visible(ch), ascii(ch)

@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not in_browser():
         print(f"{PROG}: needs a terminal", file=sys.stderr)
         return 2
-    from gputui.ui.cluster import ClusterApp
+    from gputui.ui.cluster.app import ClusterApp
 
     app = ClusterApp(
         source,

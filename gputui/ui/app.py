@@ -31,12 +31,12 @@ from gputui.ui import theme
 from gputui.ui.base_app import BaseApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, OpenGpuDetail
-from gputui.ui.overview import OverviewPane
+from gputui.ui.overview.pane import OverviewPane
+from gputui.ui.overview.widgets import Banner, GpuBoard, HeaderBar
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar
 from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import KeyFooter
-from gputui.ui.widgets.overview import Banner, GpuBoard, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
@@ -102,9 +102,9 @@ class GpuTuiApp(BaseApp[int]):
 
     PANES: ClassVar[list[type[Pane] | PaneSpec]] = [
         OverviewPane,
-        PaneSpec("processes", "Processes", "2", "gputui.ui.processes", "ProcessesPane"),
-        PaneSpec("topology", "Topology", "3", "gputui.ui.topology", "TopologyPane"),
-        PaneSpec("diagnostics", "Diagnostics", "4", "gputui.ui.diagnostics", "DiagnosticsPane"),
+        PaneSpec("processes", "Processes", "2", "gputui.ui.processes.pane", "ProcessesPane"),
+        PaneSpec("topology", "Topology", "3", "gputui.ui.topology.pane", "TopologyPane"),
+        PaneSpec("diagnostics", "Diagnostics", "4", "gputui.ui.diagnostics.pane", "DiagnosticsPane"),
     ]
     """The tabs, in order (each issue's screen adds its pane here)."""
 
@@ -525,7 +525,7 @@ class GpuTuiApp(BaseApp[int]):
         self.saved = replace(self.saved, sparklines=message.sparklines)  # saved at exit
 
     def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
-        from gputui.ui.detail import open_gpu_detail
+        from gputui.ui.detail.screen import open_gpu_detail
 
         open_gpu_detail(self, message.index)
 
@@ -566,11 +566,11 @@ class GpuTuiApp(BaseApp[int]):
         saved = self.saved
         interval = self.interval if self.source.live else saved.interval
         sort, filters = saved.sort, saved.filters
-        from gputui.ui.processes import ProcessesPane
+        from gputui.ui.processes.pane import ProcessesPane
 
         pane = self.query_one("#processes", Pane)
         if isinstance(pane, ProcessesPane):  # opened this run: its sort and filters
-            state = pane.state
+            state = pane.list.state
             sort = ("-" if state.descending else "") + state.sort_key
             filters = Filters(state.mine, state.compute_only, state.gpu, state.search)
         return SavedState(interval, self.layout_mode, sort, portable(filters), saved.sparklines)

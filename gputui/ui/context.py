@@ -18,6 +18,8 @@ from gputui.state import Filters
 
 if TYPE_CHECKING:
     from gputui.telemetry.source import Source
+    from gputui.ui.processes.screens import SignalWatch
+    from gputui.ui.render import Line
 
 DEMO_RECORDING = Path(__file__).resolve().parents[1] / "data" / "demo.jsonl.gz"
 
@@ -43,6 +45,20 @@ class SourceState:
         return not self.demo and DEMO_RECORDING.exists()
 
 
+@dataclass
+class SentSignals:
+    """The signals sent from this app and what became of them: one record that both
+    process lists (the Overview's and the Processes tab's) read and write, so a signal sent
+    from one shows on the other's rows and status line (`gputui.ui.processes.signals`)."""
+
+    watches: dict[tuple[int, float], SignalWatch] = field(default_factory=dict)
+    """By (PID, start time): the latest signal sent to (or refused for) the process."""
+    status: dict[int, Line] = field(default_factory=dict)
+    """The outcome of the latest signals, by PID (the line under the table)."""
+    job_batch: tuple[str, list[tuple[int, float]]] | None = None
+    """The latest whole-job signal: its title and its members (the status line's summary)."""
+
+
 @dataclass(frozen=True)
 class PaneContext:
     """The app's settings and source, for its panes and screens."""
@@ -62,6 +78,8 @@ class PaneContext:
     (no interpreter chooser, no stress run); only `diag_python` is diagnosed."""
     diag_python: str | None = None
     """The Python the Diagnostics tab diagnoses (serve's --python); None: the default."""
+    signals: SentSignals = field(default_factory=SentSignals, compare=False)
+    """What was signalled, shared by every process list of the app."""
 
 
 LOCKED = PaneContext()

@@ -106,7 +106,7 @@ class HelpScreen(ModalScreen[None]):
         ]
         for entry in self.panes:
             pane = entry.load() if isinstance(entry, PaneSpec) else entry
-            mounted = list(self.app.query(pane))
+            mounted = list(self.app.query(pane.KEYS_WIDGET or pane))
             for pane_title, bindings in pane.help_sections():
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
                 shown = [b for b in bindings if not (mounted and _hidden(mounted[0], b))]

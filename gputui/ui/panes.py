@@ -16,6 +16,7 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.message import Message
+from textual.widget import Widget
 
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
@@ -34,6 +35,9 @@ class Pane(Container):
     TAB_KEY: ClassVar[str] = ""
     KEYS: ClassVar[list[BindingType]] = []
     """The keys of the pane's widgets (they act while the tab is shown), for the help screen."""
+    KEYS_WIDGET: ClassVar[type[Widget] | None] = None
+    """The widget whose keys the tab lists, when they are not the pane's own: the help
+    screen asks a mounted one which of them it hides (e.g. T K I in a replay)."""
 
     DEFAULT_CSS = """
     Pane { height: 1fr; }

@@ -97,7 +97,7 @@ def clean(text: str) -> str:
     """Make untrusted text safe to draw as cells, for labels (GPU and host names): the
     rule of `gputui.untrusted.label` (controls lose their power and show as "?", whitespace
     controls as spaces, one character per cell).  Where the exact content matters (command
-    lines, environment values) `process_lines.literal` escapes instead."""
+    lines, environment values) `gputui.untrusted.literal` escapes instead."""
     return label(text)
 
 

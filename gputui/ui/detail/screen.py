@@ -19,7 +19,7 @@ from textual.screen import Screen
 
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
-from gputui.ui.detail_lines import (
+from gputui.ui.detail.lines import (
     activity_lines,
     chart_lines,
     chart_metrics,
@@ -36,10 +36,10 @@ from gputui.ui.detail_lines import (
     process_lines,
     title_line,
 )
+from gputui.ui.overview.widgets import Banner, HeaderBar
 from gputui.ui.render import Line, S
 from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.lines import LineWidget
-from gputui.ui.widgets.overview import Banner, HeaderBar
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub

@@ -16,7 +16,7 @@ from gputui.config import CardConfig
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.messages import GpuSelected, OpenGpuDetail
-from gputui.ui.overview_lines import (
+from gputui.ui.overview.lines import (
     BoardLayout,
     banner_line,
     board_lines,

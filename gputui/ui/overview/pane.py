@@ -1,6 +1,6 @@
 """The Overview tab: every GPU (cards or compact rows), the processes on them, and the
 host.  Its own module so that `panes.py` (the base every tab imports) imports no tab: the
-Overview's process list is the Processes tab's pane (`processes.py`), drawn in the first
+Overview's process list is the Processes tab's widget (`ProcessList`), drawn in the first
 frame with the cards."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from textual.containers import VerticalScroll
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.messages import ChartsChosen, GpuSelected
+from gputui.ui.overview.widgets import GpuBoard, HostPanel, NoGpuPanel
 from gputui.ui.panes import Pane
-from gputui.ui.processes import OverviewProcesses
+from gputui.ui.processes.process_list import PROCESSES_TAB_KEY, ProcessList
 from gputui.ui.widgets.lines import LineWidget
-from gputui.ui.widgets.overview import GpuBoard, HostPanel, NoGpuPanel
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
@@ -64,7 +64,7 @@ class OverviewPane(Pane):
 
     @classmethod
     def help_sections(cls) -> list[tuple[str, list[BindingType]]]:
-        from gputui.ui.detail import GpuDetailScreen
+        from gputui.ui.detail.screen import GpuDetailScreen
 
         return [
             (
@@ -91,7 +91,7 @@ class OverviewPane(Pane):
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
         super().__init__(hub, context)
-        self.processes = OverviewProcesses(hub, context)
+        self.processes = ProcessList(hub, context, overview=True, id="overview-processes")
         """The process list under the cards, in the first frame (mounted later, it drew the
         whole screen a second time a few hundred ms after the first)."""
         self._host_height: tuple[tuple[int, bool], int] = ((-1, False), 0)
@@ -178,10 +178,12 @@ class OverviewPane(Pane):
         elif procs.room:
             procs.action_search()
         else:
-            self.notify(f"No room for the process list here: press {procs.SHOWN_BY} to list them.", timeout=3)
+            self.notify(
+                f"No room for the process list here: press {PROCESSES_TAB_KEY} to list them.", timeout=3
+            )
 
     def action_charts(self) -> None:
-        from gputui.ui.chart_picker import ChartPicker
+        from gputui.ui.overview.chart_picker import ChartPicker
 
         board = self.query_one(GpuBoard)
         self.app.push_screen(ChartPicker(board.card.sparklines, self.show_charts))

@@ -1,5 +1,5 @@
 """The Processes tab's screens: the confirmation before a signal, and a process's detail
-view.  Signals themselves are sent by the pane (gputui/ui/processes.py)."""
+view.  Signals themselves are sent by the list's one path (gputui/ui/processes/signals.py)."""
 
 from __future__ import annotations
 
@@ -18,21 +18,18 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
-from gputui.ui.process_detail import DetailData, detail_lines
-from gputui.ui.process_lines import (
-    Ident,
-    ProcessRow,
-    fmt_mem,
-)
+from gputui.ui.processes.detail_lines import DetailData, detail_lines
+from gputui.ui.processes.lines import fmt_mem
+from gputui.ui.processes.rows import Ident, ProcessRow
+from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
 from gputui.ui.widgets.lines import LineWidget
-from gputui.ui.widgets.processes import TextLines
 from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.telemetry.host import ProcessDetail
-    from gputui.ui.processes import ProcessesPane
+    from gputui.ui.processes.process_list import ProcessList
 
 # gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
 # a replay never needs them, and the first frame comes ~15 ms sooner.
@@ -223,7 +220,7 @@ class ProcessDetailScreen(ModalScreen[None]):
         Binding("T,K,I", "refused", show=False),  # a replay: hidden above, pressed says why
     ]
 
-    def __init__(self, pane: ProcessesPane, row: ProcessRow) -> None:
+    def __init__(self, pane: ProcessList, row: ProcessRow) -> None:
         super().__init__()
         self.pane = pane
         self.key = row.key

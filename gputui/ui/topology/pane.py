@@ -25,7 +25,7 @@ from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.messages import OpenGpuDetail
 from gputui.ui.panes import Pane
 from gputui.ui.render import Line, S, pad_line
-from gputui.ui.topology_lines import (
+from gputui.ui.topology.lines import (
     classes_of,
     cuda_lines,
     legend_lines,

@@ -31,8 +31,7 @@ from gputui.telemetry.model import (
     describe_xid,
 )
 from gputui.telemetry.topology import pcie_state
-from gputui.ui.chart import Series, braille_chart
-from gputui.ui.overview_lines import boxed
+from gputui.ui.overview.lines import boxed
 from gputui.ui.render import (
     NA,
     Line,
@@ -47,6 +46,7 @@ from gputui.ui.render import (
     pad,
     pad_line,
 )
+from gputui.ui.widgets.chart import Series, braille_chart
 
 Fact = tuple[str, str, Style | None]
 """(label, value, style of the value; None = the default)."""

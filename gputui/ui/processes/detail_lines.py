@@ -1,5 +1,5 @@
 """The process detail view as lines: the process's facts, its GPU history, and its
-environment (GPU-related variables first, secrets hidden).  Plain data, as process_lines."""
+environment (GPU-related variables first, secrets hidden).  Plain data, as lines.py."""
 
 from __future__ import annotations
 
@@ -11,16 +11,8 @@ from typing import TYPE_CHECKING
 from rich.style import Style
 
 from gputui.telemetry.jobs import job_facts
-from gputui.ui.process_lines import (
-    NOT_VISIBLE,
-    PS,
-    ProcessRow,
-    RowNote,
-    command_text,
-    fmt_elapsed,
-    fmt_mem,
-    fmt_pct_cell,
-)
+from gputui.ui.processes.lines import PS, RowNote, fmt_elapsed, fmt_mem, fmt_pct_cell
+from gputui.ui.processes.rows import NOT_VISIBLE, ProcessRow, command_text
 from gputui.ui.render import Line, S, pad, pad_line, sparkline_rows
 from gputui.untrusted import literal
 

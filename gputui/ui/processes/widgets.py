@@ -12,17 +12,8 @@ from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
-from gputui.ui.process_lines import (
-    Column,
-    Ident,
-    ProcessRow,
-    RowKey,
-    RowNote,
-    ViewState,
-    column_spans,
-    place_cursor,
-    table_lines,
-)
+from gputui.ui.processes.lines import RowNote, column_spans, table_lines
+from gputui.ui.processes.rows import Column, Ident, ProcessRow, RowKey, ViewState, place_cursor
 from gputui.ui.render import Line, pad_line
 from gputui.ui.widgets.lines import LineWidget
 
