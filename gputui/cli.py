@@ -223,7 +223,7 @@ def _needs_terminal() -> int:
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    from gputui.commands.serve import in_browser
+    from gputui.serve.child import in_browser
 
     browser = in_browser() or args.serve_session is not None
     no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser

@@ -139,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"{PROG}: {exc}", file=sys.stderr)
         return 2
-    from gputui.commands.serve import in_browser
+    from gputui.serve.child import in_browser
 
     if not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not in_browser():
         print(f"{PROG}: needs a terminal", file=sys.stderr)

@@ -76,12 +76,6 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("app_args", nargs=argparse.REMAINDER, metavar="-- GPUTUI-ARGS", help="gputui's arguments")
 
 
-def in_browser() -> bool:
-    """True inside a textual-serve session: the app talks to a web page through pipes, and
-    the page (not a terminal) ends it."""
-    return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")
-
-
 def app_command(app_args: list[str], *, signals: bool = False, python: str | None = None) -> str:
     """The shell command textual-serve runs for each browser: this Python, this gputui, in
     serve's session mode.  `exec`: the session is serve's own child (it dies with serve)."""

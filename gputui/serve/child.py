@@ -20,6 +20,12 @@ SESSION_MODES = ("readonly", "signals")
 """`--serve-session MODE`: readonly (no signals to processes), or signals (--allow-signals)."""
 
 
+def in_browser() -> bool:
+    """True inside a textual-serve session: the app talks to a web page through pipes, and
+    the page (not a terminal) ends it."""
+    return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")
+
+
 def die_with_parent(parent: int) -> bool:
     """Ask the kernel to SIGKILL this process when its parent dies; False when the parent
     is not `parent` any more (it died before the request: the caller exits now).  Linux

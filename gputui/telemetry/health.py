@@ -44,12 +44,11 @@ words only: nothing from a process (names, command lines, job ids) goes into it.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from gputui.options import option
-from gputui.telemetry.job_energy import EnergyMeter, JobEnergy
+from gputui.telemetry.job_energy import EnergyMeter, JobEnergy, hms
 from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
 
 
@@ -220,10 +219,6 @@ class HealthReport:
 # --------------------------------------------------------------------------------------
 # Pure parts
 # --------------------------------------------------------------------------------------
-
-
-def hms(ts: float) -> str:
-    return time.strftime("%H:%M:%S", time.localtime(ts))
 
 
 def duration(seconds: float) -> str:

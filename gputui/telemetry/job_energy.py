@@ -11,8 +11,15 @@ counter is unknown (None, never 0) is left out and named in `unknown`.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+
+def hms(ts: float) -> str:
+    """A time of day, local: 14:03:07."""
+    return time.strftime("%H:%M:%S", time.localtime(ts))
+
 
 MJ_PER_WH = 3_600_000.0
 """Millijoules in a watt-hour."""
@@ -38,8 +45,6 @@ class JobEnergy:
 
     def text(self) -> str:
         """ "4.2 Wh on GPU 0, 1 since 14:03:07", "GPU 0 shared: energy not split"."""
-        from gputui.telemetry.health import hms
-
         parts = []
         if self.joules is not None and self.gpus:
             gpus = ", ".join(map(str, self.gpus))

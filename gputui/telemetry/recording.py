@@ -18,7 +18,7 @@ R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clo
 files read as they are (no GPM, no state: N/A). A file of a newer version than this gputui
 knows is refused with "upgrade gputui": since readers reject unknown fields, a version-2
 reader would otherwise fail on the first process's `state` with a message that does not say
-what to do. """
+what to do."""
 
 from __future__ import annotations
 
