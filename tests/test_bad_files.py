@@ -148,7 +148,8 @@ def test_unknown_header_fields_of_a_recording_are_shown_escaped(tmp_path):
             "sparklines must be 1",
         ),
         ("[" * 10_000 + "]" * 10_000, "larger than"),
-        ("[" * 5_000 + "]" * 5_000, "not valid JSON"),
+        # (Python 3.11's json gives up on the nesting, 3.12's parses a list: one line either way)
+        ("[" * 5_000 + "]" * 5_000, ("not valid JSON", "not a JSON object")),
     ],
     ids=lambda v: v[:40] if isinstance(v, str) else None,
 )
@@ -157,7 +158,8 @@ def test_the_state_files_values_are_bounded(tmp_path, content, why):
     path.write_text(content)
     saved, warning = state.load(path)
     assert saved == state.SavedState()
-    assert warning is not None and "\n" not in warning and why in warning, warning
+    reasons = (why,) if isinstance(why, str) else why
+    assert warning is not None and "\n" not in warning and any(r in warning for r in reasons), warning
 
 
 @pytest.mark.parametrize(

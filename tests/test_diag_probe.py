@@ -238,5 +238,9 @@ def test_the_libraries_really_loaded_are_read_from_this_process(bare_python: str
     )
     checks = {f.id: f for f in diagnose(bare_python, str(site)).findings}
     loaded = checks["env.loaded"]
-    assert loaded.evidence["loaded"] == {"libcudart.so.12": str(elsewhere / "libcudart.so.12")}
+    # (on a GPU machine the probe's own NVML check has loaded the driver's libcuda too)
+    others = {
+        k: v for k, v in loaded.evidence["loaded"].items() if not k.startswith(("libcuda.so", "libnvidia"))
+    }
+    assert others == {"libcudart.so.12": str(elsewhere / "libcudart.so.12")}
     assert loaded.status == "WARN" and str(elsewhere) in loaded.summary

@@ -276,7 +276,12 @@ def test_alloc_conf_keys_torch_reads_only_in_its_cuda_build() -> None:
 
 
 def diagnose(python: str, env: dict[str, str | None]):
-    return DiagnosisSession(python, timeout=60, env_overrides=env).start().wait(120)
+    """A real diagnosis with `env`, and every other start variable of this machine's
+    environment unset (a GPU machine's image sets LD_LIBRARY_PATH, TORCH_CUDA_ARCH_LIST...)."""
+    from gputui.startvars import start_variable
+
+    clean: dict[str, str | None] = {k: None for k in os.environ if start_variable(k) is not None}
+    return DiagnosisSession(python, timeout=60, env_overrides={**clean, **env}).start().wait(120)
 
 
 def child_finding(d):
