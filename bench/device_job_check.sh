@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 26's "done when", live on a GPU machine, from the repo root (about 2 minutes; python3
+# with torch, nvidia-ml-py and psutil; py-spy on PATH for the stacks):
+#   bash bench/device_job_check.sh OUT
+# A torchrun job (3 ranks, gloo, bench/load/jobrank.py) whose rank 1 is SIGSTOPped; with
+# [health] stuck_seconds = 30, within ~40 s: `gputui watch` fires job_stuck naming rank 1,
+# `gputui snapshot --processes --json --watch` gives verdict kind "culprit", /metrics has
+# gputui_job_stuck 1, `gputui stacks --job` shows the waiting ranks' all_reduce and says the
+# stopped one is stopped, and `gputui diag --pid` diagnoses rank 0's interpreter and
+# environment.  OUT/summary.txt says PASS or FAIL for each.
+set -u
+out=${1:?usage: bash bench/device_job_check.sh OUT}
+mkdir -p "$out"
+cd "$(dirname "$0")/.." || exit 2
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+py=$(command -v "${PYTHON:-python3}")
+sum="$out/summary.txt"; : > "$sum"
+say() { echo "$*" | tee -a "$sum"; }
+check() { if eval "$2"; then say "PASS $1"; else say "FAIL $1"; fi; }
+cfg="$out/fast.toml"
+printf '[health]\nstuck_seconds = 30\n' > "$cfg"
+chmod 600 "$cfg"
+
+"$py" -m torch.distributed.run --standalone --nproc-per-node 3 bench/load/jobrank.py --seconds 400 \
+  > "$out/job.log" 2>&1 &
+job=$!
+for _ in $(seq 600); do [ "$(grep -c ready "$out/job.log")" -ge 3 ] && break; sleep 0.1; done
+r0=$(awk '/^rank 0 pid/ {print $4}' "$out/job.log"); r1=$(awk '/^rank 1 pid/ {print $4}' "$out/job.log")
+say "job: launcher $job, rank 0 pid $r0, rank 1 pid $r1"
+"$py" -m gputui --config "$cfg" watch --duration 75 > "$out/watch.jsonl" 2> "$out/watch.err" &
+watch=$!
+"$py" -m gputui --config "$cfg" snapshot --processes --json --watch 5 > "$out/snapshots.jsonl" 2> "$out/snapshots.err" &
+snaps=$!
+"$py" -m gputui --config "$cfg" export --listen 127.0.0.1:9477 > "$out/export.log" 2>&1 &
+exp=$!
+sleep 8
+kill -STOP "$r1"
+say "rank 1 stopped at $(date +%T)"
+sleep 50
+"$py" -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9477/metrics').read().decode())" \
+  > "$out/metrics.txt" 2>&1
+timeout 60 "$py" -m gputui stacks --job "$job" > "$out/stacks.txt" 2>&1; echo "exit $?" >> "$out/stacks.txt"
+timeout 60 "$py" -m gputui stacks --job "$job" --json > "$out/stacks.json" 2> "$out/stacks.err"
+timeout 120 "$py" -m gputui diag --pid "$r0" --no-nccl --markdown > "$out/diag-pid.md" 2> "$out/diag-pid.err"
+echo "exit $?" >> "$out/diag-pid.err"
+sleep 20
+kill "$snaps" "$exp" 2>/dev/null; wait "$watch" 2>/dev/null
+kill -CONT "$r1"; kill "$job" 2>/dev/null; sleep 1; pkill -f bench/load/jobrank.py; wait 2>/dev/null
+
+check "watch: job_stuck fired naming rank 1's PID" "grep -q '\"kind\": *\"job_stuck\"' '$out/watch.jsonl' && grep 'job_stuck' '$out/watch.jsonl' | grep -q 'PID $r1'"
+check "snapshot: verdict culprit" "grep -q '\"culprit\"' '$out/snapshots.jsonl'"
+check "metrics: gputui_job_stuck 1" "grep -E '^gputui_job_stuck\\{.*\\} 1(\\.0)?$' '$out/metrics.txt' >/dev/null"
+check "stacks: all_reduce in the waiting ranks" "grep -q all_reduce '$out/stacks.txt'"
+check "stacks: the stopped rank is said stopped" "grep -i 'stopped' '$out/stacks.txt' | grep -q '$r1'"
+check "diag --pid: the rank's interpreter" "grep -q 'PID $r0' '$out/diag-pid.md'"
+cat "$sum"
