@@ -33,7 +33,7 @@ from gputui.telemetry.health import (
     rank_number,
     spin_signature,
 )
-from gputui.telemetry.host import ProcessInspector
+from gputui.telemetry.host.processes import ProcessInspector
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import FORMAT_VERSION, RecordingWriter, read_recording
 

@@ -26,7 +26,7 @@ from gputui.telemetry import metrics
 from gputui.telemetry.history import History
 from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Unit
 from gputui.telemetry.model import GpuProcess, GpuSample
-from gputui.telemetry.nvml import Nvml, NvmlSource
+from gputui.telemetry.nvml.source import Nvml, NvmlSource
 from gputui.telemetry.recording import read_recording
 from gputui.ui.overview.lines import gpu_card
 from gputui.ui.processes.lines import CELL_TEXT, cell_text

@@ -20,7 +20,7 @@ from conftest import FIXTURES
 from test_nvml import Fail, ScriptedNvmlLib
 
 from gputui.telemetry.model import MigDevice
-from gputui.telemetry.nvml import Nvml, NvmlSource, _SlowValues, counter_rate, field_int
+from gputui.telemetry.nvml.source import Nvml, NvmlSource, _SlowValues, counter_rate, field_int
 
 PROBE = json.loads((FIXTURES / "h200-x2" / "nvml-links.json").read_text())
 LINK0_TX_KIB = next(f["ull"] for f in PROBE["gpus"][0]["fields"] if f["field"].endswith("DATA_TX"))

@@ -23,8 +23,8 @@ from test_nvml import Fail, RecordedNvml
 from gputui.cli import _parse
 from gputui.commands import snapshot as cmd
 from gputui.export import snapshot as fmt
-from gputui.telemetry import gpm as gpm_module
-from gputui.telemetry.nvml import Nvml
+from gputui.telemetry.nvml import gpm as gpm_module
+from gputui.telemetry.nvml.source import Nvml
 from gputui.telemetry.recording import read_recording
 
 GPM_FIELDS = [f.name for f in fmt.GPM_FIELDS if f.name != "gpm.unavailable"]

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.telemetry.alerts import IdleRule
-from gputui.telemetry.gpm import checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
 from gputui.telemetry.hints import REMEDIES, Hint
 from gputui.telemetry.metrics import FB_TOTAL as FB_TOTAL_EXPORT
@@ -34,6 +33,7 @@ from gputui.telemetry.metrics import (
     Ratio,
 )
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
+from gputui.telemetry.nvml.gpm import checked
 
 DCGM_BLANK = float(2**47)
 """DCGM_FP64_BLANK; every integer blank (0x7ffffffffffffff0...) is larger too."""

@@ -154,7 +154,7 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
     psutil's process facts and some static facts, NUMA affinity alone 12 ms on an H200,
     cost a one-shot reader tens of ms)."""
     from gputui.export import snapshot as snap_fmt
-    from gputui.telemetry.nvml import NvmlSource
+    from gputui.telemetry.nvml.source import NvmlSource
 
     window = any(f.window for f in sel.wanted)
     return NvmlSource(

@@ -35,7 +35,7 @@ from gputui import __version__
 from gputui.telemetry.alerts import STUCK_VERDICTS
 from gputui.telemetry.health import HealthReport
 from gputui.telemetry.hints import Hint
-from gputui.telemetry.jobs import exporter_labels
+from gputui.telemetry.host.jobs import exporter_labels
 from gputui.telemetry.metrics import (
     FB_TOTAL,
     GPU_LOST,

@@ -22,7 +22,7 @@ from typing import Any
 
 from gputui import __version__
 from gputui.rules import iso_utc
-from gputui.telemetry.jobs import CONTAINER_KINDS, job_label
+from gputui.telemetry.host.jobs import CONTAINER_KINDS, job_label
 from gputui.telemetry.metrics import GPM_METRICS, GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
 from gputui.telemetry.model import (
     DeviceInfo,

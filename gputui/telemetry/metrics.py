@@ -7,7 +7,7 @@ sorted on, and its names in `gputui snapshot` (nvidia-smi's `--query-gpu` names)
 `/metrics` (dcgm-exporter's `DCGM_FI_*`).  The config file's choices and their help, the
 history's series, the card's items and charts, the process table's columns and sort keys,
 the snapshot fields and the exporter's families are all read off these tables.  Adding an
-NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml.py`.
+NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml/source.py`.
 
 No Textual, no Rich: how a unit is drawn is the UI's business (`ui/render.py` and
 `ui/process_lines.py` map each `Unit` to its text, tested complete), so a new entry with a
@@ -15,7 +15,7 @@ known unit needs no UI change.
 
 To add, for example:
 - a process column (a Slurm job, a pod): the `GpuProcess` field, filled where it is read
-  (`host.py`), and `ProcessMetric("job", "JOB", "text", 12, "<", 3, False, host=True,
+  (`host/processes.py`), and `ProcessMetric("job", "JOB", "text", 12, "<", 3, False, host=True,
   doc="...", snapshot=Smi("job", "string", own=True))` — the column, its cell (escaped as
   untrusted text), its sort key and `default_sort` name, its `gputui snapshot` field;
 - an NVML GPM quantity (SM active, tensor active, DRAM active, ...): the `GpuSample` field,
@@ -159,7 +159,7 @@ def _kib(v: Any) -> int:
 
 @dataclass(frozen=True, slots=True)
 class GpmRead:
-    """How a GPM figure is read (gputui/telemetry/gpm.py's sampler asks NVML for every
+    """How a GPM figure is read (gputui/telemetry/nvml/gpm.py's sampler asks NVML for every
     entry that has one)."""
 
     figure: str
@@ -394,7 +394,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
                      "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024)),
        nvml=NvmlRead(_PCIE, ("NVML_PCIE_UTIL_TX_BYTES",), convert=_kib, cadence="slow")),
-    # GPM (gputui/telemetry/gpm.py samples every entry with `gpm`): GpuSample.activity, None
+    # GPM (gputui/telemetry/nvml/gpm.py samples every entry with `gpm`): GpuSample.activity, None
     # where not measured
     _G("sm_active", 2, "SMACT", "SM active", "percent of SM cycles with a warp resident (GPM)", "util",
        "DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),

@@ -38,8 +38,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from gputui import __version__
-from gputui.telemetry.gpm import checked
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
+from gputui.telemetry.nvml.gpm import checked
 from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"

@@ -1,4 +1,4 @@
-"""Live telemetry from NVML (through `nvml_query.Nvml.query`) and psutil.
+"""Live telemetry from NVML (through `query.Nvml.query`) and psutil.
 
 `NvmlSource` reads the static facts once, samples the
 cheap counters every tick, and runs the expensive queries (PCIe throughput, per-process
@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypedDict
 
-from gputui.telemetry.gpm import GpmSampler
+from gputui.telemetry.host.procfs import host_sampler
 from gputui.telemetry.metrics import NVML_READS, NvmlRead
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -28,7 +28,8 @@ from gputui.telemetry.model import (
     SystemInfo,
     Topology,
 )
-from gputui.telemetry.nvml_query import (
+from gputui.telemetry.nvml.gpm import GpmSampler
+from gputui.telemetry.nvml.query import (
     _ALL_LINKS,
     _ARCHITECTURE_CODES,
     _ARCHITECTURES,
@@ -51,14 +52,13 @@ from gputui.telemetry.nvml_query import (
     field_int,
     single_node,
 )
-from gputui.telemetry.nvml_topology import read_topology
-from gputui.telemetry.procfs import host_sampler
+from gputui.telemetry.nvml.topology import read_topology
 
 if TYPE_CHECKING:
-    from gputui.telemetry.host import ProcessInspector
+    from gputui.telemetry.host.processes import ProcessInspector
 
 
-__all__ = [  # with what callers know from here: nvml_query's names
+__all__ = [  # with what callers know from here: query's names
     "GpuLost",
     "Nvml",
     "NvmlSource",
@@ -454,7 +454,7 @@ class NvmlSource:
         processes = raw_procs
         if self._enrich:
             if self._procs is None:
-                from gputui.telemetry.host import ProcessInspector
+                from gputui.telemetry.host.processes import ProcessInspector
 
                 self._procs = ProcessInspector()
             processes = self._procs.enrich(raw_procs, now)
