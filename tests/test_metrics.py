@@ -24,9 +24,11 @@ from gputui.export import snapshot as snapshot_fmt
 from gputui.export.prometheus import build_families
 from gputui.telemetry import metrics
 from gputui.telemetry.history import History
-from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Unit
+from gputui.telemetry.metric_types import Unit
+from gputui.telemetry.metrics import GPU_METRICS
 from gputui.telemetry.model import GpuProcess, GpuSample
 from gputui.telemetry.nvml.source import Nvml, NvmlSource
+from gputui.telemetry.process_metrics import PROCESS_METRICS
 from gputui.telemetry.recording import read_recording
 from gputui.ui.overview.lines import gpu_card
 from gputui.ui.processes.lines import CELL_TEXT, cell_text

@@ -23,7 +23,8 @@ from typing import Any
 from gputui import __version__
 from gputui.rules import iso_utc
 from gputui.telemetry.host.jobs import CONTAINER_KINDS, job_label
-from gputui.telemetry.metrics import GPM_METRICS, GPU_METRICS, PROCESS_METRICS, GpuMetric, ProcessMetric, Smi
+from gputui.telemetry.metric_types import GpuMetric, Smi
+from gputui.telemetry.metrics import GPM_METRICS, GPU_METRICS
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,
@@ -32,6 +33,7 @@ from gputui.telemetry.model import (
     Snapshot,
     decode_clock_events,
 )
+from gputui.telemetry.process_metrics import PROCESS_METRICS, ProcessMetric
 from gputui.untrusted import csv_cell, json_text
 
 FORMAT_NAME = "gputui-snapshot"

@@ -13,7 +13,7 @@ import ctypes
 import threading
 from typing import Any
 
-from gputui.telemetry.metrics import watts
+from gputui.telemetry.metric_types import watts
 from gputui.telemetry.model import NvmlProblem
 
 

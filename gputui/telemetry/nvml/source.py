@@ -15,7 +15,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from gputui.telemetry.host.procfs import host_sampler
-from gputui.telemetry.metrics import NVML_READS, NvmlRead
+from gputui.telemetry.metric_types import NvmlRead
+from gputui.telemetry.metrics import NVML_READS
 from gputui.telemetry.model import (
     DeviceInfo,
     GpuProcess,

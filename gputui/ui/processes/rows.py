@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from gputui.telemetry.host.cmdline import readable_command
 from gputui.telemetry.host.jobs import job_label
 from gputui.telemetry.host.proctree import forest
-from gputui.telemetry.metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, sort_field
 from gputui.telemetry.model import GpuProcess, Job, LauncherProcess, Snapshot
+from gputui.telemetry.process_metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, sort_field
 from gputui.untrusted import literal  # the one rule: escapes
 
 RowKey = tuple[int, int]
