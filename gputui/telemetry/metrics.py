@@ -11,7 +11,7 @@ the snapshot fields and the exporter's families are all read off these tables.  
 NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml/source.py`.
 
 No Textual, no Rich: how a unit is drawn is the UI's business (`ui/render.py` and
-`ui/process_lines.py` map each `Unit` to its text, tested complete), so a new entry with a
+`ui/processes/lines.py` map each `Unit` to its text, tested complete), so a new entry with a
 known unit needs no UI change.
 
 To add, for example:
