@@ -630,7 +630,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "snapshot-host-bytes",
         "gputui/export/snapshot.py",
-        '"memory.used": _mib(host.mem_used),',
+        '"memory.used": mib(host.mem_used),',
         '"memory.used": host.mem_used,',
         ("tests/test_snapshot_host.py",),
         "the host block's memory in bytes where the schema says MiB",
@@ -937,7 +937,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "snapshot-gpm-null-as-measured",
-        "gputui/export/snapshot.py",
+        "gputui/export/snapshot_fields.py",
         "        return c.no_window or NO_WINDOW_LIVE\n",
         "        return None\n",
         ("tests/test_snapshot_gpm.py", "tests/test_snapshot_cmd.py"),
