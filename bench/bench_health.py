@@ -27,8 +27,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gputui.telemetry import host  # noqa: E402
 from gputui.telemetry.health import HealthEngine  # noqa: E402
+from gputui.telemetry.host import processes as host  # noqa: E402
 from gputui.telemetry.model import GpuProcess  # noqa: E402
 from gputui.telemetry.recording import read_recording  # noqa: E402
 

@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import contextlib
 
-from gputui.telemetry.host import ProcessInspector
-from gputui.telemetry.jobs import read_job
+from gputui.telemetry.host.jobs import read_job
+from gputui.telemetry.host.processes import ProcessInspector
+from gputui.telemetry.host.proctree import JobTracker
 from gputui.telemetry.model import GpuProcess
-from gputui.telemetry.proctree import JobTracker
 
 LAUNCHER = """
 import subprocess, sys, time

@@ -96,7 +96,7 @@ def own_cgroup_dir() -> Path | None:
 
 
 async def drive_tui(out: Path, checks: dict[str, object], launcher_pid: int, job_pids: set[int]) -> None:
-    from gputui.telemetry.nvml import NvmlSource
+    from gputui.telemetry.nvml.source import NvmlSource
     from gputui.ui.app import GpuTuiApp
     from gputui.ui.processes.screens import SignalDialog
     from gputui.ui.processes.widgets import ProcessTable

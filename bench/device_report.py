@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+# tests/smi_text.py: the nvidia-smi text parsers the tests use too
+sys.path.insert(1, str(Path(__file__).resolve().parents[1] / "tests"))
 
 # ---- diag -----------------------------------------------------------------------------------
 
@@ -263,13 +265,14 @@ def report(ok: bool, what: str) -> None:
 
 def topo_check(out: Path) -> int:
     """OK/MISMATCH per check of a `device.sh topo` run against nvidia-smi; 1 on a mismatch."""
-    from gputui.telemetry.recording import read_recording
-    from gputui.telemetry.smi_text import (
+    from smi_text import (
         parse_nvlink_status,
         parse_nvlink_throughput,
         parse_query,
         parse_topo_m,
     )
+
+    from gputui.telemetry.recording import read_recording
     from gputui.telemetry.topology import affinity, link_matrix
 
     header, ticks = read_recording(out / "recording.jsonl.gz")

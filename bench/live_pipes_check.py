@@ -23,7 +23,7 @@ CHARTS = ("Activity (GPM)", "Pipes (GPM)", "Tensor pipes (GPM)", "Traffic (GPM)"
 
 
 async def check(precision: str, seconds: float, screen_out: str | None) -> int:
-    from gputui.telemetry.nvml import NvmlSource
+    from gputui.telemetry.nvml.source import NvmlSource
     from gputui.ui.app import GpuTuiApp
 
     load = subprocess.Popen(

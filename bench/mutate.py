@@ -630,7 +630,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "snapshot-host-bytes",
         "gputui/export/snapshot.py",
-        '"memory.used": _mib(host.mem_used),',
+        '"memory.used": mib(host.mem_used),',
         '"memory.used": host.mem_used,',
         ("tests/test_snapshot_host.py",),
         "the host block's memory in bytes where the schema says MiB",
@@ -799,7 +799,7 @@ MUTATIONS: list[Mutation] = [
     # ---- GPM figures out of range (issue 24 item 6) -------------------------------------
     Mutation(
         "gpm-range-percent",
-        "gputui/telemetry/gpm.py",
+        "gputui/telemetry/nvml/gpm.py",
         'ok = 0.0 <= v <= 100.0 if m.unit == "%" else',
         'ok = True if m.unit == "%" else',
         ("tests/test_gpm_range.py",),
@@ -807,7 +807,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "gpm-range-rate",
-        "gputui/telemetry/gpm.py",
+        "gputui/telemetry/nvml/gpm.py",
         "else (math.isfinite(v) and v >= 0)",
         "else True",
         ("tests/test_gpm_range.py",),
@@ -823,7 +823,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "gpm-range-live",
-        "gputui/telemetry/gpm.py",
+        "gputui/telemetry/nvml/gpm.py",
         "return checked(GpmSample(window=round(window, 3), gpu_instance_id=gi, **values))",
         "return GpmSample(window=round(window, 3), gpu_instance_id=gi, **values)",
         ("tests/test_gpm_range.py",),
@@ -937,7 +937,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "snapshot-gpm-null-as-measured",
-        "gputui/export/snapshot.py",
+        "gputui/export/snapshot_fields.py",
         "        return c.no_window or NO_WINDOW_LIVE\n",
         "        return None\n",
         ("tests/test_snapshot_gpm.py", "tests/test_snapshot_cmd.py"),
@@ -1062,7 +1062,7 @@ MUTATIONS: list[Mutation] = [
     # ---- job attribution (issue 24) ------------------------------------------------------------
     Mutation(
         "attribution-unchecked",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         "if root is not None and depth and not _owned_by_root(",
         "if False and not _owned_by_root(",
         (ATTRIBUTION,),
@@ -1070,7 +1070,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-any-owner",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         "if not stat.S_ISDIR(st.st_mode) or st.st_uid not in TRUSTED_OWNERS:",
         "if not stat.S_ISDIR(st.st_mode):",
         (ATTRIBUTION,),
@@ -1078,7 +1078,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-dotdot",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         '        if seg in (".", ".."):\n',
         "        if False:\n",
         (ATTRIBUTION,),
@@ -1086,7 +1086,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-read-job-unchecked",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         "job = job_from_cgroup(f.read(), CGROUP_ROOT)",
         "job = job_from_cgroup(f.read())",
         (ATTRIBUTION,),
@@ -1094,7 +1094,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-label-unmarked",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         'return _label(job) + _SOURCE_MARK.get(job.source, "")',
         "return _label(job)",
         (ATTRIBUTION,),
@@ -1102,7 +1102,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-exporter-labels",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         "        job = None  # a user's lookalike path: never published as the job it imitates\n",
         "        pass\n",
         (ATTRIBUTION,),
@@ -1110,7 +1110,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-unverified-wins",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         "(trusted(job), _RANK[job.kind]) > (trusted(best), _RANK[best.kind])",
         "_RANK[job.kind] > _RANK[best.kind]",
         (ATTRIBUTION,),
@@ -1118,7 +1118,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-unicode-job-digits",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         r'_SLURM_JOB = re.compile(r"job_([0-9]+)")',
         r'_SLURM_JOB = re.compile(r"job_(\d+)")',
         (ATTRIBUTION,),
@@ -1126,7 +1126,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-unicode-env-digits",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         r'_DIGITS = re.compile(r"[0-9]+")',
         r'_DIGITS = re.compile(r"\d+")',
         (ATTRIBUTION,),
@@ -1134,7 +1134,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "attribution-array-dropped",
-        "gputui/telemetry/jobs.py",
+        "gputui/telemetry/host/jobs.py",
         'return Job("slurm", slurm_id, step=step, array=array, source="environment")',
         'return Job("slurm", slurm_id, step=step, source="environment")',
         (f"{ATTRIBUTION}::test_an_array_task_from_the_environment_alone",),

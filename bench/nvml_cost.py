@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from gputui.telemetry.nvml import NvmlSource
+from gputui.telemetry.nvml.source import NvmlSource
 
 
 def stats(xs):
@@ -55,7 +55,7 @@ def ms(xs):
 
 
 def gpm_cost(passes, interval):
-    from gputui.telemetry.gpm import GpmSampler
+    from gputui.telemetry.nvml.gpm import GpmSampler
 
     src = NvmlSource(slow=False)
     info = src.open()

@@ -232,7 +232,7 @@ def run_tui(args: argparse.Namespace) -> int:
     if replay_path is None:
         if no_terminal:
             return _needs_terminal()
-        from gputui.telemetry.nvml import NvmlSource
+        from gputui.telemetry.nvml.source import NvmlSource
 
         live = NvmlSource()
         live.prefetch()  # NVML opens on a thread while the config, the state and Textual load

@@ -24,9 +24,10 @@ from typing import Any
 from gputui.options import option
 from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alerts import AlertConfig
-from gputui.telemetry.health import HealthConfig
+from gputui.telemetry.health_report import HealthConfig
 from gputui.telemetry.hints import HintConfig
-from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS, SORT_KEYS
+from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS
+from gputui.telemetry.process_metrics import SORT_KEYS
 from gputui.toml_bounds import first_excess
 from gputui.untrusted import escaped
 

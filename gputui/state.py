@@ -26,7 +26,7 @@ from typing import Any
 from gputui.config import CARD_SPARKLINES, CardConfig, UiConfig
 from gputui.options import limits
 from gputui.safefile import Refused, read_private, write_private
-from gputui.telemetry.metrics import sort_field
+from gputui.telemetry.process_metrics import sort_field
 from gputui.untrusted import escaped
 
 LAYOUTS = ("auto", "cards", "compact")

@@ -23,7 +23,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gputui.telemetry.host import ProcessInspector
+from gputui.telemetry.host.processes import ProcessInspector
 from gputui.telemetry.model import GpuProcess, MachineInfo, Snapshot, Topology
 from gputui.telemetry.recording import ReplaySource
 

@@ -397,7 +397,7 @@ def test_nogpu_recording_has_nothing_to_link() -> None:
 @pytest.mark.parametrize(("fixture", "recording"), [("h200-x2", H200_X2), ("h200-x1-v2", H200_X1)])
 def test_static_facts_agree_with_nvidia_smi_q(fixture: str, recording) -> None:
     """The detail view's facts against nvidia-smi -q of the same run, GPU by GPU."""
-    from gputui.telemetry.smi_text import parse_query
+    from smi_text import parse_query
 
     header, _ = read_recording(recording)
     smi = parse_query((FIXTURES / fixture / "nvidia-smi-q.txt").read_text())

@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
 from gputui.export.prometheus import build_families
-from gputui.telemetry.health import HealthConfig, HealthEngine
+from gputui.telemetry.health import HealthEngine
+from gputui.telemetry.health_report import HealthConfig
 from gputui.telemetry.model import Job
 from gputui.telemetry.recording import read_recording
 

@@ -98,7 +98,7 @@ def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp
     reading the config, the saved state and importing the app: it starts first."""
     import gputui.config
     from gputui import cli
-    from gputui.telemetry.nvml import NvmlSource
+    from gputui.telemetry.nvml.source import NvmlSource
     from gputui.ui import app as app_module
 
     order: list[str] = []

@@ -29,11 +29,11 @@ from gpm_support import (
 )
 from test_nvml import Fail, ScriptedNvmlLib
 
-from gputui.telemetry import gpm as gpm_module
-from gputui.telemetry.gpm import GpmSampler
 from gputui.telemetry.metrics import GPM_READS as METRICS
 from gputui.telemetry.model import GpmSample
-from gputui.telemetry.nvml import GpuLost, Nvml
+from gputui.telemetry.nvml import gpm as gpm_module
+from gputui.telemetry.nvml.gpm import GpmSampler
+from gputui.telemetry.nvml.source import GpuLost, Nvml
 from gputui.telemetry.recording import read_recording
 
 

@@ -20,10 +20,10 @@ from gpm_support import FP32, phase_ticks
 from test_export import exporter, samples
 from test_gpm import gpm_lib, raw_values, recorded_window
 
-from gputui.telemetry.gpm import GpmSampler, invalid_reason
 from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.model import GpmSample
-from gputui.telemetry.nvml import Nvml
+from gputui.telemetry.nvml.gpm import GpmSampler, invalid_reason
+from gputui.telemetry.nvml.source import Nvml
 from gputui.telemetry.recording import read_recording
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 import psutil
 import pytest
 
-from gputui.telemetry.host import HostSampler, ProcessInspector
+from gputui.telemetry.host.processes import HostSampler, ProcessInspector
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import RecordingHeader
 
@@ -288,7 +288,7 @@ def test_a_really_reused_pid_is_described_as_the_new_process(spawn: Spawn) -> No
 
 NAMESPACE_PROBE = """
 import json, sys
-from gputui.telemetry.host import ProcessInspector, in_host_pid_namespace
+from gputui.telemetry.host.processes import ProcessInspector, in_host_pid_namespace
 from gputui.telemetry.model import GpuProcess
 inspector = ProcessInspector()
 host_pid = int(sys.argv[1])

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.telemetry import jobs
-from gputui.telemetry.jobs import (
+from gputui.telemetry.host import jobs
+from gputui.telemetry.host.jobs import (
     exporter_labels,
     job_from_cgroup,
     job_from_environ,

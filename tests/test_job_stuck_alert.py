@@ -10,7 +10,7 @@ import json
 from conftest import FIXTURES, gputui
 
 from gputui.telemetry.alerts import AlertConfig, AlertEngine, Switch, event_json, short_text
-from gputui.telemetry.health import HealthConfig
+from gputui.telemetry.health_report import HealthConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.recording import read_recording
 

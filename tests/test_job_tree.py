@@ -18,7 +18,7 @@ from conftest import screen_lines, wait_for
 from gpu_children import MARKER, alive, start_child, wait_started
 from test_processes import HOLDER, RANK0, RANK1, answer, ask, pane, run, tab_on_children, table
 
-from gputui.telemetry.proctree import JobTracker
+from gputui.telemetry.host.proctree import JobTracker
 from gputui.ui.processes.screens import SignalDialog
 
 LAUNCHER = textwrap.dedent(
@@ -82,7 +82,7 @@ def descendants(pid: int) -> list[int]:
 
 def test_the_tracker_finds_the_launcher_above_each_rank(tmp_path, children, jobs_started):
     launcher, ranks = start_job(tmp_path, jobs_started)
-    from gputui.telemetry.host import ProcessInspector
+    from gputui.telemetry.host.processes import ProcessInspector
     from gputui.telemetry.model import GpuProcess
 
     procs = ProcessInspector(verify_gpu_files=False).enrich(

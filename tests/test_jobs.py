@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from gputui.telemetry import jobs
-from gputui.telemetry.jobs import (
+from gputui.telemetry.host import jobs
+from gputui.telemetry.host.jobs import (
     JobCache,
     job_from_cgroup,
     job_from_environ,

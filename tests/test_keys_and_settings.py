@@ -13,7 +13,7 @@ from conftest import H200_X2, replay_app, run_to_tick, screen_lines, wait_for
 from test_process_bugs import notifications
 from textual.binding import Binding
 
-from gputui.telemetry.nvml import NvmlSource
+from gputui.telemetry.nvml.source import NvmlSource
 from gputui.ui.app import GpuTuiApp
 
 

@@ -21,12 +21,15 @@ from test_nvml import Fail, ScriptedNvmlLib
 
 from gputui.config import CARD_INFO, CARD_SPARKLINES, SORT_KEYS, CardConfig, UiConfig
 from gputui.export import snapshot as snapshot_fmt
+from gputui.export import snapshot_fields
 from gputui.export.prometheus import build_families
 from gputui.telemetry import metrics
 from gputui.telemetry.history import History
-from gputui.telemetry.metrics import GPU_METRICS, PROCESS_METRICS, Unit
+from gputui.telemetry.metric_types import Unit
+from gputui.telemetry.metrics import GPU_METRICS
 from gputui.telemetry.model import GpuProcess, GpuSample
-from gputui.telemetry.nvml import Nvml, NvmlSource
+from gputui.telemetry.nvml.source import Nvml, NvmlSource
+from gputui.telemetry.process_metrics import PROCESS_METRICS
 from gputui.telemetry.recording import read_recording
 from gputui.ui.overview.lines import gpu_card
 from gputui.ui.processes.lines import CELL_TEXT, cell_text
@@ -157,7 +160,7 @@ def test_memory_temperature_in_snapshots_and_on_metrics(h200_with_memory_temp: t
     info, snap = h200_with_memory_temp
     doc = snapshot_fmt.document(info, snap)
     assert [g["temperature.memory"] for g in doc["gpus"]] == [33, 34]
-    fields = snapshot_fmt.select(["temperature.memory"], snapshot_fmt.GPU_BY_NAME, "GPU")
+    fields = snapshot_fields.select(["temperature.memory"], snapshot_fields.GPU_BY_NAME, "GPU")
     assert snapshot_fmt.csv_text(info, snap, fields) == "temperature.memory\n33\n34\n"
     fam = next(f for f in build_families(info, snap) if f.name == "DCGM_FI_DEV_MEMORY_TEMP")
     assert fam.type == "gauge"

@@ -9,7 +9,7 @@ import pytest
 from conftest import H200_X2, screen_lines, wait_for
 
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
-from gputui.telemetry.nvml import NvmlSource
+from gputui.telemetry.nvml.source import NvmlSource
 from gputui.telemetry.recording import ReplaySource, read_recording
 from gputui.ui.app import GpuTuiApp
 

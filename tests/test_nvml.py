@@ -23,7 +23,7 @@ import pynvml
 import pytest
 
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot
-from gputui.telemetry.nvml import GpuLost, Nvml, NvmlSource, cpulist, explain_nvml_failure
+from gputui.telemetry.nvml.source import GpuLost, Nvml, NvmlSource, cpulist, explain_nvml_failure
 from gputui.telemetry.poller import Poller
 from gputui.telemetry.recording import RecordingHeader
 
@@ -644,7 +644,7 @@ def test_xid_events_are_counted_per_gpu_while_the_source_runs(
 
 def test_ctypes_handles_of_one_gpu_are_the_same_key() -> None:
     """An event names its GPU with a handle object of its own: matched by address."""
-    from gputui.telemetry.nvml_query import _handle_key
+    from gputui.telemetry.nvml.query import _handle_key
 
     a = ctypes.cast(ctypes.c_void_p(0x1234), pynvml.c_nvmlDevice_t)
     b = ctypes.cast(ctypes.c_void_p(0x1234), pynvml.c_nvmlDevice_t)
@@ -694,7 +694,7 @@ def test_the_prefetch_takes_the_first_sample_and_hands_it_out_once(
 ) -> None:
     """`prefetch()` opens and samples while the UI loads: the first `sample()` is that one
     (sampled before it was asked for), the next is new; one older than the limit is not used."""
-    import gputui.telemetry.nvml as nvml_mod
+    import gputui.telemetry.nvml.source as nvml_mod
 
     header, ticks = x2_recording
     scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
@@ -767,7 +767,7 @@ def test_counters_that_count_up_are_read_every_few_slow_passes_and_kept_between(
     """Energy (4 ms a call), PCIe replays, remapped rows and retired pages are read on the
     first slow pass and every RARE_EVERY-th after it; between those passes the last values
     stand (never None, never 0); the throughput figures are read on every pass."""
-    from gputui.telemetry import nvml as nvml_module
+    from gputui.telemetry.nvml import source as nvml_module
 
     header, ticks = x2_recording
     scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)

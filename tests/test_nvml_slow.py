@@ -20,7 +20,8 @@ from conftest import FIXTURES
 from test_nvml import Fail, ScriptedNvmlLib
 
 from gputui.telemetry.model import MigDevice
-from gputui.telemetry.nvml import Nvml, NvmlSource, _SlowValues, counter_rate, field_int
+from gputui.telemetry.nvml.slow import SlowValues
+from gputui.telemetry.nvml.source import Nvml, NvmlSource, counter_rate, field_int
 
 PROBE = json.loads((FIXTURES / "h200-x2" / "nvml-links.json").read_text())
 LINK0_TX_KIB = next(f["ull"] for f in PROBE["gpus"][0]["fields"] if f["field"].endswith("DATA_TX"))
@@ -72,7 +73,7 @@ def make_source(lib: ScriptedNvmlLib, gpus: int = 1) -> NvmlSource:
     """An NvmlSource on the stand-in with its handles set, without the background threads."""
     source = NvmlSource(slow_interval=2.0, nvml=Nvml(lib=lib))
     source._handles = [f"handle-{i}" for i in range(gpus)]
-    source._slow = {i: _SlowValues() for i in range(gpus)}
+    source._slow = {i: SlowValues() for i in range(gpus)}
     return source
 
 

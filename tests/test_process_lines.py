@@ -10,8 +10,8 @@ import math
 import pytest
 from conftest import H200_X2, X8_240
 
-from gputui.telemetry.cmdline import readable_command
 from gputui.telemetry.history import MAX_PROCESSES, History
+from gputui.telemetry.host.cmdline import readable_command
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import read_recording
 from gputui.ui.processes.lines import (

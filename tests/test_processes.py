@@ -23,7 +23,7 @@ from gpu_children import (
     start_stubborn,
 )
 
-from gputui.telemetry.cmdline import readable_command
+from gputui.telemetry.host.cmdline import readable_command
 from gputui.telemetry.recording import read_recording
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.processes.lines import column_spans, fmt_mem

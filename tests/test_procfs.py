@@ -12,8 +12,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gputui.telemetry.host import HostSampler
-from gputui.telemetry.procfs import ProcHostSampler, cpu_percents, host_sampler, read_cpu_times, read_meminfo
+from gputui.telemetry.host.processes import HostSampler
+from gputui.telemetry.host.procfs import (
+    ProcHostSampler,
+    cpu_percents,
+    host_sampler,
+    read_cpu_times,
+    read_meminfo,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -119,7 +125,7 @@ def test_a_live_snapshot_imports_neither_psutil_nor_logging() -> None:
         "import sys\n"
         "from gputui.commands import snapshot\n"
         "from gputui.export import snapshot as fields\n"
-        "from gputui.telemetry.nvml import NvmlSource\n"
+        "from gputui.telemetry.nvml.source import NvmlSource\n"
         "src = NvmlSource(slow=False, enrich_processes=False, static=())\n"
         "src.open(); src.sample()\n"
         "heavy = ('psutil', 'logging', 'argparse', 'socket', 'datetime')\n"

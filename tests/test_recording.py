@@ -14,6 +14,7 @@ import pytest
 from conftest import X1_RECORDING, X2_RECORDING
 
 from gputui import __version__
+from gputui.telemetry.codec import decode_machine, decode_snapshot, dumps, encode_machine, encode_snapshot
 from gputui.telemetry.model import GpuProcess, GpuSample, HostSample, MachineInfo, Snapshot
 from gputui.telemetry.recording import (
     FORMAT_VERSION,
@@ -21,11 +22,6 @@ from gputui.telemetry.recording import (
     RecordingHeader,
     RecordingWriter,
     ReplaySource,
-    decode_machine,
-    decode_snapshot,
-    dumps,
-    encode_machine,
-    encode_snapshot,
     iter_recording,
     read_recording,
 )

@@ -23,7 +23,7 @@ from gpu_children import SLEEP_INTERRUPTIBLE, alive, can_choose_pids, start_chil
 
 from gputui.control import signals
 from gputui.control.signals import Outcome, ProcessIdentity, identity_of, is_running, send_signal
-from gputui.telemetry.host import start_time
+from gputui.telemetry.host.processes import start_time
 
 ROOT = Path(__file__).resolve().parents[1]
 

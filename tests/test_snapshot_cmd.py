@@ -20,6 +20,7 @@ from conftest import FIXTURES, H100_GPM, H200_X1, H200_X2, NOGPU, gputui
 from diag_support import driver_present
 
 from gputui.export import snapshot as fmt
+from gputui.export import snapshot_fields as fields_fmt
 from gputui.telemetry.recording import read_recording
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -161,7 +162,10 @@ def test_a_comma_in_a_command_line_is_quoted(x2_recording):
     p = dataclasses.replace(tick.processes[0], cmdline=("python", "train.py", "--tags=a,b", 'say "hi"'))
     snap = dataclasses.replace(tick, processes=(p,))
     text = fmt.csv_text(
-        header.machine, snap, fmt.select(["pid", "command"], fmt.PROCESS_BY_NAME, "process"), processes=True
+        header.machine,
+        snap,
+        fields_fmt.select(["pid", "command"], fields_fmt.PROCESS_BY_NAME, "process"),
+        processes=True,
     )
     rows = list(csv.reader(io.StringIO(text), skipinitialspace=True))
     assert rows[1] == [str(p.pid), "python train.py --tags=a,b 'say \"hi\"'"]
@@ -327,7 +331,7 @@ def test_the_readme_prologue_picks_the_freest_idle_gpu(x2_recording):
     assert "no idle GPU" in r.stderr
 
 
-@pytest.mark.parametrize("table", [fmt.GPU_FIELDS, fmt.PROCESS_FIELDS], ids=["gpu", "process"])
+@pytest.mark.parametrize("table", [fields_fmt.GPU_FIELDS, fields_fmt.PROCESS_FIELDS], ids=["gpu", "process"])
 def test_each_field_declares_the_static_facts_it_reads(x2_recording, table):
     """A live snapshot reads only the static facts its fields declare (NvmlSource's static=):
     a field that read an undeclared fact would print null.  Every field must give the same
@@ -345,12 +349,12 @@ def test_each_field_declares_the_static_facts_it_reads(x2_recording, table):
             assert trimmed != dev or not f.static  # the trimming removes something
             gpu = next(g for g in snap.gpus if g.index == dev.index)
             for proc in [p for p in snap.processes if p.gpu_index == dev.index] or [None]:
-                full = fmt.Ctx(header.machine, snap, dev, gpu, proc)
-                part = fmt.Ctx(header.machine, snap, trimmed, gpu, proc)
+                full = fields_fmt.Ctx(header.machine, snap, dev, gpu, proc)
+                part = fields_fmt.Ctx(header.machine, snap, trimmed, gpu, proc)
                 assert f.get(part) == f.get(full), f.name
                 checked += 1
     assert checked >= len(table) * 2
-    everything = fmt.static_facts(fmt.GPU_FIELDS)
+    everything = fields_fmt.static_facts(fields_fmt.GPU_FIELDS)
     assert {"memory_total", "vbios_version", "ecc_mode", "max_sm_clock"} <= everything
     assert not {"numa_node", "cpu_affinity", "temp_slowdown", "bar1_total"} & everything  # never printed
 
@@ -414,4 +418,4 @@ def test_gpm_fields_are_null_where_not_recorded():
     gpus = json.loads(r.stdout)["gpus"]
     assert {g["gpm.sm_active"] for g in gpus} == {None}
     # null figures come with the reason: a null gpm.unavailable means "measured"
-    assert {g["gpm.unavailable"] for g in gpus} == {fmt.NO_WINDOW_REPLAY}
+    assert {g["gpm.unavailable"] for g in gpus} == {fields_fmt.NO_WINDOW_REPLAY}

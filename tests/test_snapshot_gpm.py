@@ -23,11 +23,12 @@ from test_nvml import Fail, RecordedNvml
 from gputui.cli import _parse
 from gputui.commands import snapshot as cmd
 from gputui.export import snapshot as fmt
-from gputui.telemetry import gpm as gpm_module
-from gputui.telemetry.nvml import Nvml
+from gputui.export import snapshot_fields as fields_fmt
+from gputui.telemetry.nvml import gpm as gpm_module
+from gputui.telemetry.nvml.source import Nvml
 from gputui.telemetry.recording import read_recording
 
-GPM_FIELDS = [f.name for f in fmt.GPM_FIELDS if f.name != "gpm.unavailable"]
+GPM_FIELDS = [f.name for f in fields_fmt.GPM_FIELDS if f.name != "gpm.unavailable"]
 
 
 def h100_lib(arch: int = pynvml.NVML_DEVICE_ARCH_HOPPER, **gpm_overrides: Any) -> Any:
@@ -105,7 +106,7 @@ def test_a_window_not_closed_in_time_is_said_not_null(monkeypatch: pytest.Monkey
     gpu = doc["gpus"][0]
     assert waited < 0.2 + cmd.SLOW_WAIT_S + 1
     assert {gpu[name] for name in GPM_FIELDS} == {None}
-    assert gpu["gpm.unavailable"] == fmt.NO_WINDOW_LIVE
+    assert gpu["gpm.unavailable"] == fields_fmt.NO_WINDOW_LIVE
 
 
 def test_csv_without_gpm_fields_starts_no_slow_pass() -> None:
@@ -123,4 +124,4 @@ def test_a_replay_without_a_window_says_so(path, tick) -> None:
     assert r.returncode == 0, r.stderr
     for gpu in json.loads(r.stdout)["gpus"]:
         assert {gpu[name] for name in GPM_FIELDS} == {None}
-        assert gpu["gpm.unavailable"] == fmt.NO_WINDOW_REPLAY
+        assert gpu["gpm.unavailable"] == fields_fmt.NO_WINDOW_REPLAY

@@ -25,7 +25,7 @@ from stacks_support import WAIT_LINE, py_spy_children, settled, start_waiter, wa
 from gputui.stacks.dump import _run, dump_in_background, dump_many, dump_many_async, find_py_spy, parse_dump
 from gputui.stacks.fold import fold, fold_threads
 from gputui.stacks.model import Frame, Reason
-from gputui.telemetry.starttime import start_time
+from gputui.telemetry.host.starttime import start_time
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, H200_X1, H200_X2
+from smi_text import parse_nvlink_status, parse_topo_m, parse_topo_p2p
 
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, NvLink, SystemInfo, Topology
 from gputui.telemetry.recording import read_recording
-from gputui.telemetry.smi_text import parse_nvlink_status, parse_topo_m, parse_topo_p2p
 from gputui.telemetry.topology import (
     LEGEND,
     affinity,

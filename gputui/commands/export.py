@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         interval = args.interval or source.interval
     else:
-        from gputui.telemetry.nvml import NvmlSource
+        from gputui.telemetry.nvml.source import NvmlSource
 
         source = NvmlSource()
         interval = args.interval or settings.export.interval

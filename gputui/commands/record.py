@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.telemetry.nvml import NvmlSource
+    from gputui.telemetry.nvml.source import NvmlSource
     from gputui.telemetry.recording import RecordingWriter
     from gputui.untrusted import escaped
 

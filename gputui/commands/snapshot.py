@@ -84,7 +84,7 @@ def _parse_format(text: str | None) -> tuple[str, set[str]]:
 
 
 def list_fields() -> str:
-    from gputui.export.snapshot import GPU_FIELDS, PROCESS_FIELDS
+    from gputui.export.snapshot_fields import GPU_FIELDS, PROCESS_FIELDS
 
     lines = []
     for title, fields in (
@@ -117,7 +117,7 @@ class Selection:
 
 def select(args: argparse.Namespace) -> Selection:
     """The fields of `args`; ValueError with a one-line message for a wrong format or name."""
-    from gputui.export import snapshot as snap_fmt
+    from gputui.export import snapshot_fields as snap_fields
 
     kind, opts = _parse_format(args.format)
     if args.nounits:
@@ -127,22 +127,24 @@ def select(args: argparse.Namespace) -> Selection:
     sel = Selection(kind, opts)
     names = args.fields.split(",") if args.fields else []
     if kind == "csv":
-        table = snap_fmt.PROCESS_BY_NAME if args.processes else snap_fmt.GPU_BY_NAME
-        default = snap_fmt.DEFAULT_CSV_PROCESS if args.processes else snap_fmt.DEFAULT_CSV_GPU
+        table = snap_fields.PROCESS_BY_NAME if args.processes else snap_fields.GPU_BY_NAME
+        default = snap_fields.DEFAULT_CSV_PROCESS if args.processes else snap_fields.DEFAULT_CSV_GPU
         what = "process" if args.processes else "GPU"
-        sel.csv_fields = snap_fmt.select(names or default, table, what)
+        sel.csv_fields = snap_fields.select(names or default, table, what)
         sel.wanted = sel.reads = [f for _, f in sel.csv_fields]
         return sel
-    gpu_sel = [n for n in names if n.strip().lower() in snap_fmt.GPU_BY_NAME]
-    proc_sel = [n for n in names if n.strip().lower() in snap_fmt.PROCESS_BY_NAME]
+    gpu_sel = [n for n in names if n.strip().lower() in snap_fields.GPU_BY_NAME]
+    proc_sel = [n for n in names if n.strip().lower() in snap_fields.PROCESS_BY_NAME]
     unknown = [n for n in names if n not in gpu_sel and n not in proc_sel and n.strip()]
     if unknown:
-        snap_fmt.select(unknown, snap_fmt.GPU_BY_NAME, "")  # raises with the name
-    sel.gpu_fields = snap_fmt.select(gpu_sel, snap_fmt.GPU_BY_NAME, "GPU") if gpu_sel else None
-    sel.proc_fields = snap_fmt.select(proc_sel, snap_fmt.PROCESS_BY_NAME, "process") if proc_sel else None
-    sel.reads = [f for _, f in sel.gpu_fields] if sel.gpu_fields else list(snap_fmt.GPU_FIELDS)
+        snap_fields.select(unknown, snap_fields.GPU_BY_NAME, "")  # raises with the name
+    sel.gpu_fields = snap_fields.select(gpu_sel, snap_fields.GPU_BY_NAME, "GPU") if gpu_sel else None
+    sel.proc_fields = (
+        snap_fields.select(proc_sel, snap_fields.PROCESS_BY_NAME, "process") if proc_sel else None
+    )
+    sel.reads = [f for _, f in sel.gpu_fields] if sel.gpu_fields else list(snap_fields.GPU_FIELDS)
     if args.processes:
-        sel.reads += [f for _, f in sel.proc_fields] if sel.proc_fields else list(snap_fmt.PROCESS_FIELDS)
+        sel.reads += [f for _, f in sel.proc_fields] if sel.proc_fields else list(snap_fields.PROCESS_FIELDS)
     # the whole document (no --fields) prints every field: it waits for what they need
     # (one slow pass; a GPM window where GPM works), so a null is never "not waited for"
     sel.wanted = [f for _, f in (sel.gpu_fields or []) + (sel.proc_fields or [])] if names else sel.reads
@@ -153,8 +155,8 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
     """The NVML source for `sel`: only what the fields need (the slow thread's PCIe calls,
     psutil's process facts and some static facts, NUMA affinity alone 12 ms on an H200,
     cost a one-shot reader tens of ms)."""
-    from gputui.export import snapshot as snap_fmt
-    from gputui.telemetry.nvml import NvmlSource
+    from gputui.export import snapshot_fields as snap_fields
+    from gputui.telemetry.nvml.source import NvmlSource
 
     window = any(f.window for f in sel.wanted)
     return NvmlSource(
@@ -162,7 +164,7 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
         nvml=nvml,
         slow=any(f.slow for f in sel.wanted),
         enrich_processes=processes,
-        static=snap_fmt.static_facts(sel.reads),
+        static=snap_fields.static_facts(sel.reads),
     )
 
 

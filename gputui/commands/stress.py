@@ -95,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     monitor = StressMonitor()
     poller, source = None, None
     if args.monitor_interval > 0:
-        from gputui.telemetry.nvml import NvmlSource
+        from gputui.telemetry.nvml.source import NvmlSource
         from gputui.telemetry.poller import Poller
 
         source = NvmlSource()

@@ -89,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if source is None:
             return 2
     else:
-        from gputui.telemetry.nvml import NvmlSource
+        from gputui.telemetry.nvml.source import NvmlSource
 
         source = NvmlSource()
     info = source.open()

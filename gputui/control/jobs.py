@@ -25,7 +25,7 @@ from gputui.control.signals import (
     own_ancestors,
     protected_reason,
 )
-from gputui.telemetry.starttime import start_time
+from gputui.telemetry.host.starttime import start_time
 
 
 @dataclass(frozen=True, slots=True)

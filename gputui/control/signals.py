@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from gputui.telemetry.starttime import start_time
+from gputui.telemetry.host.starttime import start_time
 
 #: Start times are read at clock-tick resolution (10 ms) and rounded to 0.01 s; anything
 #: further apart is another process.
@@ -44,7 +44,7 @@ class ProcessIdentity:
 
     pid: int
     create_time: float
-    """Seconds since the epoch, as `gputui.telemetry.starttime.start_time` reads it."""
+    """Seconds since the epoch, as `gputui.telemetry.host.starttime.start_time` reads it."""
     user: str | None = None
     name: str | None = None
 

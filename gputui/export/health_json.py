@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from gputui.rules import iso_utc
-from gputui.telemetry.health import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
+from gputui.telemetry.health_report import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Snapshot
 

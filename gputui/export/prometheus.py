@@ -33,19 +33,13 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
 from gputui.telemetry.alerts import STUCK_VERDICTS
-from gputui.telemetry.health import HealthReport
+from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint
-from gputui.telemetry.jobs import exporter_labels
-from gputui.telemetry.metrics import (
-    FB_TOTAL,
-    GPU_LOST,
-    GPU_METRICS,
-    GPU_PROCESSES,
-    PROCESS_METRICS,
-    Export,
-    ProcessMetric,
-)
+from gputui.telemetry.host.jobs import exporter_labels
+from gputui.telemetry.metric_types import Export
+from gputui.telemetry.metrics import FB_TOTAL, GPU_LOST, GPU_METRICS, GPU_PROCESSES
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+from gputui.telemetry.process_metrics import PROCESS_METRICS, ProcessMetric
 from gputui.untrusted import escaped
 
 if TYPE_CHECKING:

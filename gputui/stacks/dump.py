@@ -75,7 +75,7 @@ def find_py_spy(path: str | None = None, beside: str | None = None) -> str | Non
 def _start_time(pid: int) -> float | None:
     import psutil
 
-    from gputui.telemetry.starttime import start_time
+    from gputui.telemetry.host.starttime import start_time
 
     try:
         return start_time(psutil.Process(pid))

@@ -117,7 +117,7 @@ class StackResult:
 
     pid: int
     create_time: float | None
-    """When the process started (`gputui.telemetry.starttime`); None when it was never seen."""
+    """When the process started (`gputui.telemetry.host.starttime`); None when it was never seen."""
     threads: tuple[ThreadStack, ...] = ()
     """The main thread first, then the others in py-spy's order."""
     missing: Missing | None = None

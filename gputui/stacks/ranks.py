@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from gputui.control.jobs import job_members
 from gputui.control.signals import identity_of
 from gputui.stacks.procfs import read_rank
-from gputui.telemetry.cmdline import launcher_kind
-from gputui.telemetry.proctree import MAX_DEPTH, read_stat
+from gputui.telemetry.host.cmdline import launcher_kind
+from gputui.telemetry.host.proctree import MAX_DEPTH, read_stat
 
 HELPERS = (
     "multiprocessing.resource_tracker",
@@ -27,7 +27,7 @@ class JobRanks:
     launcher: int | None
     """The launcher's PID; None when none was found (see `problem`)."""
     kind: str | None
-    """"torchrun", "mpirun" ... as gputui.telemetry.cmdline names launchers."""
+    """"torchrun", "mpirun" ... as gputui.telemetry.host.cmdline names launchers."""
     ranks: tuple[tuple[int, float], ...] = ()
     """(PID, start time) of each rank, by rank number where known, else by PID."""
     problem: str | None = None

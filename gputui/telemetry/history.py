@@ -8,9 +8,10 @@ import math
 from array import array
 from collections.abc import Iterator
 
+from gputui.telemetry.metric_types import GpuMetric
 from gputui.telemetry.metrics import GPU_METRICS as ALL_GPU_METRICS
-from gputui.telemetry.metrics import PROCESS_HISTORY_FIELDS, GpuMetric
 from gputui.telemetry.model import Snapshot
+from gputui.telemetry.process_metrics import PROCESS_HISTORY_FIELDS
 
 NAN = math.nan
 

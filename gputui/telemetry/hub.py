@@ -11,7 +11,8 @@ import threading
 from collections.abc import Callable
 
 from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
-from gputui.telemetry.health import HealthEngine, HealthReport
+from gputui.telemetry.health import HealthEngine
+from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot

@@ -1,21 +1,22 @@
 """The metric registry: one entry per quantity gputui samples, and everything that shows,
 keeps or exports it derived from that entry.
 
-A GPU quantity (`GpuMetric`) or a process column (`ProcessMetric`) is declared here once,
-with its label, unit, whether it is kept in history, offered as a card chart or info item,
+A GPU quantity (`GpuMetric`, here) or a process column (`ProcessMetric`, in
+process_metrics.py) is declared once; the kinds of entry are in metric_types.py.  Each has
+its label, unit, whether it is kept in history, offered as a card chart or info item,
 sorted on, and its names in `gputui snapshot` (nvidia-smi's `--query-gpu` names) and on
 `/metrics` (dcgm-exporter's `DCGM_FI_*`).  The config file's choices and their help, the
 history's series, the card's items and charts, the process table's columns and sort keys,
 the snapshot fields and the exporter's families are all read off these tables.  Adding an
-NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml.py`.
+NVML quantity takes its field on `GpuSample`, an entry here, and its read in `nvml/source.py`.
 
 No Textual, no Rich: how a unit is drawn is the UI's business (`ui/render.py` and
-`ui/process_lines.py` map each `Unit` to its text, tested complete), so a new entry with a
+`ui/processes/lines.py` map each `Unit` to its text, tested complete), so a new entry with a
 known unit needs no UI change.
 
 To add, for example:
 - a process column (a Slurm job, a pod): the `GpuProcess` field, filled where it is read
-  (`host.py`), and `ProcessMetric("job", "JOB", "text", 12, "<", 3, False, host=True,
+  (`host/processes.py`), and `ProcessMetric("job", "JOB", "text", 12, "<", 3, False, host=True,
   doc="...", snapshot=Smi("job", "string", own=True))` — the column, its cell (escaped as
   untrusted text), its sort key and `default_sort` name, its `gputui snapshot` field;
 - an NVML GPM quantity (SM active, tensor active, DRAM active, ...): the `GpuSample` field,
@@ -27,126 +28,22 @@ To add, for example:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
-from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample
-
-MIB = 2**20
-
-Unit = Literal[
-    "%", "B", "B/s", "W", "MHz", "°C", "mJ", "count", "pstate", "mask", "flag", "s", "text", "command"
-]
-"""How a value reads: percent, bytes, bytes per second, watts, MHz, °C, millijoules, a
-count, a performance state (0-15), a bit mask, a yes/no flag, seconds, untrusted text, and
-the process table's command line (already escaped)."""
-
-Tint = Literal["util", "mem", "power", "temp", "clock", "io"]
-"""The chart colour a quantity is drawn in (the UI maps each to a theme colour)."""
-
-PromType = Literal["gauge", "unknown"]
-
-
-@dataclass(frozen=True, slots=True)
-class Export:
-    """How `/metrics` publishes a quantity."""
-
-    name: str
-    type: PromType
-    """gauge, or unknown (untyped) for dcgm-exporter's suffix-less counters."""
-    help: str
-    convert: Per | Callable[[Any], float] = float
-    """From the sample's value (known, not None) to the exported number."""
-    aliases: tuple[str, ...] = ()
-    """The same series' names in other dcgm-exporter versions (read by the cluster view,
-    never written)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Smi:
-    """How `gputui snapshot` (CSV and JSON) names and writes a quantity."""
-
-    name: str
-    kind: Literal["integer", "number", "string", "boolean"]
-    unit: str = ""
-    """As nvidia-smi heads the CSV column ("MiB", "%", "W", "MHz", "KB/s")."""
-    convert: Callable[[Any], Any] | None = None
-    """From the sample's value (known, not None) to the written one; None: as it is."""
-    own: bool = False
-    """gputui's own field (nvidia-smi has no such query field)."""
-    decimals: int | None = None
-    aliases: tuple[str, ...] = ()
-    slow: bool = False
-    """Sampled on NVML's slow cadence: a single live snapshot must wait for it."""
-    window: bool = False
-    """Measured over a window between two slow passes (GPM): a single live snapshot waits
-    for the second pass."""
-
-
-class Per:
-    """Whole units of `divisor` (bytes to MiB, bytes/s to KB/s), as nvidia-smi and DCGM count;
-    `undo` goes back (the cluster view reads /metrics into samples)."""
-
-    __slots__ = ("divisor",)
-
-    def __init__(self, divisor: int) -> None:
-        self.divisor = divisor
-
-    def __call__(self, v: Any) -> int:
-        return int(v) // self.divisor
-
-    def undo(self, v: float) -> int:
-        return round(v * self.divisor)
-
-
-def per(divisor: int) -> Per:
-    return Per(divisor)
-
-
-class Ratio:
-    """Percent to a ratio 0-1 (DCGM's _ACTIVE fields); `undo` goes back."""
-
-    __slots__ = ()
-
-    def __call__(self, percent: Any) -> float:
-        return float(percent) / 100.0
-
-    def undo(self, v: float) -> float:
-        return v * 100.0
-
-
-as_ratio = Ratio()
-
-
-Cadence = Literal["tick", "slow", "rare"]
-"""When NvmlSource reads a quantity: every tick; on the slow thread's passes (2 s: NVML
-samples it over a window); every RARE_EVERY-th slow pass (counters that change rarely)."""
-
-
-@dataclass(frozen=True, slots=True)
-class NvmlRead:
-    """How NvmlSource reads a quantity: an nvmlDevice* function called with the GPU's handle
-    and `args` (pynvml constants by name, or numbers), then a part of what it returns and a
-    conversion; or one NVML field value (`field_id`).  One call serves every entry that reads
-    the same function and arguments in one pass (utilization, memory info)."""
-
-    fn: str = ""
-    args: tuple[str | int, ...] = ()
-    part: str | int | None = None
-    """An attribute (or index) of the result; None: the result itself."""
-    convert: Callable[[Any], Any] | None = None
-    """From NVML's value (known) to the sample's unit."""
-    fallback: str = ""
-    """Asked with the same arguments when `fn` gives nothing (an older driver's name)."""
-    field_id: int | None = None
-    """nvmlDeviceGetFieldValues' field instead of `fn`."""
-    cadence: Cadence = "tick"
-
-
-def watts(milliwatts: Any) -> float:
-    """NVML's milliwatts as watts (to the milliwatt)."""
-    return round(float(milliwatts) / 1000.0, 3)
-
+from gputui.telemetry.metric_types import (
+    MIB,
+    Cadence,
+    Export,
+    GpmRead,
+    GpuMetric,
+    NvmlRead,
+    Smi,
+    Tint,
+    as_ratio,
+    per,
+    watts,
+)
+from gputui.telemetry.model import DeviceInfo, GpuSample
 
 _ECC = "nvmlDeviceGetTotalEccErrors"
 _CORRECTED, _UNCORRECTED = "NVML_MEMORY_ERROR_TYPE_CORRECTED", "NVML_MEMORY_ERROR_TYPE_UNCORRECTED"
@@ -155,23 +52,6 @@ _PCIE = "nvmlDeviceGetPcieThroughput"
 
 def _kib(v: Any) -> int:
     return int(v) * 1024
-
-
-@dataclass(frozen=True, slots=True)
-class GpmRead:
-    """How a GPM figure is read (gputui/telemetry/gpm.py's sampler asks NVML for every
-    entry that has one)."""
-
-    figure: str
-    """The `GpmSample` field it fills."""
-    metric_id: int
-    """NVML_GPM_METRIC_* (nvml.h; stable)."""
-    name: str
-    """The figure in a few words: the detail view's label, and in a reason ("SM active -50 %")."""
-    unit: Literal["%", "B/s"] = "%"
-    """Percent (0-100), or bytes per second."""
-    scale: float = 1.0
-    """NVML's value times this is in `unit` (NVML gives MiB/s for throughput)."""
 
 
 # --------------------------------------------------------------------------------------
@@ -188,46 +68,6 @@ def temp_scale(dev: DeviceInfo | None) -> int:
     if dev and dev.temp_slowdown:
         return dev.temp_slowdown
     return 90
-
-
-@dataclass(frozen=True, slots=True)
-class GpuMetric:
-    """One quantity of a `GpuSample`."""
-
-    key: str
-    """Its name in the config file's [cards] sparklines (and in code)."""
-    field: str
-    """The `GpuSample` attribute that holds it, and its history series' name; with `read`
-    (a value inside a nested structure, such as GPM's figures), just the series' name."""
-    label: str
-    """Short label on cards and charts ("UTIL", "TEMP")."""
-    unit: Unit
-    doc: str
-    history: bool = False
-    """Kept in history (ring buffers, 1 hour): needed for a chart."""
-    chart: bool = False
-    """Offered as a card sparkline ([cards] sparklines)."""
-    tint: Tint = "util"
-    full_scale: Callable[[DeviceInfo, GpuSample], float | None] | None = None
-    """What a full bar or chart stands for on this GPU; None: the largest value seen."""
-    card: str | None = None
-    """Its name in [cards] info, where it may be shown on the card's info line."""
-    card_shown: bool = True
-    """Shown on the info line unless [cards] info says otherwise."""
-    alarm: bool = False
-    """Any non-zero value is bad news (shown in the error colour)."""
-    snapshot: Smi | None = None
-    prometheus: Export | None = None
-    read: Callable[[GpuSample], Any] | None = None
-    """Where the value is not just `field` (derived from several fields)."""
-    gpm: GpmRead | None = None
-    """A GPM figure: how it is read; the value comes from `GpuSample.activity`."""
-    nvml: NvmlRead | None = None
-    """How NvmlSource reads it into `field` (None: composed or read elsewhere: GPM, NVLink
-    counters, Xids)."""
-
-    def value(self, g: GpuSample) -> Any:
-        return self.read(g) if self.read is not None else getattr(g, self.field)
 
 
 def _xid_errors(g: GpuSample) -> int | None:
@@ -394,7 +234,7 @@ GPU_METRICS: tuple[GpuMetric, ...] = (
        prometheus=_E("DCGM_FI_DEV_PCIE_TX_THROUGHPUT", "unknown",
                      "Total number of bytes transmitted through PCIe TX (in KB) via NVML.", per(1024)),
        nvml=NvmlRead(_PCIE, ("NVML_PCIE_UTIL_TX_BYTES",), convert=_kib, cadence="slow")),
-    # GPM (gputui/telemetry/gpm.py samples every entry with `gpm`): GpuSample.activity, None
+    # GPM (gputui/telemetry/nvml/gpm.py samples every entry with `gpm`): GpuSample.activity, None
     # where not measured
     _G("sm_active", 2, "SMACT", "SM active", "percent of SM cycles with a warp resident (GPM)", "util",
        "DCGM_FI_PROF_SM_ACTIVE", "The ratio of cycles an SM has at least 1 warp assigned."),
@@ -563,139 +403,3 @@ FB_TOTAL = Export("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in
 """From the GPU's static facts (dcgm-exporter's default set does not have it)."""
 GPU_LOST = Export("gputui_gpu_lost", "gauge", "1 when NVML reports the GPU fell off the bus.")
 GPU_PROCESSES = Export("gputui_gpu_processes", "gauge", "Processes using the GPU.")
-
-
-# --------------------------------------------------------------------------------------
-# process columns
-# --------------------------------------------------------------------------------------
-
-
-class ProcessView(Protocol):
-    """What a process column reads: the process, and what the table derived from it."""
-
-    @property
-    def proc(self) -> GpuProcess: ...
-    @property
-    def elapsed(self) -> float | None: ...
-    @property
-    def command(self) -> str: ...
-    @property
-    def job(self) -> str:
-        """The JOB column's text (escaped), "" when unknown."""
-        ...
-
-    @property
-    def gpu_text(self) -> str:
-        """The GPU column's text (a launcher's row names its ranks' GPUs)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ProcessMetric:
-    """One column of the process table (and, where set, a process field of snapshots and
-    /metrics)."""
-
-    key: str
-    title: str
-    unit: Unit
-    width: int
-    """Cells; 0 = takes the rest of the line (the command)."""
-    align: Literal["<", ">"] = ">"
-    priority: int = 0
-    """0 = always shown; higher numbers are dropped first when the terminal is narrow."""
-    descending: bool = True
-    """The direction a sort by this column starts in (largest first for numbers)."""
-    doc: str = ""
-    """What it is (the help of its snapshot field)."""
-    field: str | None = None
-    """The `GpuProcess` attribute it shows (also its config-file sort name); None: `key`."""
-    sort_names: tuple[str, ...] = ()
-    """More names the config file's `default_sort` accepts for it (GpuProcess fields)."""
-    inverted: bool = False
-    """Its sort names run the other way (an older start time is a longer TIME)."""
-    host: bool = False
-    """A host-side fact: blank where the process is not visible from here."""
-    history: bool = False
-    """Kept in per-process history while the process lives."""
-    snapshot: Smi | None = None
-    """Its field in `gputui snapshot --processes` (the process's `field`, converted)."""
-    prometheus: Export | None = None
-    read: Callable[[ProcessView], Any] | None = None
-    """Where the value is not just the process's `field`."""
-    cell: Callable[[ProcessView], str] | None = None
-    """Where the cell's text is not the value in its unit's format (already display text)."""
-    sort: Callable[[ProcessView], Any] | None = None
-    """Where sorting is not by the value (None sorts last)."""
-
-    @property
-    def attr(self) -> str:
-        return self.field or self.key
-
-    def value(self, row: ProcessView) -> Any:
-        return self.read(row) if self.read is not None else getattr(row.proc, self.attr)
-
-    @property
-    def config_names(self) -> tuple[str, ...]:
-        """The names `default_sort` takes for this column."""
-        return (self.attr, *self.sort_names)
-
-
-_P = ProcessMetric
-
-#: The process table's columns, left to right.
-PROCESS_METRICS: tuple[ProcessMetric, ...] = (
-    _P("gpu", "GPU", "count", 3, ">", 0, False, field="gpu_index", cell=lambda r: r.gpu_text,
-       snapshot=_S("gpu_index", "integer", own=True), doc="NVML index of the GPU"),
-    _P("pid", "PID", "count", 7, ">", 0, False, doc="process id in the host's PID namespace",
-       snapshot=_S("pid", "integer")),
-    _P("user", "USER", "text", 10, "<", 1, False, doc="owner", snapshot=_S("user", "string", own=True)),
-    _P("type", "TYPE", "text", 4, "<", 5, False, doc="C compute, G graphics, C+G both, M MPS",
-       snapshot=_S("type", "string", own=True)),
-    _P("gpu_memory", "GPU MEM", "B", 8, ">", 0, True, history=True, doc="GPU memory the process holds",
-       snapshot=_S("used_gpu_memory", "integer", "MiB", per(MIB), aliases=("used_memory",)),
-       prometheus=_E("gputui_process_gpu_memory_bytes", "gauge", "GPU memory held by the process.")),
-    _P("sm_util", "SM%", "%", 4, ">", 0, True, history=True, doc="SM utilization of the process (sampled)",
-       snapshot=_S("utilization.sm", "integer", "%", own=True, slow=True),
-       prometheus=_E("gputui_process_sm_utilization_ratio", "gauge",
-                     "SM utilization of the process (NVML sampled), 0-1.", as_ratio)),
-    _P("mem_util", "MBW%", "%", 4, ">", 3, True, doc="memory bandwidth utilization of the process",
-       snapshot=_S("utilization.memory", "integer", "%", own=True, slow=True)),
-    _P("enc_util", "ENC%", "%", 4, ">", 6, True, doc="encoder utilization of the process",
-       snapshot=_S("utilization.encoder", "integer", "%", own=True, slow=True)),
-    _P("dec_util", "DEC%", "%", 4, ">", 6, True, doc="decoder utilization of the process",
-       snapshot=_S("utilization.decoder", "integer", "%", own=True, slow=True)),
-    _P("cpu_percent", "CPU%", "%", 5, ">", 2, True, host=True, doc="CPU use, percent of one core",
-       snapshot=_S("cpu_percent", "number", "%", own=True, decimals=1),
-       prometheus=_E("gputui_process_cpu_utilization_ratio", "gauge", "CPU used by the process, in cores.",
-                     as_ratio)),
-    _P("rss", "HOST MEM", "B", 8, ">", 4, True, host=True, doc="resident host memory (RSS)",
-       snapshot=_S("host_memory", "integer", "MiB", per(MIB), own=True),
-       prometheus=_E("gputui_process_resident_memory_bytes", "gauge",
-                     "Host resident memory of the process.")),
-    _P("elapsed", "TIME", "s", 6, ">", 2, True, field="create_time", host=True, inverted=True,
-       doc="time since the process started",
-       read=lambda r: r.elapsed,
-       prometheus=_E("gputui_process_start_time_seconds", "gauge", "When the process started (Unix time).")),
-    _P("job", "JOB", "text", 18, "<", 4, False, doc="the job, pod or container the process belongs to",
-       read=lambda r: r.job, cell=lambda r: r.job, sort=lambda r: r.job.lower() or None),
-    _P("command", "COMMAND", "command", 0, "<", 0, False, field="name", sort_names=("cmdline",),
-       doc="the command line",
-       read=lambda r: r.command),
-)  # fmt: skip
-
-PROCESS_METRIC: dict[str, ProcessMetric] = {m.key: m for m in PROCESS_METRICS}
-PROCESS_HISTORY_FIELDS: tuple[str, ...] = tuple(m.attr for m in PROCESS_METRICS if m.history)
-"""`GpuProcess` fields kept per process."""
-SORT_KEYS: tuple[str, ...] = tuple(n for m in PROCESS_METRICS for n in m.config_names)
-"""The config file's `default_sort` names (GpuProcess fields), in column order."""
-
-
-def sort_field(name: str) -> tuple[ProcessMetric, bool] | None:
-    """The column a `default_sort` name (a GpuProcess field or a column key) sorts by, and
-    whether it runs the other way; None for a name that is no column."""
-    for m in PROCESS_METRICS:
-        if name in m.config_names:
-            return m, m.inverted
-        if name == m.key:
-            return m, False
-    return None

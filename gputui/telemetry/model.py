@@ -258,7 +258,7 @@ class GpmSample:
 
     Activities are percent (0-100) of the window, as NVML reports them; throughputs are bytes
     per second.  `unavailable` says why there are no figures (then every figure is None):
-    the UI shows N/A with that reason, never 0.  `gputui.telemetry.gpm` reads it."""
+    the UI shows N/A with that reason, never 0.  `gputui.telemetry.nvml.gpm` reads it."""
 
     unavailable: str | None = None
     """Why GPM gives nothing for this GPU: "needs a Hopper or newer GPU (this is an
@@ -417,7 +417,7 @@ class Job:
     """What a process belongs to, as its cgroup (and, where readable, its environment)
     says: a Slurm job step, a Kubernetes pod, a container, a systemd unit or a login
     session.  Every text field is untrusted (it comes from paths and files the job's owner
-    may name).  None = not known; nothing is guessed (see `gputui.telemetry.jobs`)."""
+    may name).  None = not known; nothing is guessed (see `gputui.telemetry.host.jobs`)."""
 
     kind: str
     """"slurm", "pod", "docker", "containerd", "cri-o", "podman", "unit" or "session"."""

@@ -15,7 +15,7 @@ from typing import Any
 from rich.style import Style
 
 from gputui.palette import DEFAULT_PALETTE
-from gputui.telemetry.metrics import Tint, Unit
+from gputui.telemetry.metric_types import Tint, Unit
 from gputui.untrusted import label
 
 Run = tuple[str, Style | None]

@@ -3,7 +3,7 @@
 The diagnosed interpreter may not have pynvml (nvidia-ml-py) installed, and must not need
 it: the children (this probe and stress.py) read NVML only through this module, which needs
 nothing but libnvidia-ml.so.1 from the driver.  gputui's own process uses pynvml
-(gputui/telemetry/nvml.py); the two never run in the same interpreter.
+(gputui/telemetry/nvml/source.py); the two never run in the same interpreter.
 """
 
 from __future__ import annotations

@@ -10,14 +10,14 @@ from typing import TYPE_CHECKING
 
 from rich.style import Style
 
-from gputui.telemetry.jobs import job_facts
+from gputui.telemetry.host.jobs import job_facts
 from gputui.ui.processes.lines import PS, RowNote, fmt_elapsed, fmt_mem, fmt_pct_cell
 from gputui.ui.processes.rows import NOT_VISIBLE, ProcessRow, command_text
 from gputui.ui.render import Line, S, pad, pad_line, sparkline_rows
 from gputui.untrusted import literal
 
 if TYPE_CHECKING:
-    from gputui.telemetry.host import ProcessDetail
+    from gputui.telemetry.host.processes import ProcessDetail
 
 
 @dataclass

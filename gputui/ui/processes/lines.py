@@ -15,7 +15,7 @@ from typing import Any
 
 from rich.style import Style
 
-from gputui.telemetry.metrics import Unit
+from gputui.telemetry.metric_types import Unit
 from gputui.telemetry.model import DeviceInfo, MachineInfo, Snapshot
 from gputui.ui.processes.rows import (
     COLUMN_BY_KEY,

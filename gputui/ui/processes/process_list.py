@@ -23,8 +23,8 @@ from textual.binding import Binding, BindingType
 from textual.containers import Container
 from textual.widgets import Input
 
+from gputui.telemetry.host.pidns import in_host_pid_namespace
 from gputui.telemetry.model import MachineInfo, Snapshot
-from gputui.telemetry.pidns import in_host_pid_namespace
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.processes.lines import PS, RowNote, column_spans, notice_lines, summary_line, unlisted_memory
 from gputui.ui.processes.rows import (

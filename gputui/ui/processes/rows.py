@@ -11,11 +11,11 @@ import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from gputui.telemetry.cmdline import readable_command
-from gputui.telemetry.jobs import job_label
-from gputui.telemetry.metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, sort_field
+from gputui.telemetry.host.cmdline import readable_command
+from gputui.telemetry.host.jobs import job_label
+from gputui.telemetry.host.proctree import forest
 from gputui.telemetry.model import GpuProcess, Job, LauncherProcess, Snapshot
-from gputui.telemetry.proctree import forest
+from gputui.telemetry.process_metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, sort_field
 from gputui.untrusted import literal  # the one rule: escapes
 
 RowKey = tuple[int, int]

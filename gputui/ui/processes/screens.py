@@ -28,10 +28,10 @@ from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
-    from gputui.telemetry.host import ProcessDetail
+    from gputui.telemetry.host.processes import ProcessDetail
     from gputui.ui.processes.process_list import ProcessList
 
-# gputui.control.signals and gputui.telemetry.host (psutil) are imported when first used:
+# gputui.control.signals and gputui.telemetry.host.processes (psutil) are imported when first used:
 # a replay never needs them, and the first frame comes ~15 ms sooner.
 
 #: What each signal does, for the confirmation.
@@ -267,7 +267,7 @@ class ProcessDetailScreen(ModalScreen[None]):
 
     @work(thread=True, exit_on_error=False)
     def _facts_worker(self, ident: Ident) -> None:
-        from gputui.telemetry.host import describe_process
+        from gputui.telemetry.host.processes import describe_process
 
         facts = describe_process(ident[0], ident[1])
         with contextlib.suppress(RuntimeError):  # the app has gone meanwhile

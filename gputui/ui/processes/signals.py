@@ -258,7 +258,7 @@ class SignalDesk:
     def _confirm_job(
         self, row: ProcessRow, name: str, members: JobMembers, pinned: list[tuple[JobMember, PinnedProcess]]
     ) -> None:
-        from gputui.telemetry.cmdline import readable_command
+        from gputui.telemetry.host.cmdline import readable_command
         from gputui.ui.processes.screens import SignalDialog, SignalTarget, signal_number
 
         lp = row.launcher

@@ -15,9 +15,9 @@ from typing import TypedDict, TypeVar
 
 import psutil
 
+from gputui.telemetry.host.pidns import in_host_pid_namespace
+from gputui.telemetry.host.starttime import start_time
 from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
-from gputui.telemetry.pidns import in_host_pid_namespace
-from gputui.telemetry.starttime import start_time
 
 T = TypeVar("T")
 
@@ -182,7 +182,7 @@ class ProcessInspector:
         """Check that a local process with NVML's PID really holds an NVIDIA device file."""
         self._unverifiable_is_foreign = host_ns is False
         """Outside the host's namespace, a process whose files cannot be read is not trusted."""
-        from gputui.telemetry.proctree import JobTracker
+        from gputui.telemetry.host.proctree import JobTracker
 
         self.jobs = JobTracker()
         """Each process's job (cgroup, environment) and launcher, cached per process."""

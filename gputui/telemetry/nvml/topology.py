@@ -6,7 +6,7 @@ from collections.abc import Collection, Sequence
 from typing import Any
 
 from gputui.telemetry.model import NvLink, Topology
-from gputui.telemetry.nvml_query import _NVLINK_REMOTE_TYPES, _P2P_STATUS, GpuLost, Nvml, _text
+from gputui.telemetry.nvml.query import _NVLINK_REMOTE_TYPES, _P2P_STATUS, GpuLost, Nvml, _text
 
 
 def read_topology(nv: Nvml, handles: Sequence[Any], lost: Collection[int]) -> Topology:

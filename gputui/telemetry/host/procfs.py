@@ -124,6 +124,6 @@ def host_sampler() -> Sampler:
             return ProcHostSampler()
         except (OSError, ValueError):
             pass
-    from gputui.telemetry.host import HostSampler
+    from gputui.telemetry.host.processes import HostSampler
 
     return HostSampler()

@@ -14,8 +14,8 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
-from gputui.telemetry.cmdline import launcher_kind
-from gputui.telemetry.jobs import JobCache
+from gputui.telemetry.host.cmdline import launcher_kind
+from gputui.telemetry.host.jobs import JobCache
 from gputui.telemetry.model import GpuProcess, Job, LauncherProcess
 
 MAX_DEPTH = 64
@@ -65,10 +65,10 @@ def read_stat(pid: int, proc: str = "/proc", *, cmdline: bool = True) -> ProcSta
 
 
 def _start_time(pid: int) -> float | None:
-    """The start time as `gputui.telemetry.starttime.start_time` reads it (what signals check)."""
+    """The start time as `gputui.telemetry.host.starttime.start_time` reads it (what signals check)."""
     import psutil
 
-    from gputui.telemetry.starttime import start_time
+    from gputui.telemetry.host.starttime import start_time
 
     try:
         return start_time(psutil.Process(pid))

@@ -13,7 +13,7 @@ import ctypes
 import threading
 from typing import Any
 
-from gputui.telemetry.metrics import watts
+from gputui.telemetry.metric_types import watts
 from gputui.telemetry.model import NvmlProblem
 
 
@@ -340,3 +340,14 @@ def counter_rate(previous: tuple[float, int] | None, now: tuple[float, int], uni
     if dt <= 0 or delta < 0:
         return None
     return round(delta * unit / dt)
+
+
+def memory_info(nv: Nvml, i: int, h: Any) -> Any:
+    """Memory info v2 (used excludes driver-reserved memory, as nvidia-smi shows it);
+    v1 on drivers without it, where "used" includes the reserved part."""
+    v2 = getattr(nv.lib, "nvmlMemory_v2", None)
+    if v2 is not None:
+        mem = nv.query("nvmlDeviceGetMemoryInfo", h, v2, device=i)
+        if mem is not None:
+            return mem
+    return nv.query("nvmlDeviceGetMemoryInfo", h, device=i)

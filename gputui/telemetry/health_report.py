@@ -1,0 +1,173 @@
+"""What job health says (`HealthReport`: per GPU, per job, per rank, the verdict) and its
+settings (`HealthConfig`, the [health] table).  Pure data; `health.HealthEngine` fills it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gputui.options import option
+from gputui.telemetry.job_energy import JobEnergy
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    enabled: bool = option(
+        "judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True
+    )
+    spin_seconds: float = option(
+        "how long a GPU must show the spinning signature before it counts as waiting in a collective",
+        120.0,
+        min=0.0,
+    )
+    spin_min_util: float = option(
+        "spinning: GPM's graphics-engine activity (or, without GPM, NVML's utilization) at or above "
+        "this percent",
+        95.0,
+        min=0.0,
+        max=100.0,
+    )
+    spin_max_sm: float = option("spinning: GPM's SM activity below this percent", 2.0, min=0.0, max=100.0)
+    spin_max_dram: float = option(
+        "spinning: GPM's DRAM bandwidth below this percent of the maximum", 1.0, min=0.0, max=100.0
+    )
+    idle_power_fraction: float = option(
+        "the GPU's idle power: the lowest power seen on it, at most this fraction of its power limit",
+        0.2,
+        min=0.0,
+        max=1.0,
+    )
+    idle_power_margin: float = option(
+        "power up to this fraction of the power limit above the idle power counts as idle power",
+        0.1,
+        min=0.0,
+        max=1.0,
+    )
+    blocked_max_cpu: float = option(
+        "blocked: a rank in state S using less than this percent of a core, its GPU idle", 2.0, min=0.0
+    )
+    blocked_max_util: float = option(
+        "blocked: the rank's GPU utilization (percent) at or below which its GPU counts as idle",
+        5.0,
+        min=0.0,
+        max=100.0,
+    )
+    stuck_seconds: float = option(
+        "how long ranks must wait before the job counts as stuck (or a rank as the one the others wait for)",
+        120.0,
+        min=0.0,
+    )
+    straggler_ratio: float = option(
+        "straggler: a rank whose SM activity (or power) is below this fraction of the job's median",
+        0.5,
+        min=0.0,
+        max=1.0,
+    )
+    straggler_busy_util: float = option(
+        "straggler: only while the other ranks' median GPU utilization (and SM activity, with GPM) is "
+        "at least this percent",
+        50.0,
+        min=0.0,
+        max=100.0,
+    )
+    straggler_seconds: float = option("straggler: held this long", 60.0, min=0.0)
+
+
+# --------------------------------------------------------------------------------------
+# Reports
+# --------------------------------------------------------------------------------------
+
+WAITING = ("spinning", "blocked")
+ABNORMAL = ("stopped", "disk", "zombie")
+"""States a rank cannot leave by itself: each names the culprit, however many there are."""
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHealth:
+    """One GPU showing the spinning signature."""
+
+    gpu: int
+    certain: bool
+    """True where GPM tells a spinning kernel from tiny kernels; False without GPM."""
+    since: float
+    """When the signature began (the snapshots' time)."""
+    seconds: float
+    waiting: bool
+    """Held for `spin_seconds` at least: the finding to show."""
+    short: str
+    evidence: str
+    idle_power_max: float | None = None
+    """The highest power that counts as idle on this GPU now (watts)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RankHealth:
+    """One rank (one GPU process of a job) side by side with the others."""
+
+    pid: int
+    create_time: float | None
+    gpu: int
+    """Its GPU (the lowest index where it holds several: `gpus`)."""
+    gpus: tuple[int, ...]
+    rank: int | None
+    """From its environment (RANK...) or command line (`--rank N`); None where neither says."""
+    util: float | None
+    """Its GPU's utilization, percent (NVML)."""
+    sm: float | None
+    """Its GPU's SM activity, percent (GPM)."""
+    tensor: float | None
+    memory: int | None
+    """Bytes of GPU memory the process holds."""
+    power: float | None
+    """Its GPU's power, watts."""
+    state: str | None
+    cpu_percent: float | None
+    state_since: float | None
+    """When gputui first saw it in `state` (None when the state is unknown)."""
+    condition: str
+    """"spinning", "blocked", "stopped", "disk", "zombie", "computing" or "unknown"."""
+    waiting_since: float | None
+    """When it began waiting (spinning or blocked), continuously; None when not waiting."""
+    exited_at: float | None = None
+    """For a rank that has gone: the first tick it was missing."""
+
+    @property
+    def who(self) -> str:
+        r = f"rank {self.rank} " if self.rank is not None else ""
+        return f"{r}(PID {self.pid}, GPU {self.gpu})" if r else f"PID {self.pid} (GPU {self.gpu})"
+
+
+@dataclass(frozen=True, slots=True)
+class JobVerdict:
+    kind: str
+    """"stuck", "culprit", "exited" or "straggler"."""
+    short: str
+    """One line: "rank 1 (PID 457, GPU 0) is the one the others wait for"."""
+    why: str
+    """The evidence, with its numbers."""
+    since: float | None
+    pids: tuple[int, ...] = ()
+    """The ranks it names (none for "stuck")."""
+
+
+@dataclass(frozen=True, slots=True)
+class JobHealth:
+    key: tuple[str, ...]
+    """("launcher", "455"), or (kind, id, step) of a Slurm job step or a pod."""
+    launcher: int | None
+    ranks: tuple[RankHealth, ...]
+    exited: tuple[RankHealth, ...]
+    verdict: JobVerdict | None
+    energy: JobEnergy | None = None
+    """Energy of the GPUs it holds alone since gputui first saw it (gputui/telemetry/job_energy.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class HealthReport:
+    timestamp: float
+    gpus: dict[int, GpuHealth]
+    """GPUs showing the spinning signature (`waiting` once held long enough)."""
+    jobs: tuple[JobHealth, ...]
+    """Jobs of two ranks or more."""
+
+    def job_of(self, pid: int) -> JobHealth | None:
+        return next((j for j in self.jobs if any(r.pid == pid for r in j.ranks)), None)

@@ -1,0 +1,466 @@
+"""Live telemetry from NVML (through `query.Nvml.query`) and psutil.
+
+`NvmlSource` reads the static facts once (`static.py`), samples the cheap counters every
+tick (here), and runs the expensive queries (PCIe throughput, per-process utilization,
+energy: `slow.py`) on a slower thread of their own so they never stall a tick; Xid events
+are watched on a third (`events.py`).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from gputui.telemetry.host.procfs import host_sampler
+from gputui.telemetry.metric_types import NvmlRead
+from gputui.telemetry.metrics import NVML_READS
+from gputui.telemetry.model import (
+    DeviceInfo,
+    GpuProcess,
+    GpuSample,
+    MachineInfo,
+    Snapshot,
+    SystemInfo,
+    Topology,
+)
+from gputui.telemetry.nvml.events import XidWatch
+from gputui.telemetry.nvml.gpm import GpmSampler
+from gputui.telemetry.nvml.query import (
+    _ARCHITECTURE_CODES,
+    _INVALID_ID,
+    GpuLost,
+    Nvml,
+    _text,
+    counter_rate,
+    cpulist,
+    explain_nvml_failure,
+    field_int,
+    memory_info,
+)
+from gputui.telemetry.nvml.slow import (
+    RARE_EVERY,
+    NvLinkCounters,
+    SlowFields,
+    SlowValues,
+    mig_devices,
+    nvlink_throughput,
+    process_utilization,
+)
+from gputui.telemetry.nvml.static import read_device_infos
+from gputui.telemetry.nvml.topology import read_topology
+
+if TYPE_CHECKING:
+    from gputui.telemetry.host.processes import ProcessInspector
+
+
+__all__ = [  # with what callers know from here: query's names
+    "RARE_EVERY",
+    "GpuLost",
+    "Nvml",
+    "NvmlSource",
+    "SlowFields",
+    "counter_rate",
+    "cpulist",
+    "explain_nvml_failure",
+    "field_int",
+]
+
+PREFETCHED_MAX_AGE_S = 1.0
+"""The prefetched first sample is shown only while younger than this (else sampled anew)."""
+
+
+class NvmlSource:
+    """Live telemetry from NVML and psutil.
+
+    `open()` never raises for NVML problems: when NVML cannot be used the source still
+    samples the host, and `MachineInfo.system.nvml_problem` says why there are no GPUs.
+    """
+
+    live = True
+    local_processes = True
+    seekable: None = None
+    """Live data: nothing to seek."""
+
+    def __init__(
+        self,
+        slow_interval: float = 2.0,
+        nvml: Nvml | None = None,
+        *,
+        slow: bool = True,
+        enrich_processes: bool = True,
+        static: Iterable[str] | None = None,
+    ) -> None:
+        """`slow=False`: no slow-cadence thread (PCIe throughput, energy and per-process
+        utilization stay None) — for one-shot readers that don't need them, since that
+        thread's 20 ms PCIe calls hold NVML while they run.  `enrich_processes=False`:
+        processes carry only what NVML says (no psutil facts).  `static`: the DeviceInfo
+        facts to read besides index, name, UUID and bus id (default: all of them)."""
+        self.label = "live"
+        self.slow_interval = slow_interval
+        self._slow_enabled = slow
+        self._enrich = enrich_processes
+        self._static = None if static is None else frozenset(static)
+        self._nvml = nvml
+        self._handles: list[Any] = []
+        self._devices: tuple[DeviceInfo, ...] = ()
+        self._lost: set[int] = set()
+        self._slow: dict[int, SlowValues] = {}
+        self._slow_lock = threading.Lock()
+        self._nvlink_counters: dict[int, NvLinkCounters] = {}
+        self._no_field: set[tuple[int, int]] = set()
+        """(GPU, field id) of field values the GPU answered with an error: not asked again."""
+        self._xid_watch: XidWatch | None = None
+        """Xid events of every GPU, counted on `_event_thread` (see events.py)."""
+        self._event_thread: threading.Thread | None = None
+        self._mig_enabled: set[int] = set()
+        """GPUs in MIG mode: NVML measures no per-process utilization there."""
+        self._slow_thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._host = host_sampler()
+        self._procs: ProcessInspector | None = None
+        """psutil's view of the processes, made when first needed (psutil costs a one-shot
+        reader 13-47 ms to import)."""
+        self._seq = 0
+        self.info: MachineInfo | None = None
+        self._prefetch: threading.Thread | None = None
+        self._first: Snapshot | None = None
+        """The sample the prefetch thread took (see `prefetch`)."""
+        self.slow_cost: float | None = None
+        """Seconds the last full slow-cadence pass took (all GPUs)."""
+        self.slow_passes = 0
+        """Slow-cadence passes done (GPM needs two for its first window)."""
+        self.gpm: GpmSampler | None = None
+        """GPM activity (SM, tensor cores, DRAM), sampled on the slow cadence."""
+
+    # ---- static ----------------------------------------------------------------------
+
+    def prefetch(self) -> None:
+        """Start opening NVML and taking the first sample on a thread, e.g. while the UI's
+        modules load (nvmlInit and the static queries are C calls that release the GIL);
+        `take_ready` hands them over, and the next `open()` waits for them."""
+        if self._prefetch is not None or self.info is not None:
+            return
+        self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
+        self._prefetch.start()
+
+    def _open_and_sample(self) -> None:
+        """The prefetch thread: open, then take the first sample too (its NVML and /proc
+        reads also overlap with the imports), which the first `sample()` hands out while
+        it is younger than PREFETCHED_MAX_AGE_S."""
+        self._open()
+        try:
+            self._first = self.sample()
+        except Exception:  # the poller's own first sample says what is wrong
+            self._first = None
+
+    def take_ready(self) -> tuple[MachineInfo, Snapshot] | None:
+        """The static facts and the prefetched first sample, if the prefetch has finished
+        and the sample is still fresh; else None (see `source.take_ready`).  Never blocks:
+        the UI thread calls it at mount."""
+        thread = self._prefetch
+        if thread is None or thread.is_alive():
+            return None
+        thread.join()  # (finished: returns at once)
+        self._prefetch = None
+        info, first, self._first = self.info, self._first, None
+        if info is None or first is None or time.time() - first.timestamp >= PREFETCHED_MAX_AGE_S:
+            return None
+        self._seq = max(self._seq, first.seq)  # (this process's own samples follow it)
+        return info, first
+
+    def open(self) -> MachineInfo:
+        if self._prefetch is not None:
+            self._prefetch.join()
+            self._prefetch = None
+        if self.info is not None:
+            return self.info
+        return self._open()
+
+    def _open(self) -> MachineInfo:
+        hostname = os.uname().nodename  # (no `socket` import just for this)
+        try:
+            if self._nvml is None:
+                self._nvml = Nvml()
+            self._nvml.init()
+        except Exception as exc:  # ImportError or any NVMLError subclass
+            self._nvml = None
+            self.info = MachineInfo(SystemInfo(hostname, nvml_problem=explain_nvml_failure(exc)))
+            return self.info
+        q = self._nvml.query
+        cuda = q("nvmlSystemGetCudaDriverVersion")
+        count = q("nvmlDeviceGetCount") or 0
+        system = SystemInfo(
+            hostname=hostname,
+            driver_version=_text(q("nvmlSystemGetDriverVersion")),
+            cuda_driver_version=f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None,
+            nvml_version=_text(q("nvmlSystemGetNVMLVersion")),
+            device_count=count,
+        )
+        for i in range(count):
+            handle = q("nvmlDeviceGetHandleByIndex", i, device=i)
+            self._handles.append(handle)
+            self._slow[i] = SlowValues()
+        devices = read_device_infos(self._nvml, self._handles, self._static, self._lost)
+        self._devices = tuple(devices)
+        self._mig_enabled = {d.index for d in devices if d.mig_mode}
+        self.info = MachineInfo(system, self._devices)
+        if self._slow_enabled:
+            self.gpm = GpmSampler(self._nvml)
+            self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
+            self._slow_thread.start()
+            self._xid_watch = XidWatch(self._nvml, self._handles, self._lost, self._stop)
+            self._event_thread = threading.Thread(
+                target=self._xid_watch.run, name="gputui-nvml-events", daemon=True
+            )
+            self._event_thread.start()
+        return self.info
+
+    def read_topology(self) -> Topology | None:
+        """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
+        if self._nvml is None or not self._handles:
+            return None
+        return read_topology(self._nvml, self._handles, self._lost)
+
+    # ---- every tick ------------------------------------------------------------------
+
+    def sample(self) -> Snapshot:
+        first, self._first = self._first, None
+        if first is not None and time.time() - first.timestamp < PREFETCHED_MAX_AGE_S:
+            return first
+        t0 = time.perf_counter()
+        now = time.time()
+        gpus: list[GpuSample] = []
+        raw_procs: list[GpuProcess] = []
+        for i, h in enumerate(self._handles):
+            if i in self._lost or h is None:
+                gpus.append(GpuSample(index=i, lost=True))
+                continue
+            try:
+                gpus.append(self._gpu_sample(i, h))
+                raw_procs.extend(self._gpu_processes(i, h))
+            except GpuLost:
+                self._lost.add(i)
+                gpus.append(GpuSample(index=i, lost=True))
+        processes = raw_procs
+        if self._enrich:
+            if self._procs is None:
+                from gputui.telemetry.host.processes import ProcessInspector
+
+                self._procs = ProcessInspector()
+            processes = self._procs.enrich(raw_procs, now)
+        host = self._host.sample()
+        self._seq += 1
+        return Snapshot(
+            seq=self._seq,
+            timestamp=now,
+            gpus=tuple(gpus),
+            processes=tuple(processes),
+            host=host,
+            launchers=self._procs.launchers if self._enrich and self._procs is not None else (),
+            sample_cost=time.perf_counter() - t0,
+        )
+
+    def _gpu_sample(self, i: int, h: Any) -> GpuSample:
+        nv = self._nvml
+        assert nv is not None
+
+        def q(fn: str, *args: Any) -> Any:
+            return nv.query(fn, h, *args, device=i)
+
+        values = self._reads(i, h, NVML_READS["tick"])
+        with self._slow_lock:
+            slow = self._slow.get(i)
+            slow_fields = SlowFields(**slow.fields) if slow else SlowFields()
+        xid = self._xid_watch.get(i) if self._xid_watch is not None else None
+        if xid is not None:
+            slow_fields["xid_count"], slow_fields["xid_last"] = xid
+        return GpuSample(index=i, **values, **slow_fields)
+
+    def _reads(self, i: int, h: Any, reads: Iterable[tuple[str, NvmlRead]]) -> dict[str, Any]:
+        """field -> value for the registry's reads of one cadence (metrics.NVML_READS); each
+        NVML call once, whatever number of fields read a part of it."""
+        nv = self._nvml
+        assert nv is not None
+        lib = nv.lib
+        calls: dict[tuple[str, tuple[Any, ...]], Any] = {}
+        out: dict[str, Any] = {}
+        for name, r in reads:
+            if r.field_id is not None:
+                out[name] = self._field_value(i, h, r.field_id)
+                continue
+            args = tuple(getattr(lib, a) if isinstance(a, str) else a for a in r.args)
+            key = (r.fn, args)
+            if key not in calls:
+                if r.fn == "nvmlDeviceGetMemoryInfo":
+                    value = memory_info(nv, i, h)
+                else:
+                    value = nv.query(r.fn, h, *args, device=i)
+                    if value is None and r.fallback:
+                        value = nv.query(r.fallback, h, *args, device=i)
+                calls[key] = value
+            value = calls[key]
+            if value is not None and r.part is not None:
+                value = value[r.part] if isinstance(r.part, int) else getattr(value, r.part, None)
+            out[name] = value if value is None or r.convert is None else r.convert(value)
+        return out
+
+    def _field_value(self, i: int, h: Any, field_id: int) -> int | None:
+        """One integer of nvmlDeviceGetFieldValues; a field the GPU reports an error for is
+        not asked again (the call itself remembers Not Supported in `Nvml.query`)."""
+        nv = self._nvml
+        assert nv is not None
+        if (i, field_id) in self._no_field:
+            return None
+        values = nv.query("nvmlDeviceGetFieldValues", h, [field_id], device=i)
+        value = field_int(values[0]) if values else None
+        if value is None and values:
+            self._no_field.add((i, field_id))
+        return value
+
+    def _gpu_processes(self, i: int, h: Any) -> list[GpuProcess]:
+        nv = self._nvml
+        assert nv is not None
+        merged: dict[int, dict[str, Any]] = {}
+        for fn, kind in (
+            ("nvmlDeviceGetComputeRunningProcesses", "C"),
+            ("nvmlDeviceGetGraphicsRunningProcesses", "G"),
+            ("nvmlDeviceGetMPSComputeRunningProcesses", "M"),
+        ):
+            for p in nv.query(fn, h, device=i) or ():
+                entry = merged.setdefault(p.pid, {"kinds": [], "mem": None, "gi": None, "ci": None})
+                if kind not in entry["kinds"]:
+                    entry["kinds"].append(kind)
+                mem = getattr(p, "usedGpuMemory", None)
+                if mem is not None:
+                    entry["mem"] = max(entry["mem"] or 0, mem)
+                gi = getattr(p, "gpuInstanceId", _INVALID_ID)
+                ci = getattr(p, "computeInstanceId", _INVALID_ID)
+                entry["gi"] = None if gi in (None, _INVALID_ID) else gi
+                entry["ci"] = None if ci in (None, _INVALID_ID) else ci
+        with self._slow_lock:
+            slow = self._slow.get(i)
+            util = dict(slow.proc_util) if slow else {}
+        out = []
+        for pid, e in merged.items():
+            kinds = e["kinds"]
+            kind = "C+G" if "G" in kinds and len(kinds) > 1 else kinds[0]
+            # before the first slow pass there is no sample window yet: unknown, not 0; and
+            # on a MIG-enabled GPU NVML measures no per-process utilization at all
+            sampled = slow is not None and slow.last_seen_us > 0 and i not in self._mig_enabled
+            sm, mu, enc, dec = util.get(pid, (0, 0, 0, 0)) if sampled else (None,) * 4
+            out.append(
+                GpuProcess(
+                    gpu_index=i,
+                    pid=pid,
+                    type=kind,
+                    gpu_memory=e["mem"],
+                    sm_util=sm,
+                    mem_util=mu,
+                    enc_util=enc,
+                    dec_util=dec,
+                    gpu_instance_id=e["gi"],
+                    compute_instance_id=e["ci"],
+                )
+            )
+        return out
+
+    # ---- slow cadence ----------------------------------------------------------------
+
+    def _slow_loop(self) -> None:
+        """PCIe throughput (a 20 ms sampling window each way), per-process utilization and
+        energy, one GPU at a time so the fast tick's calls interleave with them."""
+        while not self._stop.is_set():
+            t0 = time.perf_counter()
+            for i, h in enumerate(self._handles):
+                if self._stop.is_set():
+                    return
+                if i in self._lost or h is None:
+                    continue
+                try:
+                    values = self._slow_sample(i, h)
+                except GpuLost:
+                    self._lost.add(i)
+                    continue
+                with self._slow_lock:
+                    self._slow[i] = values
+            self.slow_cost = time.perf_counter() - t0
+            self.slow_passes += 1
+            self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
+
+    def gpm_window_pending(self) -> bool:
+        """After a slow pass: whether a GPU awaits its first GPM window (GPM took a sample
+        there and gave no reason why not; the next pass closes the window)."""
+        with self._slow_lock:
+            return any(
+                "gpm" in v.fields and v.fields["gpm"] is None
+                for i, v in self._slow.items()
+                if i not in self._lost
+            )
+
+    def _slow_sample(self, i: int, h: Any) -> SlowValues:
+        nv = self._nvml
+        assert nv is not None
+
+        def q(fn: str, *args: Any) -> Any:
+            return nv.query(fn, h, *args, device=i)
+
+        with self._slow_lock:
+            prev = self._slow.get(i) or SlowValues()
+        now_us = int(time.time() * 1e6)
+        since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
+        samples = q("nvmlDeviceGetProcessUtilization", since) or ()
+        util = process_utilization(samples, since)
+        counters = self._nvlink_counters.setdefault(i, NvLinkCounters())
+        nvl_rx, nvl_tx, link_rx, link_tx = nvlink_throughput(nv, i, h, counters)
+        fields = SlowFields(**self._reads(i, h, NVML_READS["slow"]))  # type: ignore[typeddict-item]
+        found = mig_devices(nv, i, h)  # (None: not in MIG mode)
+        if found is None:
+            self._mig_enabled.discard(i)
+        else:
+            self._mig_enabled.add(i)
+        mig = found or ()
+        fields.update(
+            {
+                "nvlink_rx": nvl_rx,
+                "nvlink_tx": nvl_tx,
+                "nvlink_link_rx": link_rx,
+                "nvlink_link_tx": link_tx,
+                "mig_devices": mig,
+            }
+        )
+        rare = prev.rare
+        if rare is None or self.slow_passes % RARE_EVERY == 0:
+            rare = SlowFields(**self._reads(i, h, NVML_READS["rare"]))  # type: ignore[typeddict-item]
+        fields.update(rare)  # (between their passes, the last values stand)
+        if self.gpm is not None:
+            dev = self._devices[i] if i < len(self._devices) else None
+            arch = dev.architecture if dev else None
+            fields["gpm"] = self.gpm.sample(
+                i,
+                h,
+                architecture=arch,
+                arch_code=_ARCHITECTURE_CODES.get(arch or ""),
+                mig_instances=(
+                    tuple(sorted({m.gpu_instance_id for m in mig if m.gpu_instance_id is not None}))
+                    if i in self._mig_enabled
+                    else None
+                ),
+            )
+        return SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=now_us)
+
+    def notes(self) -> list[str]:
+        return self._nvml.notes if self._nvml else []
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._slow_thread is not None:
+            self._slow_thread.join(timeout=2)
+        if self._event_thread is not None:
+            self._event_thread.join(timeout=2)  # it wakes every EVENT_WAIT_MS
+        if self.gpm is not None and (self._slow_thread is None or not self._slow_thread.is_alive()):
+            self.gpm.close()
+        if self._nvml is not None:
+            self._nvml.shutdown()
