@@ -7,9 +7,7 @@ here imports torch: the monitor process never initialises CUDA.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import socket
 import textwrap
 import time
@@ -39,6 +37,7 @@ from gputui.diag.verdicts import (
     stress_only_report,
     stress_table,
 )
+from gputui.safefile import save_new
 from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.panes import Pane
@@ -702,45 +701,5 @@ def save_report(
 
 
 def _save_pair(folder: Path, stem: str, texts: dict[str, str]) -> tuple[Path, Path]:
-    temps = {ext: _private_temp(folder, text) for ext, text in texts.items()}
-    try:
-        for n in range(1, 100):
-            name = stem if n == 1 else f"{stem}-{n}"
-            placed: list[Path] = []
-            try:
-                for ext, temp in temps.items():
-                    target = folder / f"{name}{ext}"
-                    os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there
-                    placed.append(target)
-            except FileExistsError:
-                for target in placed:
-                    target.unlink()
-                continue
-            md, js = (folder / f"{name}{ext}" for ext in texts)
-            return md.resolve(), js.resolve()
-        raise FileExistsError(f"{folder / stem}: 99 reports of this second already")
-    finally:
-        for temp in temps.values():
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-
-
-def _private_temp(folder: Path, text: str) -> Path:
-    """A new file in `folder` holding `text`, readable by its owner only."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    path = folder / f".gputui-diag-{secrets.token_hex(8)}.tmp"
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            fd = -1
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    return path
+    md, js = save_new(folder, stem, texts)  # gputui.safefile: 0600, never follows a planted link
+    return md, js
