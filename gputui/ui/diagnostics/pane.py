@@ -28,6 +28,7 @@ from textual.widgets.option_list import Option
 
 from gputui.diag.interpreters import Interpreter, default_interpreter, find_interpreters
 from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
+from gputui.diag.target import Target
 from gputui.diag.verdicts import (
     EXIT_CODES,
     Diagnosis,
@@ -193,6 +194,7 @@ class DiagHeader(LineWidget):
                 (fit(clean(p.python), max(10, width - 10 - len(label))), S.value),
                 (label, S.dim),
             ],
+            *[[(fit(clean(t), width), S.dim)] for t in (p.target.header() if p.target else ())],
             summary_line(p.diagnosis, p.running, p.phase, p.elapsed()),
         ]
         if not p.running:
@@ -445,6 +447,11 @@ class DiagnosticsPane(Pane):
         """The interpreter diagnosed.  In a browser session of `gputui serve` only serve's
         command line chooses it (the page may neither pick nor type one)."""
         self.python_label = _label_for(self.python)
+        self.target: Target | None = None
+        """Which interpreter and environment the last `g` chose (gputui.ui.diagnostics.choose):
+        its interpreter, why, and the process's environment; None before the first."""
+        self.picked = False
+        """The interpreter was chosen with `e`: `g` with no process selected keeps it."""
         self.diagnosis: Diagnosis | None = None
         self.session: DiagnosisSession | None = None
         self.phase: str | None = None
@@ -517,10 +524,13 @@ class DiagnosticsPane(Pane):
 
     # ---- the diagnosis ---------------------------------------------------------------
 
-    def start_diagnosis(self) -> None:
+    def start_diagnosis(self, target: Target | None = None) -> None:
         if self.running:
             self.app.notify("A diagnosis is already running (x cancels it)", timeout=3)
             return
+        if target is not None:
+            self.target = target
+            self.python, self.python_label = target.python, ""
         self._generation += 1
         gen = self._generation
         self.saved = None
@@ -532,6 +542,7 @@ class DiagnosticsPane(Pane):
             self.python,
             timeout=self.timeout,
             env_overrides=self.env_overrides,
+            base_env=self.target.env if self.target is not None else None,
             on_finding=lambda f: self.post_message(FindingArrived(f, gen)),
             on_phase=lambda t: self.post_message(PhaseChanged(t, gen)),
             on_done=lambda d: self.post_message(DiagnosisDone(d, gen)),
@@ -622,7 +633,7 @@ class DiagnosticsPane(Pane):
 
         def chosen(path: str | None) -> None:
             if path:
-                self.python = path
+                self.python, self.target, self.picked = path, None, True
                 self.python_label = _label_for(path, candidates)
                 self.refresh_header()
                 self.start_diagnosis()
