@@ -69,7 +69,8 @@ def test_the_overview_names_the_stopped_rank_and_the_alert_uses_the_health_confi
             line = next(s for s in screen_lines(app) if VERDICT in s)
             assert "job of launcher PID 1013" in line and "J: job view" in line
             # the job_stuck alert read [health] stuck_seconds = 30 (the default 120 never fires here)
-            assert any(a.kind == "job_stuck" for a in app.hub.active_alerts().values())
+            (alert,) = [a for a in app.hub.active_alerts().values() if a.kind == "job_stuck"]
+            assert alert.threshold == 30 and alert.pid == 1200  # the alert says the threshold it used
             assert app.hub.health_report() is not None
 
     run(go())
