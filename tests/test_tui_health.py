@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import FIXTURES, FROZEN, replay_app, run_to_tick, screen_lines, wait_for
-from gpu_children import ReplayOntoChildren, children, start_child  # noqa: F401 (fixture)
+from gpu_children import ReplayOntoChildren, start_child, stop
 from stacks_support import WAIT_LINE, py_spy_children, start_waiter, wait_state, write_child
 
 from gputui.config import Config
@@ -38,6 +38,14 @@ REAL = replace(Config(), health=HealthConfig(spin_seconds=30, stuck_seconds=30))
 VERDICT = "stuck: rank 1 (PID 1200, GPU 0) is the one the others wait for"
 SPIN_PID = 705
 """The spinning process of spin.jsonl.gz (listed from tick 12 on: the load starts 5 s in)."""
+
+
+@pytest.fixture
+def children():
+    """The children a test starts: killed and reaped at its end."""
+    started: list = []
+    yield started
+    stop(started)
 
 
 def run(coro) -> None:
@@ -237,14 +245,14 @@ def test_stacks_say_plainly_why_one_is_missing(can_dump, script, children, monke
             await run_to_tick(pilot, 12)
             await into_list(pilot)
             await pilot.press("P")
-            await wait_for(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen.done, timeout=60)
+            await wait_for(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen.done, 60)
             await pilot.pause()
             assert "stopped" in text(app)
             await pilot.press("escape")
             monkeypatch.setattr(StacksScreen, "py_spy", None)  # a machine without py-spy
             os.kill(kid.pid, signal.SIGCONT)
             await pilot.press("P")
-            await wait_for(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen.done, timeout=60)
+            await wait_for(pilot, lambda: isinstance(app.screen, StacksScreen) and app.screen.done, 60)
             await pilot.pause()
             assert "py-spy is not installed" in text(app) and "pip install 'gputui[stacks]'" in text(app)
 
@@ -284,6 +292,7 @@ async def select(pilot, pid: int) -> None:
 
 def test_g_on_a_live_process_diagnoses_its_interpreter_with_its_environment(children) -> None:
     kid = start_child("diagpid", env={**os.environ, "CUDA_VISIBLE_DEVICES": "bogus-26"})
+    children.append(kid)
 
     async def go():
         app = live_app({SPIN_PID: kid.pid})
@@ -304,6 +313,7 @@ def test_g_on_a_live_process_diagnoses_its_interpreter_with_its_environment(chil
 
 def test_g_in_a_serve_session_never_diagnoses_the_selected_process(children) -> None:
     kid = start_child("servepid")
+    children.append(kid)
 
     async def go():
         app = live_app({SPIN_PID: kid.pid}, serve_session=True, diag_python=sys.executable)
