@@ -113,7 +113,7 @@ class GpuTuiApp(BaseApp[int]):
             "g",
             "diagnose",
             "Diagnose",
-            tooltip="Diagnose CUDA/cuDNN/NCCL in the selected process's Python and environment",
+            tooltip="Diagnose CUDA/cuDNN/NCCL: the selected process's Python",
         ),
         *tab_bindings(PANES),
     ]

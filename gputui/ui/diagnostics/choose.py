@@ -55,8 +55,11 @@ def _busiest(app: GpuTuiApp) -> int | None:
     return max(procs, key=lambda p: p.gpu_memory or 0).pid if procs else None
 
 
-def choose(app: GpuTuiApp, pane: DiagnosticsPane | None, row: ProcessRow | None) -> tuple[Target, str | None]:
-    """The target, and a note to show when the selection was not used (None: nothing to say)."""
+def choose(
+    app: GpuTuiApp, pane: DiagnosticsPane | None, row: ProcessRow | None
+) -> tuple[Target | None, str | None]:
+    """The target (None: the interpreter chosen with `e`, as the header already shows it), and
+    a note to show when the selection was not used (None: nothing to say)."""
     ctx = app.context
     if ctx.serve_session or ctx.diag_python:
         python = ctx.diag_python or (pane.python if pane is not None else None)
@@ -82,7 +85,7 @@ def choose(app: GpuTuiApp, pane: DiagnosticsPane | None, row: ProcessRow | None)
         if pane.target is not None and app.current_pane() is pane:
             return pane.target, None  # g on the Diagnostics tab: the same again
         if pane.picked:
-            return Target(pane.python, "chosen with e"), None
+            return None, None
     target = default_target(_busiest(app))
     if note is not None:
         target.notes.insert(0, note)
