@@ -194,9 +194,10 @@ class DiagHeader(LineWidget):
                 (fit(clean(p.python), max(10, width - 10 - len(label))), S.value),
                 (label, S.dim),
             ],
-            *[[(fit(clean(t), width), S.dim)] for t in (p.target.header() if p.target else ())],
-            summary_line(p.diagnosis, p.running, p.phase, p.elapsed()),
         ]
+        told = p.target.header() if p.target else []
+        target: list[Line] = [[(fit(clean(t), width), S.dim)] for t in told]
+        lines += [*target, summary_line(p.diagnosis, p.running, p.phase, p.elapsed())]
         if not p.running:
             lines += primary_lines(p.diagnosis, width)
         if p.saved:
