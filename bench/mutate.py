@@ -1221,6 +1221,46 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_export_health.py",),
         "a hostile job id goes into the gputui_job_stuck label raw",
     ),
+    Mutation(
+        "tui-stacks-in-replay",
+        "gputui/ui/processes/job_view.py",
+        "    if plist.signals_possible:  # this machine's processes (read-only and serve sessions too)",
+        "    if True:",
+        ("tests/test_tui_health.py",),
+        "P in a replay runs py-spy on whatever local process has a recorded PID",
+    ),
+    Mutation(
+        "tui-serve-g-diagnoses-the-process",
+        "gputui/ui/diagnostics/choose.py",
+        "    if ctx.serve_session or ctx.diag_python:",
+        "    if False:",
+        ("tests/test_tui_health.py",),
+        "g in a serve session runs the interpreter of the process the browser selected",
+    ),
+    Mutation(
+        "tui-replay-g-diagnoses-a-local-pid",
+        "gputui/ui/diagnostics/choose.py",
+        "        if not ctx.sources.local_processes:",
+        "        if False:",
+        ("tests/test_tui_health.py",),
+        "g on a replay's process diagnoses whatever local process has that PID",
+    ),
+    Mutation(
+        "tui-verdict-not-shown",
+        "gputui/ui/processes/process_list.py",
+        "        lines += verdict_lines(self.hub.health_report(), pids, width)",
+        "        pass",
+        ("tests/test_tui_health.py",),
+        "the Overview's process list does not say which rank the job waits for",
+    ),
+    Mutation(
+        "tui-alerts-without-health-config",
+        "gputui/ui/app.py",
+        "            alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),",
+        "            alerts=AlertEngine(self.config.alerts, self.config.hints),",
+        ("tests/test_tui_health.py",),
+        "the TUI's job_stuck alert ignores [health] (its threshold is the default's)",
+    ),
 ]
 
 

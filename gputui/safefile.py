@@ -35,6 +35,7 @@ import os
 import pwd
 import secrets
 import stat
+from pathlib import Path
 
 from gputui.untrusted import escaped
 
@@ -268,3 +269,61 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=walk.fd)
             raise
+
+
+# --------------------------------------------------------------------------------------
+# New files under a predictable name (a saved report): never replace or follow anything
+# --------------------------------------------------------------------------------------
+
+
+def save_new(folder: str | os.PathLike[str], stem: str, texts: dict[str, str]) -> list[Path]:
+    """Write each of `texts` ({".md": ..., ".json": ...}) as `folder/stem + ext`, mode 0600;
+    returns the paths (resolved), in the order of `texts`.
+
+    The name is predictable, so another user could plant a link there: each text is written
+    to a new temporary file (O_CREAT | O_EXCL | O_NOFOLLOW, mode 0600), then linked to its
+    name, which fails rather than replace anything there (a link is never followed); a taken
+    name gets a "-2", "-3"... suffix (all the texts share one).  Nothing half-written ever
+    appears under the final name."""
+    base = Path(folder)
+    temps = {ext: _private_temp(base, text) for ext, text in texts.items()}
+    try:
+        for n in range(1, 100):
+            name = stem if n == 1 else f"{stem}-{n}"
+            placed: list[Path] = []
+            try:
+                for ext, temp in temps.items():
+                    target = base / f"{name}{ext}"
+                    os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there
+                    placed.append(target)
+            except FileExistsError:
+                for target in placed:
+                    target.unlink()
+                continue
+            return [p.resolve() for p in placed]
+        raise FileExistsError(f"{base / stem}: 99 files of this name already")
+    finally:
+        for temp in temps.values():
+            with contextlib.suppress(OSError):
+                os.unlink(temp)
+
+
+def _private_temp(folder: Path, text: str) -> Path:
+    """A new file in `folder` holding `text`, readable by its owner only."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    path = folder / f".gputui-{secrets.token_hex(8)}.tmp"
+    fd = os.open(path, flags, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # whatever the umask
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            fd = -1
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        if fd >= 0:
+            os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(path)
+        raise
+    return path

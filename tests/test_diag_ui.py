@@ -30,6 +30,7 @@ def test_g_opens_the_tab_and_streams_rows_in():
         async with app.run_test(size=(120, 40)) as pilot:
             pane = await app.load_pane("diagnostics")
             pane.python = python
+            pane.picked = True  # as chosen with e (g with nothing selected keeps it)
             await pilot.press("g")
             assert app.query_one("ContentSwitcher").current == "diagnostics"
             # (that rows stream in while the child runs is proven where the child hangs, in
@@ -64,6 +65,7 @@ def test_cancel_kills_a_hung_diagnosis(tmp_path):
         async with app.run_test(size=(120, 40)) as pilot:
             pane = await app.load_pane("diagnostics")
             pane.python = bare
+            pane.picked = True  # as chosen with e (g with nothing selected keeps it)
             pane.env_overrides = {"PYTHONPATH": str(site)}
             await pilot.press("g")
             await wait_for(pilot, lambda: pane.phase == "import torch", timeout=60)
@@ -116,6 +118,7 @@ def test_w_saves_markdown_and_json(tmp_path):
         async with app.run_test(size=(120, 40)) as pilot:
             pane = await app.load_pane("diagnostics")
             pane.python = bare
+            pane.picked = True  # as chosen with e (g with nothing selected keeps it)
             pane.report_dir = tmp_path
             await pilot.press("g")
             await wait_for(pilot, lambda: pane.diagnosis.child, timeout=60)
@@ -143,6 +146,7 @@ def test_stress_from_the_tab_shows_progress_table_and_saves(tmp_path):
             await pilot.press("4")
             pane = await app.load_pane("diagnostics")
             pane.python = python
+            pane.picked = True  # as chosen with e (g with nothing selected keeps it)
             pane.stress_duration = 1
             pane.stress_args = STRESS_QUICK
             pane.report_dir = tmp_path
@@ -177,6 +181,7 @@ def test_stress_cancel_from_the_tab_leaves_no_process():
             await pilot.press("4")
             pane = await app.load_pane("diagnostics")
             pane.python = python
+            pane.picked = True  # as chosen with e (g with nothing selected keeps it)
             pane.stress_duration = 600
             pane.stress_args = STRESS_QUICK
             await pilot.press("b")

@@ -8,20 +8,20 @@ import importlib
 import signal
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.filter import LineFilter, Monochrome, NoColor
-from textual.message import Message
 from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.serve.child import pipes_alive
 from gputui.state import LAYOUTS, Filters, SavedState
 from gputui.telemetry.alerts import AlertEngine
+from gputui.telemetry.health import HealthEngine
 from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
@@ -30,7 +30,7 @@ from gputui.telemetry.source import Source, take_ready
 from gputui.ui import theme
 from gputui.ui.base_app import BaseApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
-from gputui.ui.messages import ChartsChosen, OpenGpuDetail
+from gputui.ui.messages import ChartsChosen, InfoReady, OpenGpuDetail, PollerFailed, SnapshotReady
 from gputui.ui.overview.pane import OverviewPane
 from gputui.ui.overview.widgets import Banner, GpuBoard, HeaderBar
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar
@@ -41,34 +41,6 @@ from gputui.ui.widgets.footer import KeyFooter
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
-
-
-@dataclass(eq=False)
-class SnapshotReady(Message):
-    """A new tick from the poller (posted from its thread)."""
-
-    snapshot: Snapshot
-    generation: int
-    position: tuple[int, int] | None
-    """(tick, ticks) of a replay; None for live data."""
-
-    def can_replace(self, message: Message) -> bool:
-        # A UI that lags drops stale ticks instead of queueing them (history has them all).
-        return isinstance(message, SnapshotReady)
-
-
-@dataclass(eq=False)
-class InfoReady(Message):
-    """The static facts of a (new) source."""
-
-    info: MachineInfo
-    generation: int
-
-
-@dataclass(eq=False)
-class PollerFailed(Message):
-    error: BaseException
-    generation: int
 
 
 def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
@@ -137,7 +109,12 @@ class GpuTuiApp(BaseApp[int]):
         ),
         Binding("c", "cycle_layout", "Layout", tooltip="Cards when they fit / always cards / compact"),
         Binding("d", "demo", "Demo", tooltip="When no GPU is found: open the bundled recording of real GPUs"),
-        Binding("g", "diagnose", "Diagnose", tooltip="Open the Diagnostics tab and diagnose CUDA/cuDNN/NCCL"),
+        Binding(
+            "g",
+            "diagnose",
+            "Diagnose",
+            tooltip="Diagnose CUDA/cuDNN/NCCL: the selected process's Python",
+        ),
         *tab_bindings(PANES),
     ]
 
@@ -186,8 +163,10 @@ class GpuTuiApp(BaseApp[int]):
         self._theme_filters: tuple[str, list[LineFilter]] = ("", [])
         self._no_color = NoColor()
         self.interval = interval
-        self.hub = Hub(
-            alerts=AlertEngine(self.config.alerts, self.config.hints), hints=HintEngine(self.config.hints)
+        self.hub = Hub(  # the engines run on the poller's thread, in Hub.publish: never on the UI's
+            alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),
+            hints=HintEngine(self.config.hints),
+            health=HealthEngine(self.config.health),
         )
         self.poller: Poller | None = None
         self.generation = 0
@@ -530,9 +509,9 @@ class GpuTuiApp(BaseApp[int]):
         open_gpu_detail(self, message.index)
 
     async def action_diagnose(self) -> None:
-        pane = await self.load_pane("diagnostics")
-        await self.action_show_tab("diagnostics")
-        pane.start_diagnosis()  # type: ignore[attr-defined]
+        from gputui.ui.diagnostics.choose import diagnose
+
+        await diagnose(self)
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen
@@ -613,3 +592,6 @@ def kill_children(wait: float) -> None:
     runner = sys.modules.get("gputui.diag.runner")
     if runner is not None:
         runner.kill_all(wait)
+    stacks = sys.modules.get("gputui.ui.processes.stacks_view")
+    if stacks is not None:  # py-spy children of a stacks screen still dumping
+        stacks.cancel_all(wait)

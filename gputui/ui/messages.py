@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from textual.message import Message
 
+from gputui.telemetry.model import MachineInfo, Snapshot
+
 
 @dataclass(eq=False)
 class OpenGpuDetail(Message):
@@ -27,3 +29,34 @@ class ChartsChosen(Message):
     """The cards' charts were ticked (`C` on the Overview): the app remembers them."""
 
     sparklines: tuple[str, ...]
+
+
+# ---- from the poller's thread to the app -----------------------------------------------
+
+
+@dataclass(eq=False)
+class SnapshotReady(Message):
+    """A new tick from the poller (posted from its thread)."""
+
+    snapshot: Snapshot
+    generation: int
+    position: tuple[int, int] | None
+    """(tick, ticks) of a replay; None for live data."""
+
+    def can_replace(self, message: Message) -> bool:
+        # A UI that lags drops stale ticks instead of queueing them (history has them all).
+        return isinstance(message, SnapshotReady)
+
+
+@dataclass(eq=False)
+class InfoReady(Message):
+    """The static facts of a (new) source."""
+
+    info: MachineInfo
+    generation: int
+
+
+@dataclass(eq=False)
+class PollerFailed(Message):
+    error: BaseException
+    generation: int

@@ -7,9 +7,7 @@ here imports torch: the monitor process never initialises CUDA.
 
 from __future__ import annotations
 
-import contextlib
 import os
-import secrets
 import socket
 import textwrap
 import time
@@ -30,6 +28,7 @@ from textual.widgets.option_list import Option
 
 from gputui.diag.interpreters import Interpreter, default_interpreter, find_interpreters
 from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
+from gputui.diag.target import Target
 from gputui.diag.verdicts import (
     EXIT_CODES,
     Diagnosis,
@@ -39,6 +38,7 @@ from gputui.diag.verdicts import (
     stress_only_report,
     stress_table,
 )
+from gputui.safefile import save_new
 from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.panes import Pane
@@ -194,8 +194,10 @@ class DiagHeader(LineWidget):
                 (fit(clean(p.python), max(10, width - 10 - len(label))), S.value),
                 (label, S.dim),
             ],
-            summary_line(p.diagnosis, p.running, p.phase, p.elapsed()),
         ]
+        told = p.target.header() if p.target else []
+        target: list[Line] = [[(fit(clean(t), width), S.dim)] for t in told]
+        lines += [*target, summary_line(p.diagnosis, p.running, p.phase, p.elapsed())]
         if not p.running:
             lines += primary_lines(p.diagnosis, width)
         if p.saved:
@@ -446,6 +448,11 @@ class DiagnosticsPane(Pane):
         """The interpreter diagnosed.  In a browser session of `gputui serve` only serve's
         command line chooses it (the page may neither pick nor type one)."""
         self.python_label = _label_for(self.python)
+        self.target: Target | None = None
+        """Which interpreter and environment the last `g` chose (gputui.ui.diagnostics.choose):
+        its interpreter, why, and the process's environment; None before the first."""
+        self.picked = False
+        """The interpreter was chosen with `e`: `g` with no process selected keeps it."""
         self.diagnosis: Diagnosis | None = None
         self.session: DiagnosisSession | None = None
         self.phase: str | None = None
@@ -518,10 +525,13 @@ class DiagnosticsPane(Pane):
 
     # ---- the diagnosis ---------------------------------------------------------------
 
-    def start_diagnosis(self) -> None:
+    def start_diagnosis(self, target: Target | None = None) -> None:
         if self.running:
             self.app.notify("A diagnosis is already running (x cancels it)", timeout=3)
             return
+        if target is not None:
+            self.target = target
+            self.python, self.python_label = target.python, ""
         self._generation += 1
         gen = self._generation
         self.saved = None
@@ -533,6 +543,7 @@ class DiagnosticsPane(Pane):
             self.python,
             timeout=self.timeout,
             env_overrides=self.env_overrides,
+            base_env=self.target.env if self.target is not None else None,
             on_finding=lambda f: self.post_message(FindingArrived(f, gen)),
             on_phase=lambda t: self.post_message(PhaseChanged(t, gen)),
             on_done=lambda d: self.post_message(DiagnosisDone(d, gen)),
@@ -623,7 +634,7 @@ class DiagnosticsPane(Pane):
 
         def chosen(path: str | None) -> None:
             if path:
-                self.python = path
+                self.python, self.target, self.picked = path, None, True
                 self.python_label = _label_for(path, candidates)
                 self.refresh_header()
                 self.start_diagnosis()
@@ -702,45 +713,5 @@ def save_report(
 
 
 def _save_pair(folder: Path, stem: str, texts: dict[str, str]) -> tuple[Path, Path]:
-    temps = {ext: _private_temp(folder, text) for ext, text in texts.items()}
-    try:
-        for n in range(1, 100):
-            name = stem if n == 1 else f"{stem}-{n}"
-            placed: list[Path] = []
-            try:
-                for ext, temp in temps.items():
-                    target = folder / f"{name}{ext}"
-                    os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there
-                    placed.append(target)
-            except FileExistsError:
-                for target in placed:
-                    target.unlink()
-                continue
-            md, js = (folder / f"{name}{ext}" for ext in texts)
-            return md.resolve(), js.resolve()
-        raise FileExistsError(f"{folder / stem}: 99 reports of this second already")
-    finally:
-        for temp in temps.values():
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-
-
-def _private_temp(folder: Path, text: str) -> Path:
-    """A new file in `folder` holding `text`, readable by its owner only."""
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    path = folder / f".gputui-diag-{secrets.token_hex(8)}.tmp"
-    fd = os.open(path, flags, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # whatever the umask
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            fd = -1
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-    except BaseException:
-        if fd >= 0:
-            os.close(fd)
-        with contextlib.suppress(OSError):
-            os.unlink(path)
-        raise
-    return path
+    md, js = save_new(folder, stem, texts)  # gputui.safefile: 0600, never follows a planted link
+    return md, js

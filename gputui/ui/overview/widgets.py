@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import ClassVar
 
 from textual import events
@@ -13,6 +13,8 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from gputui.config import CardConfig
+from gputui.telemetry.health import HealthReport
+from gputui.telemetry.hints import Hint
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.messages import GpuSelected, OpenGpuDetail
@@ -180,7 +182,7 @@ class GpuBoard(LineWidget):
                 procs[p.gpu_index].append(p)
         history = self.hub.history
         alerts = self.hub.by_gpu_alerts()
-        hints = self.hub.hints_by_gpu()
+        hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
         with self.hub.lock:
             layout, lines = board_lines(
                 info,
@@ -335,3 +337,19 @@ class NoGpuPanel(LineWidget):
                 else:
                     body.append([(chunk, S.label)])
         return boxed(title, [], body, width)
+
+
+def with_spinning(
+    hints: Mapping[int, tuple[Hint, ...]], report: HealthReport | None
+) -> Mapping[int, tuple[Hint, ...]]:
+    """Each GPU's hints, a GPU waiting in a collective (job health's spinning signature, held
+    `[health] spin_seconds`) first: "waiting in a collective for 3 min?".  It replaces the
+    tiny-kernels hint, which the same figures give and which would be wrong."""
+    if report is None or not any(g.waiting for g in report.gpus.values()):
+        return hints
+    out = dict(hints)
+    for i, g in report.gpus.items():
+        if g.waiting:
+            rest = tuple(h for h in hints.get(i, ()) if h.kind != "tiny_kernels")
+            out[i] = (Hint("spinning", i, g.short, g.evidence, ()), *rest)
+    return out

@@ -26,6 +26,7 @@ from textual.widgets import Input
 from gputui.telemetry.host.pidns import in_host_pid_namespace
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.processes.job_view import open_job_view, open_stacks, verdict_lines
 from gputui.ui.processes.lines import PS, RowNote, column_spans, notice_lines, summary_line, unlisted_memory
 from gputui.ui.processes.rows import (
     COLUMNS,
@@ -145,6 +146,8 @@ class ProcessList(Container):
             show=False,
             tooltip="Clear the marks; pressed again: the search and filters",
         ),
+        Binding("J", "job_view", "Job", show=False, tooltip="The process's job: ranks side by side, verdict"),
+        Binding("P", "stacks", "Stacks", show=False, tooltip="Python stacks; a launcher's row: every rank"),
         # in a replay T K I and m are hidden (nothing to signal); pressed, they say why
         Binding("T,K,I,m", "refused", show=False),
     ]
@@ -354,6 +357,8 @@ class ProcessList(Container):
         if self.readonly:
             summary = [*summary[:-1], ("   read-only", PS.note_warn)] if summary else summary
         lines = [summary]
+        pids = {r.proc.pid for r in self.shown}
+        lines += verdict_lines(self.hub.health_report(), pids, width)
         lines += notice_lines(
             self.all_rows,
             unlisted_memory(self.info, self.snapshot),
@@ -547,6 +552,12 @@ class ProcessList(Container):
             self._detail = None
 
         self.app.push_screen(screen, closed)
+
+    def action_job_view(self) -> None:
+        open_job_view(self, self.table.current)
+
+    def action_stacks(self) -> None:
+        open_stacks(self, self.table.current)
 
     @classmethod
     def help_sections(cls, title: str) -> list[tuple[str, list[BindingType]]]:

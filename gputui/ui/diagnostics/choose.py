@@ -1,0 +1,108 @@
+"""`g`: which Python the diagnosis runs, and with which environment.
+
+- A browser session of `gputui serve` (or any run given `--diag-python`): that interpreter
+  only.  The page chooses the selected row, and a process's /proc/PID/exe is a program the
+  page would then have gputui run: never.
+- A process selected (the cursor of a focused process list) in live data: that process's
+  interpreter (/proc/PID/exe) with its environment's CUDA, NCCL, torch and library variables
+  (gputui.diag.target), after checking the PID is still the process the row showed.
+- In a replay the PIDs are another machine's: the selection is not used, and that is said.
+- Nothing selected: on the Diagnostics tab the last choice again; else an interpreter chosen
+  with `e`; else gputui.diag.target's default (the busiest GPU process of this tick, else the
+  python3 on PATH, else gputui's own), and the header says which and why.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gputui.diag.target import Target, TargetError, default_target, process_target
+from gputui.ui.render import clean
+
+if TYPE_CHECKING:
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.diagnostics.pane import DiagnosticsPane
+    from gputui.ui.processes.rows import ProcessRow
+
+SERVE_WHY = "gputui serve's --python (a browser session diagnoses no interpreter the page chose)"
+
+
+def selected_row(app: GpuTuiApp) -> ProcessRow | None:
+    """The process under the cursor of the focused process list (None: none focused)."""
+    from gputui.ui.processes.widgets import ProcessTable
+
+    focused = app.focused
+    return focused.current if isinstance(focused, ProcessTable) else None
+
+
+def _same_process(pid: int, create_time: float) -> bool:
+    import psutil
+
+    from gputui.stacks.dump import START_TIME_TOLERANCE
+    from gputui.telemetry.starttime import start_time
+
+    try:
+        return abs(start_time(psutil.Process(pid)) - create_time) <= START_TIME_TOLERANCE
+    except (psutil.Error, TypeError):
+        return False
+
+
+def _busiest(app: GpuTuiApp) -> int | None:
+    snap = app.snapshot
+    if snap is None or not app.context.sources.local_processes:
+        return None
+    procs = [p for p in snap.processes if p.visible and p.gpu_memory is not None]
+    return max(procs, key=lambda p: p.gpu_memory or 0).pid if procs else None
+
+
+def choose(
+    app: GpuTuiApp, pane: DiagnosticsPane | None, row: ProcessRow | None
+) -> tuple[Target | None, str | None]:
+    """The target (None: the interpreter chosen with `e`, as the header already shows it), and
+    a note to show when the selection was not used (None: nothing to say)."""
+    ctx = app.context
+    if ctx.serve_session or ctx.diag_python:
+        python = ctx.diag_python or (pane.python if pane is not None else None)
+        if python is None:
+            from gputui.diag.interpreters import default_interpreter
+
+            python = default_interpreter()
+        why = SERVE_WHY if ctx.serve_session else "--diag-python"
+        return Target(python, why), None
+    note = None
+    if row is not None and row.launcher is None:
+        pid = row.proc.pid
+        if not ctx.sources.local_processes:
+            note = f"PID {pid} is in a recording (another machine's process): not diagnosed here"
+        elif row.ident is None or not _same_process(*row.ident):
+            note = f"PID {pid} has exited or cannot be read from here: not diagnosed"
+        else:
+            try:
+                return process_target(pid), None
+            except TargetError as exc:
+                note = f"PID {pid} not diagnosed: {exc}"
+    if pane is not None and note is None and row is None:
+        if pane.target is not None and app.current_pane() is pane:
+            return pane.target, None  # g on the Diagnostics tab: the same again
+        if pane.picked:
+            return None, None
+    target = default_target(_busiest(app))
+    if note is not None:
+        target.notes.insert(0, note)
+    return target, note
+
+
+async def diagnose(app: GpuTuiApp) -> None:
+    """The app's `g`: choose (before the tab changes focus), then show the tab and run."""
+    row = selected_row(app)
+    loaded = app.query_one("#diagnostics")
+    from gputui.ui.diagnostics.pane import DiagnosticsPane
+
+    pane = loaded if isinstance(loaded, DiagnosticsPane) else None
+    target, note = choose(app, pane, row)
+    real = await app.load_pane("diagnostics")
+    await app.action_show_tab("diagnostics")
+    assert isinstance(real, DiagnosticsPane)
+    if note is not None:
+        app.notify(clean(note), severity="warning", timeout=6, markup=False)
+    real.start_diagnosis(target)
