@@ -34,12 +34,16 @@ watch=$!
 snaps=$!
 "$py" -m gputui --config "$cfg" export --listen 127.0.0.1:9477 > "$out/export.log" 2>&1 &
 exp=$!
+scrape() {
+  "$py" -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9477/metrics').read().decode())" \
+    > "$1" 2>&1
+}
 sleep 8
+scrape "$out/metrics-before.txt"
 kill -STOP "$r1"
 say "rank 1 stopped at $(date +%T)"
 sleep 50
-"$py" -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:9477/metrics').read().decode())" \
-  > "$out/metrics.txt" 2>&1
+scrape "$out/metrics.txt"
 timeout 60 "$py" -m gputui stacks --job "$job" > "$out/stacks.txt" 2>&1; echo "exit $?" >> "$out/stacks.txt"
 timeout 60 "$py" -m gputui stacks --job "$job" --json > "$out/stacks.json" 2> "$out/stacks.err"
 timeout 120 "$py" -m gputui diag --pid "$r0" --no-nccl --markdown > "$out/diag-pid.md" 2> "$out/diag-pid.err"

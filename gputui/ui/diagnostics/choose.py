@@ -39,7 +39,7 @@ def _same_process(pid: int, create_time: float) -> bool:
     import psutil
 
     from gputui.stacks.dump import START_TIME_TOLERANCE
-    from gputui.telemetry.starttime import start_time
+    from gputui.telemetry.host.starttime import start_time
 
     try:
         return abs(start_time(psutil.Process(pid)) - create_time) <= START_TIME_TOLERANCE

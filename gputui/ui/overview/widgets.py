@@ -13,7 +13,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from gputui.config import CardConfig
-from gputui.telemetry.health import HealthReport
+from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
