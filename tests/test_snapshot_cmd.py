@@ -312,8 +312,9 @@ def test_headless_commands_never_import_textual():
 
 
 def test_the_readme_prologue_picks_the_freest_idle_gpu(x2_recording):
-    """The README's job prologue, run on snapshots of real ticks (idle, then both busy)."""
-    readme = (ROOT / "README.md").read_text()
+    """The documented job prologue (docs/exporter.md), run on snapshots of real ticks (idle,
+    then both busy)."""
+    readme = (ROOT / "docs" / "exporter.md").read_text()
     script = readme.split("python3 -c '", 1)[1].split("')", 1)[0]
     _, ticks = x2_recording
     idle = gputui("snapshot", "--replay", str(H200_X2), "--tick", "25", "--json")
