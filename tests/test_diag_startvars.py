@@ -253,6 +253,8 @@ def test_alloc_conf_agrees_with_torchs_own_parser() -> None:
     if torch_says is None:
         pytest.skip("this torch has no torch._C._accelerator_setAllocatorSettings (before 2.9)")
     for value in ALLOC_VALUES:
+        if (torch_says[value] or "").startswith("Unrecognized key"):
+            continue  # a key newer than this torch (torch 2.11 has no pinned_max_cached_size_mb)
         assert (alloc_conf(value) is None) == (torch_says[value] is None), (
             value,
             alloc_conf(value),
