@@ -9,8 +9,10 @@ import time
 from pathlib import Path
 
 import psutil
+import pytest
 
-from gputui.stacks.dump import dump_many
+from gputui.stacks.dump import dump_many, find_py_spy
+from gputui.stacks.model import Reason
 
 CHILD = textwrap.dedent(
     """
@@ -102,3 +104,21 @@ def wait_state(pid: int, state: str, timeout: float = 10.0) -> None:
                 return
         assert time.monotonic() < deadline, f"PID {pid} never reached state {state}"
         time.sleep(0.01)
+
+
+def require_py_spy(script: Path) -> None:
+    """Skip (saying why) where py-spy is missing or the kernel refuses it ptrace: found by
+    dumping a real child, not guessed."""
+    if find_py_spy() is None:
+        pytest.skip("py-spy is not installed here (pip install py-spy)")
+    started: list = []
+    try:
+        child = start_waiter(script, started)
+        res = dump_many([child.pid])[0]
+    finally:
+        for c in started:
+            c.kill()
+            c.wait(timeout=10)
+    if res.missing is not None and res.missing.reason is Reason.PTRACE_REFUSED:
+        pytest.skip(f"ptrace is not permitted in this environment: {res.missing.message}")
+    assert res.missing is None or res.missing.reason is Reason.NOT_PYTHON, res.missing

@@ -20,7 +20,15 @@ from pathlib import Path
 
 import pytest
 from conftest import gputui
-from stacks_support import WAIT_LINE, py_spy_children, settled, start_waiter, wait_state, write_child
+from stacks_support import (
+    WAIT_LINE,
+    py_spy_children,
+    require_py_spy,
+    settled,
+    start_waiter,
+    wait_state,
+    write_child,
+)
 
 from gputui.stacks.dump import _run, dump_in_background, dump_many, dump_many_async, find_py_spy, parse_dump
 from gputui.stacks.fold import fold, fold_threads
@@ -36,22 +44,8 @@ def script(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def can_dump(script, tmp_path_factory):
-    """Skip (saying why) where py-spy is missing or the kernel refuses it ptrace: found by
-    dumping a real child, not guessed."""
-    if find_py_spy() is None:
-        pytest.skip("py-spy is not installed here (pip install py-spy)")
-    started: list = []
-    try:
-        child = start_waiter(script, started)
-        res = dump_many([child.pid])[0]
-    finally:
-        for c in started:
-            c.kill()
-            c.wait(timeout=10)
-    if res.missing is not None and res.missing.reason is Reason.PTRACE_REFUSED:
-        pytest.skip(f"ptrace is not permitted in this environment: {res.missing.message}")
-    assert res.missing is None or res.missing.reason is Reason.NOT_PYTHON, res.missing
+def can_dump(script):
+    require_py_spy(script)
 
 
 def main_frames(res):

@@ -19,11 +19,9 @@ from dataclasses import replace
 import pytest
 from conftest import FIXTURES, FROZEN, replay_app, run_to_tick, screen_lines, wait_for
 from gpu_children import ReplayOntoChildren, start_child, stop
-from stacks_support import WAIT_LINE, py_spy_children, start_waiter, wait_state, write_child
+from stacks_support import WAIT_LINE, py_spy_children, require_py_spy, start_waiter, wait_state, write_child
 
 from gputui.config import Config
-from gputui.stacks.dump import dump_many, find_py_spy
-from gputui.stacks.model import Reason
 from gputui.telemetry.health import HealthConfig
 from gputui.ui.app import GpuTuiApp
 from gputui.ui.processes.job_view import JobScreen
@@ -182,18 +180,7 @@ def script(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def can_dump(script):
-    if find_py_spy() is None:
-        pytest.skip("py-spy is not installed here (pip install py-spy)")
-    started: list = []
-    try:
-        child = start_waiter(script, started)
-        res = dump_many([child.pid])[0]
-    finally:
-        for c in started:
-            c.kill()
-            c.wait(timeout=10)
-    if res.missing is not None and res.missing.reason is Reason.PTRACE_REFUSED:
-        pytest.skip(f"ptrace is not permitted in this environment: {res.missing.message}")
+    require_py_spy(script)
 
 
 def live_app(mapping: dict[int, int], **kw) -> GpuTuiApp:
