@@ -291,7 +291,8 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
 
     port = free_port()
     recording = FIXTURES / "h200-x2-v2" / "recording.jsonl.gz"
-    env = dict(os.environ, TZ="UTC")
+    token = "x" * 43  # (serve's secret, given as a wall display would: no URL to parse)
+    env = dict(os.environ, TZ="UTC", GPUTUI_SERVE_TOKEN=token)
     server = subprocess.Popen(
         [sys.executable, "-m", "gputui", "serve", "--listen", f"127.0.0.1:{port}", "--",
          "--replay", str(recording)],
@@ -304,11 +305,13 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=2) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/?token={token}", timeout=2) as r:
                     page = r.read().decode()
                 break
             except OSError:
                 if server.poll() is not None or time.monotonic() > deadline:
+                    if server.poll() is None:  # (its stderr ends only when it does)
+                        os.killpg(server.pid, signal.SIGKILL)
                     raise AssertionError(
                         "gputui serve did not start: " + (server.stderr.read() if server.stderr else "")
                     ) from None
@@ -319,7 +322,7 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
              "--remote-allow-origins=*", "--window-size=1400,900", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
-        seen = asyncio.run(_drive(debug_port, f"http://127.0.0.1:{port}/", tmp_path))
+        seen = asyncio.run(_drive(debug_port, f"http://127.0.0.1:{port}/?token={token}", tmp_path))
         # the page's DOM: the terminal element exists and got the app's first bytes
         assert seen["dom"] == {"terminal": True, "first_byte": True}, seen["dom"]
         # what the browser received over the page's websocket and drew: the replay's GPUs
