@@ -464,7 +464,7 @@ MUTATIONS: list[Mutation] = [
     # ---- saved reports --------------------------------------------------------------------
     Mutation(
         "report-follows-links",
-        "gputui/ui/diagnostics/pane.py",
+        "gputui/safefile.py",
         "os.link(temp, target, follow_symlinks=False)  # EEXIST if anything is there",
         "os.replace(temp, target)",
         ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
@@ -472,7 +472,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "report-world-readable",
-        "gputui/ui/diagnostics/pane.py",
+        "gputui/safefile.py",
         "        os.fchmod(fd, 0o600)  # whatever the umask\n",
         "        os.fchmod(fd, 0o644)\n",
         ("tests/test_diag_ui.py::test_save_never_follows_a_planted_symlink_and_is_private",),
