@@ -12,7 +12,7 @@ from diag_support import fake_torch, make_bare_venv, run_probe_checks
 
 from gputui.diag.session import StressSession
 from gputui.diag.verdicts import CAUSES, Diagnosis, report_json, report_markdown, stress_markdown
-from gputui.ui.diagnostics.pane import stress_lines
+from gputui.ui.diagnostics.lines import stress_lines
 
 
 @pytest.fixture(scope="module")

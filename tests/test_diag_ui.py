@@ -89,7 +89,7 @@ def test_picker_lists_environments_and_takes_a_typed_path(tmp_path):
     bare = make_bare_venv(tmp_path / "venv")
 
     async def go():
-        from gputui.ui.diagnostics.pane import InterpreterPicker
+        from gputui.ui.diagnostics.picker import InterpreterPicker
 
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 40)) as pilot:
@@ -202,7 +202,7 @@ def test_save_never_follows_a_planted_symlink_and_is_private(tmp_path):
     import stat
 
     from gputui.diag.verdicts import Diagnosis
-    from gputui.ui.diagnostics.pane import report_stem, save_report
+    from gputui.ui.diagnostics.report import report_stem, save_report
 
     diagnosis = Diagnosis(python=sys.executable)
     stem = report_stem(diagnosis)

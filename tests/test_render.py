@@ -189,7 +189,7 @@ def test_ansi_lines_keeps_colours_and_drops_other_escapes():
 
 
 def test_stress_chart_is_a_plotext_bar_chart_of_every_gpu_and_precision():
-    from gputui.ui.diagnostics.pane import stress_plot
+    from gputui.ui.diagnostics.lines import stress_plot
 
     report = {
         "gpus": [

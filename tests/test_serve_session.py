@@ -20,7 +20,8 @@ from serve_support import ROOT, app_output, start_serve
 
 from gputui.telemetry.recording import ReplaySource
 from gputui.ui.app import GpuTuiApp
-from gputui.ui.diagnostics.pane import DiagnosticsPane, InterpreterPicker
+from gputui.ui.diagnostics.pane import DiagnosticsPane
+from gputui.ui.diagnostics.picker import InterpreterPicker
 
 
 def test_a_serve_session_offers_no_interpreter_chooser_and_no_stress(tmp_path) -> None:

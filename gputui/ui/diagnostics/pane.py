@@ -7,63 +7,31 @@ here imports torch: the monitor process never initialises CUDA.
 
 from __future__ import annotations
 
-import os
-import socket
-import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from rich.style import Style
-from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.message import Message
-from textual.screen import ModalScreen
-from textual.widgets import Input, OptionList, Static
-from textual.widgets.option_list import Option
 
-from gputui.diag.interpreters import Interpreter, default_interpreter, find_interpreters
+from gputui.diag.interpreters import default_interpreter, find_interpreters
 from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
 from gputui.diag.target import Target
-from gputui.diag.verdicts import (
-    EXIT_CODES,
-    Diagnosis,
-    Finding,
-    report_json,
-    report_markdown,
-    stress_only_report,
-    stress_table,
-)
-from gputui.safefile import save_new
-from gputui.telemetry.model import CLOCK_EVENT_QUIET_MASK, MachineInfo, Snapshot, decode_clock_events
+from gputui.diag.verdicts import Diagnosis, Finding
+from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.diagnostics.lines import finding_lines, primary_lines, stress_lines, summary_line
+from gputui.ui.diagnostics.picker import InterpreterPicker, label_for
+from gputui.ui.diagnostics.report import save_report
 from gputui.ui.panes import Pane
-from gputui.ui.render import (
-    GREEN,
-    ORANGE,
-    Line,
-    S,
-    bar,
-    clean,
-    fit,
-    fmt_mhz,
-    fmt_temp,
-    fmt_watts,
-    plot_lines,
-    ratio,
-)
+from gputui.ui.render import Line, S, clean, fit
 from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
-
-STATUS_STYLE = {"PASS": S.ok, "WARN": S.warn, "FAIL": S.bad, "SKIP": S.dim}
-TITLE_WIDTH = 30
-REVERSE = Style(reverse=True)
 
 
 # --------------------------------------------------------------------------------------
@@ -95,78 +63,6 @@ class StressUpdated(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, StressUpdated)
-
-
-# --------------------------------------------------------------------------------------
-# lines (plain data)
-# --------------------------------------------------------------------------------------
-
-
-def _wrap(text: str, width: int, indent: int) -> list[str]:
-    return textwrap.wrap(clean(text), max(10, width - indent)) or [""]
-
-
-def finding_lines(f: Finding, width: int) -> list[Line]:
-    """One line per check; the cause, its meaning and the fix under anything not PASS."""
-    title = fit(clean(f.title), TITLE_WIDTH).ljust(TITLE_WIDTH)
-    summary_width = max(10, width - 8 - TITLE_WIDTH)
-    out: list[Line] = [
-        [
-            (" ", None),
-            (f"{f.status:<4}", STATUS_STYLE.get(f.status, S.text)),
-            ("  ", None),
-            (title, S.label),
-            (" ", None),
-            (fit(clean(f.summary), summary_width), S.text),
-        ]
-    ]
-    if f.status in ("WARN", "FAIL"):
-        if f.summary and len(clean(f.summary)) > summary_width:
-            out += [[("       ", None), (chunk, S.text)] for chunk in _wrap(f.summary, width, 8)]
-        if f.cause_title:
-            text = f"{f.cause_title}: {f.meaning or ''}"
-            out += [[("       ", None), (chunk, S.label)] for chunk in _wrap(text, width, 8)]
-        for line in f.fix:
-            for k, chunk in enumerate(_wrap(line, width, 10)):
-                out.append([("       ", None), ("→ " if k == 0 else "  ", S.info), (chunk, S.value)])
-    elif f.note:
-        out += [[("       ", None), (chunk, S.dim)] for chunk in _wrap("note: " + f.note, width, 8)]
-    return out
-
-
-def summary_line(diagnosis: Diagnosis | None, running: bool, phase: str | None, elapsed: float) -> Line:
-    if diagnosis is None:
-        return [(" press ", S.label), ("g", S.index), (" to diagnose this environment", S.label)]
-    counts = diagnosis.counts()
-    parts: Line = [(" ", None)]
-    if running:
-        parts += [("● running ", S.info), (f"{elapsed:.1f} s", S.value)]
-        if phase:
-            parts += [(": ", S.label), (clean(phase) + "…", S.text)]
-        parts.append(("   ", None))
-    elif diagnosis.child.get("cancelled"):
-        parts += [("cancelled", S.warn), ("   ", None)]
-    else:
-        parts += [(f" {diagnosis.status} ", STATUS_STYLE[diagnosis.status] + REVERSE)]
-        parts.append(("  ", None))
-    for status in ("PASS", "WARN", "FAIL", "SKIP"):
-        parts += [(str(counts[status]), STATUS_STYLE[status]), (f" {status.lower()}  ", S.label)]
-    if not running and diagnosis.child.get("seconds") is not None:
-        parts.append((f"in {diagnosis.child['seconds']:.1f} s", S.dim))
-    return parts
-
-
-def primary_lines(diagnosis: Diagnosis | None, width: int) -> list[Line]:
-    if diagnosis is None:
-        return []
-    first = diagnosis.primary()
-    if first is None:
-        return []
-    head = f"{first.cause_title or first.title}: {first.summary}"
-    out: list[Line] = [[(" First fix: ", S.title), (fit(clean(head), max(10, width - 13)), S.text)]]
-    for line in first.fix[:3]:
-        out.append([("   → ", S.info), (fit(clean(line), max(10, width - 5)), S.value)])
-    return out
 
 
 # --------------------------------------------------------------------------------------
@@ -235,116 +131,6 @@ class FindingsView(LineWidget):
         return out
 
 
-STRESS_PHASES = ("matmul", "memory", "burn")
-
-
-def stress_lines(session: StressSession, width: int, elapsed: float) -> list[Line]:
-    """Live per-GPU telemetry (sampled by the monitor), a progress bar per phase, and at the
-    end the verdict table."""
-    results = session.results
-    running = session.running
-    out: list[Line] = []
-    head: Line = [(" Stress ", S.title)]
-    if running:
-        phase = results.current_phase()
-        head += [("● running ", S.info), (f"{elapsed:.0f} s", S.value)]
-        if phase:
-            head += [(": ", S.label), (clean(phase) + "…", S.text)]
-    else:
-        report = session.report()
-        status = "cancelled" if report.get("cancelled") else report["status"]
-        head.append((f" {status} ", STATUS_STYLE.get(status, S.warn) + REVERSE))
-    out.append(head)
-    latest = session.monitor.snapshot()[0] if session.monitor is not None else {}
-    for g in sorted(results.gpus.values(), key=lambda x: x.index):
-        line: Line = [(f" {g.index} ", S.index), (fit(clean(g.name), 22).ljust(22), S.text)]
-        sample = latest.get(g.nvml_index) if g.nvml_index is not None else None
-        if sample is not None:
-            power = ratio(sample.power_draw, sample.power_limit)
-            reasons = decode_clock_events((sample.clock_event_reasons or 0) & ~CLOCK_EVENT_QUIET_MASK)
-            line += [
-                (f" {fmt_temp(sample.temperature):>5} ", S.value),
-                *bar(power, 10, ORANGE),
-                (f" {fmt_watts(sample.power_draw, sample.power_limit):>10} ", S.value),
-                (f" SM {fmt_mhz(sample.sm_clock):>9} ", S.value),
-                (" " + ", ".join(reasons) if reasons else "", S.warn),
-            ]
-        else:
-            line.append((" (no telemetry for this device)", S.dim))
-        out.append(line)
-        bars: Line = [("    ", None)]
-        for phase in STRESS_PHASES:
-            frac = g.progress.get(phase)
-            bars += [
-                (f"{phase} ", S.label),
-                *bar(frac or 0.0, 8, GREEN),
-                (f" {100 * (frac or 0):3.0f}%  ", S.dim),
-            ]
-        live = g.live
-        if live.get("tflops") is not None:
-            errors = int(live.get("mismatches") or 0) + int(live.get("nonfinite") or 0)
-            bars += [
-                (f"{live['tflops']:g} TFLOP/s ", S.value),
-                (f"{errors} errors", S.bad if errors else S.ok),
-            ]
-        out.append(bars)
-    if not running and results.gpus:
-        report = session.report()
-        rows = stress_table(report)
-        widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
-        for n, row in enumerate(rows):
-            cells: Line = [(" ", None)]
-            for k, cell in enumerate(row):
-                style = S.label if n == 0 else STATUS_STYLE.get(cell, S.text) if k == 1 else S.value
-                cells += [(clean(cell).ljust(widths[k]), style), ("  ", None)]
-            out.append(cells)
-        for g in report["gpus"]:
-            for reason in g["reasons"]:
-                out.append(
-                    [(f"   GPU {g['index']}: ", S.label), (fit(clean(reason), max(10, width - 12)), S.text)]
-                )
-        out += stress_error_lines(report, width)
-        if any(g["matmul"] for g in report["gpus"]):
-            out += stress_plot(report, width)  # the figure; the table above has the % of peak
-    elif not running:
-        out += stress_error_lines(session.report(), width)  # no GPU got as far as a result
-    out.append([("─" * width, S.border)])
-    return out
-
-
-def stress_error_lines(report: dict[str, Any], width: int) -> list[Line]:
-    """Why the run failed, as the CLI says it (the child's errors, a crash, a timeout)."""
-    return [
-        [(" error: ", S.bad), (fit(clean(str(err.get("message"))), max(10, width - 8)), S.text)]
-        for err in report.get("errors") or []
-    ]
-
-
-PRECISIONS = ("fp64", "fp32", "tf32", "fp16", "bf16", "fp8")
-
-
-def stress_plot(report: dict[str, Any], width: int) -> list[Line]:
-    """A plotext bar chart of matmul TFLOP/s per precision, one bar per GPU."""
-    gpus = report["gpus"]
-    labels = [
-        p
-        for p in PRECISIONS
-        if any(isinstance((g["matmul"].get(p) or {}).get("tflops"), int | float) for g in gpus)
-    ]
-    if not labels:
-        return []
-    series = [[float((g["matmul"].get(p) or {}).get("tflops") or 0.0) for p in labels] for g in gpus]
-
-    def build(plt: Any) -> None:
-        if len(series) == 1:
-            plt.bar(labels, series[0], color="green")
-        else:
-            plt.multiple_bar(labels, series, labels=[f"GPU {g['index']}" for g in gpus])
-        plt.title("matmul TFLOP/s")
-
-    return plot_lines(build, min(width - 2, 100), 14)
-
-
 class StressView(LineWidget):
     """The stress run: live telemetry, progress, results."""
 
@@ -361,57 +147,6 @@ class StressView(LineWidget):
         if session is None:
             return []
         return stress_lines(session, width, self.pane.stress_elapsed())
-
-
-class InterpreterPicker(ModalScreen[str | None]):
-    """Choose the interpreter to diagnose: the environments found, or a typed path."""
-
-    DEFAULT_CSS = """
-    InterpreterPicker { align: center middle; }
-    InterpreterPicker > Vertical {
-        width: 100; max-width: 95%; height: auto; max-height: 80%;
-        border: round $accent; background: $surface; padding: 0 1;
-    }
-    InterpreterPicker OptionList { height: auto; max-height: 16; }
-    """
-
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss_none", "Close")]
-
-    def __init__(self, candidates: list[Interpreter], current: str) -> None:
-        super().__init__()
-        self.candidates = candidates
-        self.current = current
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(Text("Diagnose which Python?  (enter picks, esc closes)", style="bold"))
-            options = [
-                Option(
-                    Text.assemble(
-                        (c.path, "bold" if c.path == self.current else ""), ("  " + c.label, "dim")
-                    ),
-                    id=str(k),
-                )
-                for k, c in enumerate(self.candidates)
-            ]
-            yield OptionList(*options, id="candidates")
-            yield Static(Text("or type a path:", style="dim"))
-            yield Input(placeholder="/path/to/python", id="path")
-
-    def on_mount(self) -> None:
-        self.query_one(OptionList).focus()
-
-    @on(OptionList.OptionSelected)
-    def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(self.candidates[int(event.option.id or 0)].path)
-
-    @on(Input.Submitted)
-    def _typed(self, event: Input.Submitted) -> None:
-        path = os.path.expanduser(event.value.strip())
-        self.dismiss(path or None)
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
 
 
 class DiagnosticsPane(Pane):
@@ -447,7 +182,7 @@ class DiagnosticsPane(Pane):
         self.python = context.diag_python or default_interpreter()
         """The interpreter diagnosed.  In a browser session of `gputui serve` only serve's
         command line chooses it (the page may neither pick nor type one)."""
-        self.python_label = _label_for(self.python)
+        self.python_label = label_for(self.python)
         self.target: Target | None = None
         """Which interpreter and environment the last `g` chose (gputui.ui.diagnostics.choose):
         its interpreter, why, and the process's environment; None before the first."""
@@ -635,7 +370,7 @@ class DiagnosticsPane(Pane):
         def chosen(path: str | None) -> None:
             if path:
                 self.python, self.target, self.picked = path, None, True
-                self.python_label = _label_for(path, candidates)
+                self.python_label = label_for(path, candidates)
                 self.refresh_header()
                 self.start_diagnosis()
 
@@ -669,49 +404,3 @@ class DiagnosticsPane(Pane):
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         pass
-
-
-def _label_for(path: str, candidates: list[Interpreter] | None = None) -> str:
-    for c in candidates if candidates is not None else find_interpreters():
-        if os.path.abspath(c.path) == os.path.abspath(path):
-            return c.label
-    return "typed path"
-
-
-def report_stem(diagnosis: Diagnosis) -> str:
-    """The name a saved report starts with: host and time (predictable: see `save_report`)."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(diagnosis.created))
-    return f"gputui-diag-{clean(socket.gethostname()).replace('/', '_')}-{stamp}"
-
-
-def save_report(
-    diagnosis: Diagnosis, directory: Path | None = None, stress: dict[str, Any] | None = None
-) -> tuple[Path, Path]:
-    """Write the report as Markdown and JSON; returns both paths.
-
-    The name is predictable, so another user could plant a link there: each file is written
-    to a new temporary file (O_EXCL | O_NOFOLLOW, mode 0600), then linked to its name, which
-    fails rather than replace anything there (a link is never followed); a taken name gets a
-    "-2", "-3"... suffix.  Nothing half-written ever appears under the final name."""
-    stem = report_stem(diagnosis)
-    candidates = [directory] if directory is not None else [Path.cwd(), Path.home()]
-    last: OSError | None = None
-    if stress is not None and not diagnosis.findings:
-        report = stress_only_report(diagnosis.context.python, stress)
-    else:
-        report = diagnosis.to_json(stress)
-        if stress is not None and EXIT_CODES[stress["status"]] > report["exit_code"]:
-            report["status"], report["exit_code"] = stress["status"], EXIT_CODES[stress["status"]]
-    texts = {".md": report_markdown(report), ".json": report_json(report)}
-    for folder in candidates:
-        try:
-            return _save_pair(folder, stem, texts)
-        except OSError as exc:
-            last = exc
-    assert last is not None
-    raise last
-
-
-def _save_pair(folder: Path, stem: str, texts: dict[str, str]) -> tuple[Path, Path]:
-    md, js = save_new(folder, stem, texts)  # gputui.safefile: 0600, never follows a planted link
-    return md, js
