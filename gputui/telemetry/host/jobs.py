@@ -515,7 +515,7 @@ def _label(job: Job) -> str:
 def job_facts(job: Job | None) -> list[tuple[str, str]]:
     """(label, value) lines for the detail view: everything known about the job."""
     if job is None:
-        return [("job", "none found (no Slurm, Kubernetes or container cgroup; see docs/processes-and-jobs.md)")]
+        return [("job", "none found (no Slurm, Kubernetes or container cgroup: docs/processes-and-jobs.md)")]
     out = [("job", job_label(job))]
     if job.source == "environment":
         out.append(("verified", "no: read from the process's own environment"))
