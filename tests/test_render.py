@@ -7,17 +7,9 @@ import math
 import pytest
 
 from gputui.telemetry.model import DeviceInfo
-from gputui.ui.overview.lines import (
-    CARD_FIXED_LINES,
-    boxed,
-    card_height,
-    core_strip,
-    events_line,
-    header_line,
-    join_items,
-    plan_layout,
-    short_name,
-)
+from gputui.ui.cards import boxed, events_line, join_items, short_name
+from gputui.ui.overview.card import CARD_FIXED_LINES, card_height
+from gputui.ui.overview.lines import core_strip, header_line, plan_layout
 from gputui.ui.render import (
     S,
     bar,

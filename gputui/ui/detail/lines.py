@@ -31,7 +31,7 @@ from gputui.telemetry.model import (
     describe_xid,
 )
 from gputui.telemetry.topology import pcie_state
-from gputui.ui.overview.lines import boxed
+from gputui.ui.cards import boxed
 from gputui.ui.render import (
     NA,
     Line,

@@ -1,4 +1,4 @@
-"""The overview's content as lines: GPU cards, compact rows, the host panel, the header.
+"""The overview's content as lines: the board (cards or compact rows), the host panel, the header.
 
 Pure functions of the data (no Textual), so layouts are tested as text.
 """
@@ -6,39 +6,30 @@ Pure functions of the data (no Textual), so layouts are tested as text.
 from __future__ import annotations
 
 import math
-import textwrap
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from types import EllipsisType
 
 from rich.style import Style
 
 from gputui.config import CardConfig
 from gputui.telemetry.alerts import Alert, short_text
 from gputui.telemetry.hints import Hint
-from gputui.telemetry.metrics import CARD_ITEMS, GPU_METRIC, temp_scale
 from gputui.telemetry.model import (
-    CLOCK_EVENT_QUIET_MASK,
-    CLOCK_EVENT_SLOWDOWN_MASK,
     DeviceInfo,
-    GpmSample,
     GpuProcess,
     GpuSample,
     HostSample,
     MachineInfo,
-    decode_clock_events,
 )
+from gputui.ui.cards import activity_items, boxed, events_line, join_items, kv, metric, short_name, temp_color
+from gputui.ui.overview.card import DEFAULT_CARD, MIN_CARD_WIDTH, SeriesFn, card_height, gpu_card
 from gputui.ui.render import (
-    BLUE,
     CYAN,
-    DIM,
     GREEN,
     NA,
-    TINT_STYLE,
     Line,
     S,
-    bar,
     clean,
     fmt_gib,
     fmt_mhz,
@@ -46,7 +37,6 @@ from gputui.ui.render import (
     fmt_rate,
     fmt_temp,
     fmt_uptime,
-    fmt_value,
     fmt_watts,
     level_color,
     line_len,
@@ -56,14 +46,7 @@ from gputui.ui.render import (
     sparkline_rows,
 )
 
-MIN_CARD_WIDTH = 64
-"""Cards narrower than this don't show bars legibly: below it the board goes compact."""
 MAX_SPARK_ROWS = 6
-CARD_FIXED_LINES = 8
-"""Border (2) + bars (3) + info line + activity (GPM) line + events line."""
-DEFAULT_CARD = CardConfig()
-
-SeriesFn = Callable[[int, str, int], list[float]]
 
 
 @dataclass(frozen=True)
@@ -73,11 +56,6 @@ class BoardLayout:
     spark_rows: int
     lines: int
     """Total lines the board needs."""
-
-
-def card_height(spark_rows: int, charts: int = 3) -> int:
-    """Lines of a card with `charts` sparklines of `spark_rows` rows each."""
-    return CARD_FIXED_LINES + charts * spark_rows
 
 
 def plan_layout(n_gpus: int, width: int, height: int, mode: str = "auto", charts: int = 3) -> BoardLayout:
@@ -102,280 +80,6 @@ def alert_label(alerts: Sequence[Alert] | None) -> str | None:
         return None
     more = f" +{len(alerts) - 1}" if len(alerts) > 1 else ""
     return "⚠ " + short_text(alerts[0]) + more
-
-
-# --------------------------------------------------------------------------------------
-# pieces
-# --------------------------------------------------------------------------------------
-
-
-def short_name(name: str) -> str:
-    """'NVIDIA H100 80GB HBM3' -> 'H100 80GB HBM3' for tight spaces."""
-    for prefix in ("NVIDIA ", "Tesla ", "GeForce "):
-        if name.startswith(prefix):
-            return name[len(prefix) :]
-    return name
-
-
-def temp_color(temp: int | None, dev: DeviceInfo | None) -> str:
-    if temp is None:
-        return DIM
-    limit = temp_scale(dev)
-    return level_color(temp / limit, warn=(limit - 15) / limit, bad=(limit - 5) / limit)
-
-
-def metric(
-    label: str,
-    fraction: float | None,
-    value: str,
-    color: str,
-    width: int,
-    label_w: int = 5,
-    value_w: int = 15,
-) -> Line:
-    """'LABEL ▕bar▏ value' in exactly `width` cells."""
-    bar_w = max(1, width - label_w - value_w - 1)
-    return [
-        (pad(label, label_w), S.label),
-        *bar(fraction, bar_w, color),
-        (pad(value, value_w, ">"), S.value),
-    ]
-
-
-def join_items(
-    items: Sequence[Line],
-    width: int,
-    sep: str = "  ",
-    priority: Sequence[int] | None = None,
-    *,
-    skip: bool = True,
-) -> Line:
-    """As many items as fit in `width`, separated by `sep`, shown in their given order.
-
-    With `priority` (one number per item, lower first), items are chosen by priority when
-    not all fit — a smaller, less important item takes the room a larger one left, unless
-    `skip=False`: then nothing less important than an item that did not fit is shown.
-    Without priority the first ones win."""
-    order = sorted(range(len(items)), key=lambda k: priority[k]) if priority else range(len(items))
-    chosen: set[int] = set()
-    used = 0
-    for k in order:
-        extra = line_len(items[k]) + (len(sep) if chosen else 0)
-        if used + extra > width:
-            if priority and skip:
-                continue
-            break
-        chosen.add(k)
-        used += extra
-    out: Line = []
-    for k in sorted(chosen):
-        if out:
-            out.append((sep, S.dim))
-        out.extend(items[k])
-    return out
-
-
-def kv(label: str, value: str, style: Style | None = None) -> Line:
-    return [(label + " ", S.label), (value, style or S.value)]
-
-
-def events_line(mask: int | None) -> tuple[str, Style]:
-    """What the clock-event reasons say, and how loudly."""
-    if mask is None:
-        return "clocks: N/A", S.dim
-    names = decode_clock_events(mask & ~CLOCK_EVENT_QUIET_MASK)
-    if mask & CLOCK_EVENT_SLOWDOWN_MASK:
-        return "⚠ " + ", ".join(names), S.bad
-    if names:
-        return "clocks: " + ", ".join(names), S.warn
-    if mask & CLOCK_EVENT_QUIET_MASK:
-        return "clocks: idle", S.dim
-    return "clocks: full speed", S.ok
-
-
-def _gpm_pct(v: float | None) -> str:
-    return NA if v is None else f"{v:.0f}%"
-
-
-def activity_items(w: GpmSample | None, hints: Sequence[Hint] = ()) -> tuple[list[Line], list[int]]:
-    """What the SMs, tensor cores and memory did (GPM), then the first hint: items for
-    `join_items` and their priorities.  N/A (with the reason, if it fits) where GPM gave
-    nothing — never a 0."""
-    items: list[Line]
-    if w is not None and w.unavailable is None:
-        items = [
-            kv("SM act", _gpm_pct(w.sm_active)),
-            kv("TENSOR", _gpm_pct(w.tensor_active)),
-            kv("DRAM", _gpm_pct(w.dram_active)),
-        ]
-        prio = [1, 2, 4]
-    elif w is not None:
-        items = [[("GPM N/A", S.dim)], [(clean(w.unavailable or ""), S.dim)]]
-        prio = [1, 5]
-    else:
-        items = [[(f"{label} ", S.label), (NA, S.dim)] for label in ("SM act", "TENSOR", "DRAM")]
-        prio = [1, 2, 4]
-    if hints:
-        items.append([("» " + hints[0].short, S.warn)])
-        prio.append(3)
-    return items, prio
-
-
-def boxed(
-    title: Line, right: Line, body: list[Line], width: int, selected: bool = False, alert: bool = False
-) -> list[Line]:
-    """A rounded box `width` wide around `body`, with a title (left) and a note (right) on
-    the top border; the note is dropped, then the title cut, when they don't fit.  The
-    border is in the warning colour while `alert`."""
-    border = S.border_alert if alert else S.border_selected if selected else S.border
-    inner = width - 4
-    avail = width - 6  # "╭─ " + title + ... + " ─╮"
-    if line_len(title) + line_len(right) + 4 > avail:
-        right = []
-    if line_len(title) > avail:
-        title = pad_line(title, avail)
-    top: Line = [("╭─ ", border), *title]
-    tail: Line = [(" ", border), *right, (" ─╮", border)] if right else [("─╮", border)]
-    fill = width - line_len(top) - line_len(tail) - 1
-    top.append((" " + "─" * max(0, fill), border))
-    top.extend(tail)
-    out = [pad_line(top, width, border)]
-    for line in body:
-        out.append([("│ ", border), *pad_line(line, inner), (" │", border)])
-    out.append([("╰" + "─" * (width - 2) + "╯", border)])
-    return out
-
-
-# --------------------------------------------------------------------------------------
-# GPU card
-# --------------------------------------------------------------------------------------
-
-
-def gpu_card(
-    dev: DeviceInfo,
-    g: GpuSample | None,
-    procs: Sequence[GpuProcess],
-    series: SeriesFn,
-    width: int,
-    spark_rows: int,
-    selected: bool = False,
-    alert: str | None = None,
-    card: CardConfig = DEFAULT_CARD,
-    hints: Sequence[Hint] = (),
-    process_count: int | EllipsisType | None = ...,
-) -> list[Line]:
-    """One GPU's card.  `process_count`: how many processes use the GPU where `procs` does
-    not list them all (a remote GPU: the exporter's count; None where unknown, shown as
-    N/A, never as 0); by default, the processes listed."""
-    inner = width - 4
-    charts = len(card.sparklines)
-    title: Line = [(f"{dev.index} ", S.index), (clean(dev.name), S.title)]
-    right: Line = [(alert, S.warn)] if alert else [(dev.bus_id or "", S.dim)]
-    if dev.mig_mode and not alert:
-        migs = len(g.mig_devices) if g is not None else 0
-        right = [(f"MIG {migs} device{'s' if migs != 1 else ''}", S.info), (" · ", S.dim), *right]
-    if g is None:
-        body: list[Line] = [[("waiting for the first sample…", S.dim)]]
-        body += [[] for _ in range(card_height(spark_rows, charts) - 3)]
-        return boxed(title, right, body, width, selected, bool(alert))
-    if g.lost:
-        title = [*title, ("  GPU LOST ", S.lost)]
-        msg = (
-            "NVML reports this GPU has fallen off the bus (GPU is lost). Check "
-            "`dmesg` for Xid 79 or 48; the GPU needs a reset or the machine a reboot. "
-            "The other GPUs keep updating."
-        )
-        height = card_height(spark_rows, charts)
-        body = [[(t, S.bad)] for t in textwrap.wrap(msg, inner)]
-        body += [[] for _ in range(height - 2 - len(body))]
-        return boxed(title, right, body[: height - 2], width, selected, bool(alert))
-
-    col = (inner - 2) // 2
-    col2 = inner - 2 - col
-    limit = g.power_limit or dev.power_limit
-    tscale = temp_scale(dev)
-    mem_total = dev.memory_total
-    mem_frac = ratio(g.mem_used, mem_total)
-    rows: list[Line] = [
-        [
-            *metric("UTIL", ratio(g.gpu_util, 100), fmt_pct(g.gpu_util), GREEN, col),
-            ("  ", None),
-            *metric("MEM", mem_frac, fmt_gib(g.mem_used, mem_total), level_color(mem_frac), col2),
-        ],
-        [
-            *metric(
-                "PWR",
-                ratio(g.power_draw, limit),
-                fmt_watts(g.power_draw, limit),
-                level_color(ratio(g.power_draw, limit), 0.9, 0.98),
-                col,
-            ),
-            ("  ", None),
-            *metric(
-                "TEMP",
-                ratio(g.temperature, tscale),
-                fmt_temp(g.temperature),
-                temp_color(g.temperature, dev),
-                col2,
-            ),
-        ],
-        [
-            *metric(
-                "SMCLK", ratio(g.sm_clock, dev.max_sm_clock), fmt_mhz(g.sm_clock, dev.max_sm_clock), BLUE, col
-            ),
-            ("  ", None),
-            *metric(
-                "MCLK",
-                ratio(g.mem_clock, dev.max_mem_clock),
-                fmt_mhz(g.mem_clock, dev.max_mem_clock),
-                BLUE,
-                col2,
-            ),
-        ],
-    ]
-    link = NA
-    if g.pcie_gen is not None and g.pcie_width is not None:
-        link = f"Gen{g.pcie_gen} x{g.pcie_width}"
-        if (
-            dev.pcie_max_gen
-            and dev.pcie_max_width
-            and (g.pcie_gen, g.pcie_width) != (dev.pcie_max_gen, dev.pcie_max_width)
-        ):
-            link += f" (max Gen{dev.pcie_max_gen} x{dev.pcie_max_width})"
-    items = []
-    for key in card.info:
-        m = CARD_ITEMS[key]
-        value = m.value(g)
-        text = link if key == "pcie" else fmt_value(m.unit, value)
-        items.append(kv(m.label, text, S.bad if m.alarm and value else None))
-    if g.xid_count and g.xid_last is not None:  # the driver reported a critical error: first
-        more = f" ×{g.xid_count}" if g.xid_count > 1 else ""
-        items.insert(0, kv("XID", f"{g.xid_last}{more}", S.bad))
-    rows.append(join_items(items, inner))
-    activity, prio = activity_items(g.gpm, hints)
-    rows.append(join_items(activity, inner, " · ", prio))
-    chart_w = max(1, inner - 6 - 12)
-    for m in (GPU_METRIC[k] for k in card.sparklines):
-        top = m.full_scale(dev, g) if m.full_scale is not None else None
-        chart = sparkline_rows(series(dev.index, m.field, chart_w), chart_w, spark_rows, top)
-        now = fmt_value(m.unit, m.value(g))
-        for r, text in enumerate(chart):
-            rows.append(
-                [
-                    (pad(m.label if r == 0 else "", 6), S.label),
-                    (text, TINT_STYLE[m.tint]),
-                    (pad(now if r == 0 else "", 12, ">"), S.value),
-                ]
-            )
-    ev_text, ev_style = events_line(g.clock_event_reasons)
-    n = len(procs) if process_count is ... else process_count
-    used = sum(p.gpu_memory or 0 for p in procs)
-    if n is None:
-        proc_text = f"processes {NA}"
-    else:
-        proc_text = f"{n} process{'es' if n != 1 else ''}" + (f" · {fmt_gib(used)}" if procs else "")
-    rows.append([(pad(ev_text, inner - len(proc_text) - 1), ev_style), (" ", None), (proc_text, S.label)])
-    return boxed(title, right, rows, width, selected, bool(alert))
 
 
 def compact_row(

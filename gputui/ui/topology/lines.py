@@ -29,7 +29,7 @@ from gputui.telemetry.topology import (
     ranges,
     remote_name,
 )
-from gputui.ui.overview.lines import short_name
+from gputui.ui.cards import short_name
 from gputui.ui.render import (
     CYAN,
     GREEN,
