@@ -27,7 +27,7 @@ Every object has "v" (the protocol version) and "event":
    "seconds": 0.01}
   {"v": 1, "event": "done", "seconds": 3.2}
 
-`cause` names the failure mode (gputui/diag/verdicts/causes.py explains each and adds its
+`cause` names the failure mode (gputui/diag/verdicts/causes/ explains each and adds its
 fix); `fix` holds the steps only this process can know (a directory, a variable).  Phases
 bracket slow steps so a parent that has to kill a hung child can say what was running.  Any
 other line on stdout is not part of the protocol.

@@ -1,4 +1,4 @@
-"""Which failure mode (a cause id, explained in gputui/diag/verdicts/causes.py) lies behind
+"""Which failure mode (a cause id, explained in gputui/diag/verdicts/causes/) lies behind
 an error code or message, in this process's context."""
 
 from __future__ import annotations
