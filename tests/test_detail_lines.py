@@ -22,8 +22,8 @@ from gputui.telemetry.model import (
     Topology,
 )
 from gputui.telemetry.recording import read_recording
+from gputui.ui.detail.charts import chart_lines
 from gputui.ui.detail.lines import (
-    chart_lines,
     clock_reason_lines,
     driver_facts,
     health,
@@ -492,7 +492,7 @@ def test_every_gpm_figure_is_kept_in_history_offered_as_a_sparkline_and_charted(
 
     from gputui.telemetry.history import HISTORY, History
     from gputui.telemetry.metrics import CARD_CHARTS, GPM_READS
-    from gputui.ui.detail.lines import chart_metrics
+    from gputui.ui.detail.charts import chart_metrics
 
     by_gpm = {m.gpm.figure: m for m in HISTORY if m.gpm is not None}
     assert set(by_gpm) == {r.figure for r in GPM_READS}

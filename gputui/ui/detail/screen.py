@@ -19,10 +19,9 @@ from textual.screen import Screen
 
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
+from gputui.ui.detail.charts import chart_lines, chart_metrics
 from gputui.ui.detail.lines import (
     activity_lines,
-    chart_lines,
-    chart_metrics,
     clock_reason_lines,
     driver_facts,
     fact,
