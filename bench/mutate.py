@@ -369,15 +369,15 @@ MUTATIONS: list[Mutation] = [
     # ---- the kill path: the diagnosis and stress children -------------------------------
     Mutation(
         "runner-kill-reuse",
-        "gputui/diag/runner.py",
-        "        if _start_ticks(pid) != ticks:\n            return False\n",
+        "gputui/diag/reaper.py",
+        "        if start_ticks(pid) != ticks:\n            return False\n",
         "",
         (f"{GUARDS}::test_kill_exact_refuses_another_start_time_and_gputui_itself",),
         "the runner kills a PID whatever process has it now",
     ),
     Mutation(
         "runner-kill-self",
-        "gputui/diag/runner.py",
+        "gputui/diag/reaper.py",
         "    if pid <= 1 or pid == os.getpid():\n        return False\n",
         "",
         (f"{GUARDS}::test_kill_exact_refuses_another_start_time_and_gputui_itself",),
@@ -386,14 +386,14 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "runner-no-orphans",
         "gputui/diag/runner.py",
-        "if row.pgrp == proc.pid or (orphan and _has_token(pid, self.token)):",
+        "if row.pgrp == proc.pid or (orphan and has_token(pid, self.token)):",
         "if row.pgrp == proc.pid:",
         (CHILDREN,),
         "a grandchild that left the group and lost its parent before a scan is not found",
     ),
     Mutation(
         "runner-no-subreaper",
-        "gputui/diag/runner.py",
+        "gputui/diag/reaper.py",
         "libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0)",
         "libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)",
         (CHILDREN,),
@@ -401,7 +401,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "runner-subreaper-for-life",
-        "gputui/diag/runner.py",
+        "gputui/diag/reaper.py",
         "            _set_subreaper(False)\n",
         "            pass\n",
         ("tests/test_children.py::test_after_a_diagnosis_a_daemonising_command_leaves_no_zombie",),

@@ -118,7 +118,7 @@ def run_probe_checks(python: str, env: dict[str, str | None], *args: str) -> dic
     """Run the diagnosis child for real (`python PROBE --no-nccl`) with these variables set (None:
     unset), and return its check events by id."""
     from gputui.diag import PROBE
-    from gputui.diag.runner import child_env
+    from gputui.diag.childenv import child_env
 
     child, _ = child_env(python, env)
     out = subprocess.run(

@@ -29,8 +29,10 @@ from diag_support import (
 )
 
 from gputui.diag import PROBE, STRESS
+from gputui.diag.childenv import child_env
 from gputui.diag.interpreters import default_interpreter, find_interpreters
-from gputui.diag.runner import MULTICAST_OFF, ChildRun, child_env, group_members
+from gputui.diag.reaper import group_members
+from gputui.diag.runner import ChildRun
 from gputui.diag.session import DiagnosisSession
 from gputui.diag.verdicts import (
     CAUSES,
@@ -41,6 +43,7 @@ from gputui.diag.verdicts import (
     report_markdown,
     torch_index_for,
 )
+from gputui.rules import MULTICAST_OFF
 
 
 @pytest.fixture(scope="module")

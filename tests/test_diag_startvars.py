@@ -27,7 +27,7 @@ from diag_support import (
 
 from gputui.commands.diag import format_finding
 from gputui.diag import PROBE
-from gputui.diag.runner import child_env
+from gputui.diag.childenv import child_env
 from gputui.diag.session import DiagnosisSession
 from gputui.diag.verdicts import CAUSES, load_schema, report_markdown
 from gputui.startvars import ALLOC_CONF_KEYS, START_VARIABLES, alloc_conf, start_problem, start_variable

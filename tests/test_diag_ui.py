@@ -174,7 +174,7 @@ def test_stress_cancel_from_the_tab_leaves_no_process():
     python = need_torch_python()
 
     async def go():
-        from gputui.diag.runner import group_members
+        from gputui.diag.reaper import group_members
 
         app = replay_app(H200_X1)
         async with app.run_test(size=(120, 45)) as pilot:

@@ -12,7 +12,7 @@ import pytest
 
 from gputui import rules
 from gputui.diag import PROBE
-from gputui.diag.runner import child_env
+from gputui.diag.childenv import child_env
 from gputui.diag.verdicts import Diagnosis
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, decode_clock_events
 

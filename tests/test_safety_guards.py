@@ -16,7 +16,7 @@ import pytest
 
 from gputui.control import signals
 from gputui.control.signals import identity_of, pin, send_signal
-from gputui.diag import runner
+from gputui.diag import reaper, runner
 from gputui.diag.runner import ChildResult
 from gputui.diag.session import StressSession
 from gputui.diag.verdicts import Diagnosis, StressResults
@@ -146,20 +146,20 @@ def test_a_pinned_process_is_signalled_through_its_pidfd_not_kill(monkeypatch):
 def test_kill_exact_refuses_another_start_time_and_gputui_itself(monkeypatch):
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        ticks = runner._start_ticks(child.pid)
+        ticks = reaper.start_ticks(child.pid)
         assert ticks is not None
-        assert runner.kill_exact(child.pid, ticks + 1) is False  # a reused PID: not ours
+        assert reaper.kill_exact(child.pid, ticks + 1) is False  # a reused PID: not ours
         assert child.poll() is None
         sent: list[int] = []
         monkeypatch.setattr(os, "kill", lambda pid, sig: sent.append(pid))
         monkeypatch.setattr(signal, "pidfd_send_signal", lambda fd, sig, *a: sent.append(fd))
-        own = runner._start_ticks(os.getpid())
+        own = reaper.start_ticks(os.getpid())
         assert own is not None
-        assert runner.kill_exact(os.getpid(), own) is False
-        assert runner.kill_exact(1, runner._start_ticks(1) or 0) is False
+        assert reaper.kill_exact(os.getpid(), own) is False
+        assert reaper.kill_exact(1, reaper.start_ticks(1) or 0) is False
         assert sent == []
         monkeypatch.undo()
-        assert runner.kill_exact(child.pid, ticks) is True
+        assert reaper.kill_exact(child.pid, ticks) is True
         assert child.wait(10) == -signal.SIGKILL
     finally:
         monkeypatch.undo()  # the real os.kill for the clean-up

@@ -12,7 +12,7 @@ import jsonschema
 import pytest
 from diag_support import gputui_cli, need_torch_python, torch_sees_a_gpu
 
-from gputui.diag.runner import group_members
+from gputui.diag.reaper import group_members
 from gputui.diag.session import StressMonitor, StressSession
 from gputui.diag.verdicts import (
     StressResults,

@@ -11,18 +11,19 @@ parent died).  All of them are killed when the child ends or is cancelled, and a
 afterwards is reported.  Every child still running when gputui leaves (`q`, a hang-up,
 SIGTERM, a command's SIGTERM or SIGHUP) is killed by `kill_all`.  Threads, not asyncio: the
 TUI posts the events it gets to its message queue, the CLI prints them.
+
+The child's environment is built in `childenv`; the process table, the exact kill and the
+subreaper role are in `reaper`.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
-import ctypes
 import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -32,22 +33,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gputui.rules import MULTICAST_OFF
+from gputui.diag.childenv import child_env, own_settings
+from gputui.diag.reaper import (
+    RUN_TOKEN_VAR,
+    become_subreaper,
+    group_members,
+    has_token,
+    kill_exact,
+    process_table,
+    reap,
+    release_subreaper,
+    start_ticks,
+)
 from gputui.startvars import start_suspects
-
-#: Set in every child: unbuffered UTF-8 output, and a Python traceback on a fatal signal
-#: (so a segfault in a CUDA library shows where it happened in the stderr tail).
-CHILD_SETTINGS = {
-    "PYTHONUNBUFFERED": "1",
-    "PYTHONIOENCODING": "utf-8",
-    "PYTHONFAULTHANDLER": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
-#: Variables of gputui's own process that must not leak into the diagnosed interpreter.
-DROPPED = ("PYTHONSTARTUP", "PYTHONINSPECT")
-DROPPED_PREFIXES = ("GPUTUI_", "TEXTUAL")
-#: Dropped when the child is another interpreter than gputui's: they point at gputui's Python.
-FOREIGN_DROPPED = ("PYTHONHOME", "PYTHONEXECUTABLE", "__PYVENV_LAUNCHER__")
 
 STDERR_TAIL_LINES = 40
 STDERR_TAIL_BYTES = 8000
@@ -58,50 +56,6 @@ MAX_LINE_BYTES = 1 << 20
 MAX_STRAY_CHARS = 2000
 #: How often the child's descendants are scanned while it runs (seconds).
 SCAN_PERIOD_S = 0.5
-#: Marks every process started by one run (inherited through fork and exec): how an orphan
-#: re-parented to gputui is attributed to its run.
-RUN_TOKEN_VAR = "GPUTUI_CHILD_RUN"  # noqa: S105  (a marker, not a secret)
-
-
-def child_env(
-    python: str, overrides: Mapping[str, str | None] | None = None, base: Mapping[str, str] | None = None
-) -> tuple[dict[str, str], dict[str, str | None]]:
-    """The child's environment: the user's (it is what their training sees) with gputui's own
-    settings removed and the few that make the protocol reliable added.
-
-    Returns (environment, changes) where changes maps each variable gputui set or removed
-    (None) to its new value, for the report.  `overrides` values of None unset a variable.
-    """
-    env = dict(os.environ if base is None else base)
-    changes: dict[str, str | None] = {}
-    foreign = not same_interpreter(python)
-    for name in list(env):
-        if name in DROPPED or name.startswith(DROPPED_PREFIXES) or (foreign and name in FOREIGN_DROPPED):
-            del env[name]
-            changes[name] = None
-    for name, setting in {**CHILD_SETTINGS, **MULTICAST_OFF}.items():
-        if env.get(name) != setting:
-            env[name] = setting
-            changes[name] = setting
-    for name, override in (overrides or {}).items():
-        if override is None:
-            env.pop(name, None)
-        else:
-            env[name] = override
-        changes[name] = override
-    return env, changes
-
-
-def own_settings(env: Mapping[str, str]) -> list[str]:
-    """The variables of `env` that hold gputui's own settings for its children (not the user's)."""
-    return [name for name, value in {**CHILD_SETTINGS, **MULTICAST_OFF}.items() if env.get(name) == value]
-
-
-def same_interpreter(python: str) -> bool:
-    try:
-        return os.path.samefile(python, sys.executable)
-    except OSError:
-        return False
 
 
 @dataclass
@@ -227,7 +181,7 @@ class ChildRun:
             return self
         with _LIVE_LOCK:
             _LIVE.add(self)
-        self._tracked[self.proc.pid] = _start_ticks(self.proc.pid) or 0
+        self._tracked[self.proc.pid] = start_ticks(self.proc.pid) or 0
         for target, name in (
             (self._read_stdout, "stdout"),
             (self._read_stderr, "stderr"),
@@ -379,7 +333,7 @@ class ChildRun:
             # an orphan re-parented to gputui (the subreaper) after its parent died unseen
             # (or a member of the child's group)
             orphan = row.ppid == me and pid not in tracked and pid != proc.pid
-            if row.pgrp == proc.pid or (orphan and _has_token(pid, self.token)):
+            if row.pgrp == proc.pid or (orphan and has_token(pid, self.token)):
                 roots.add(pid)
         children: dict[int, list[int]] = {}
         for pid, row in table.items():
@@ -406,7 +360,7 @@ class ChildRun:
             table = process_table()
             # orphans re-parented to gputui that are now zombies of ours: only those that
             # are still the processes recorded (same start time), never another child of ours
-            _reap(
+            reap(
                 pid
                 for pid, ticks in self._tracked.items()
                 if pid != proc.pid and pid in table and table[pid].start == ticks and table[pid].ppid == me
@@ -471,126 +425,6 @@ def _parse(line: str) -> dict[str, Any] | None:
     return obj
 
 
-@dataclass(frozen=True, slots=True)
-class ProcRow:
-    ppid: int
-    pgrp: int
-    state: str
-    start: int
-    """Start time in clock ticks since boot: with the PID, names one process."""
-
-
-def _stat_fields(pid: int | str) -> list[str] | None:
-    """The fields of /proc/PID/stat after the command name (state is [0])."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses
-    fields = stat[stat.rfind(")") + 2 :].split()
-    return fields if len(fields) >= 20 else None
-
-
-def _start_ticks(pid: int) -> int | None:
-    fields = _stat_fields(pid)
-    return int(fields[19]) if fields else None
-
-
-def process_table() -> dict[int, ProcRow]:
-    """Every process of this PID namespace (Linux /proc)."""
-    out: dict[int, ProcRow] = {}
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return out
-    for entry in entries:
-        if entry.isdigit():
-            fields = _stat_fields(entry)
-            if fields:
-                out[int(entry)] = ProcRow(int(fields[1]), int(fields[2]), fields[0], int(fields[19]))
-    return out
-
-
-def _has_token(pid: int, token: str) -> bool:
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f"{RUN_TOKEN_VAR}={token}".encode() in f.read().split(b"\0")
-    except OSError:
-        return False
-
-
-def kill_exact(pid: int, ticks: int) -> bool:
-    """SIGKILL `pid` only if it is still the process that started at `ticks` (through a
-    pidfd opened before the check where available, so a reused PID is never hit)."""
-    if pid <= 1 or pid == os.getpid():
-        return False
-    opener = getattr(os, "pidfd_open", None)
-    fd = -1
-    if opener is not None and hasattr(signal, "pidfd_send_signal"):
-        try:
-            fd = opener(pid)
-        except ProcessLookupError:
-            return False
-        except OSError:
-            fd = -1
-    try:
-        if _start_ticks(pid) != ticks:
-            return False
-        if fd >= 0:
-            signal.pidfd_send_signal(fd, signal.SIGKILL)
-        else:
-            os.kill(pid, signal.SIGKILL)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
-    finally:
-        if fd >= 0:
-            os.close(fd)
-
-
-def _reap(pids: Any) -> None:
-    """Collect the exit of orphans re-parented to gputui (else they stay zombies)."""
-    for pid in list(pids):
-        with contextlib.suppress(ChildProcessError, OSError):
-            os.waitpid(pid, os.WNOHANG)
-
-
-PR_SET_CHILD_SUBREAPER = 36
-_SUBREAPER_LOCK = threading.Lock()
-_SUBREAPER_USERS = [0]
-"""Child runs that need gputui to be the subreaper (it is one only while this is > 0)."""
-
-
-def _set_subreaper(on: bool) -> bool:
-    if not sys.platform.startswith("linux"):
-        return False
-    with contextlib.suppress(OSError, AttributeError):
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) == 0)
-    return False
-
-
-def become_subreaper() -> bool:
-    """Make gputui the child subreaper of what it starts (Linux 3.4+), while a child runs:
-    a descendant whose parent dies is re-parented to gputui, not init, so it is still found
-    and killed.  Without it (another OS) the /proc scan while the child runs is what finds
-    them.  Each call is matched by one `release_subreaper()`."""
-    with _SUBREAPER_LOCK:
-        _SUBREAPER_USERS[0] += 1
-        return _set_subreaper(True)
-
-
-def release_subreaper() -> None:
-    """The last child run is over: orphans go to init again.  (Were gputui the subreaper for
-    its whole life, the child of an alert command that daemonises would be re-parented to
-    gputui and stay a zombie until gputui exits.)"""
-    with _SUBREAPER_LOCK:
-        _SUBREAPER_USERS[0] = max(0, _SUBREAPER_USERS[0] - 1)
-        if not _SUBREAPER_USERS[0]:
-            _set_subreaper(False)
-
-
 _LIVE: set[ChildRun] = set()
 _LIVE_LOCK = threading.Lock()
 
@@ -609,8 +443,3 @@ def kill_all(wait: float = 0.0) -> None:
 
 
 atexit.register(kill_all)
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is `pgid` (Linux /proc)."""
-    return [pid for pid, row in process_table().items() if row.state != "Z" and row.pgrp == pgid]
