@@ -510,6 +510,14 @@ class GpuProcess:
     """The distributed rank its environment gives (RANK, else OMPI_COMM_WORLD_RANK,
     PMI_RANK, SLURM_PROCID), read once when the process is first seen; None where the
     environment is not readable (another user's process, without root) or says none."""
+    worker_cpu: tuple[float, ...] | None = None
+    """CPU of each of its child processes (and their children: workers a forkserver
+    started), percent of one core over the last window (a few seconds, read on a slower
+    cadence than the tick), highest first: the DataLoader workers of a training rank.
+    () = it has no children; None where its children could not be read, before the first
+    window, or in recordings made before gputui read it (format version 4 and older).  A
+    child first seen in this window has no figure yet; a reused PID is a new child
+    (`gputui.telemetry.host.workers`)."""
 
 
 @dataclass(frozen=True, slots=True)

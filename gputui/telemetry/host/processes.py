@@ -17,6 +17,7 @@ import psutil
 
 from gputui.telemetry.host.pidns import in_host_pid_namespace
 from gputui.telemetry.host.starttime import start_time
+from gputui.telemetry.host.workers import WorkerCpu
 from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
 
 T = TypeVar("T")
@@ -94,6 +95,7 @@ class HostFacts(TypedDict, total=False):
     launcher: int | None
     state: str | None
     rank: int | None
+    worker_cpu: tuple[float, ...] | None
 
 
 RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
@@ -188,6 +190,8 @@ class ProcessInspector:
         """Each process's job (cgroup, environment) and launcher, cached per process."""
         self.launchers: tuple[LauncherProcess, ...] = ()
         """The launchers of the processes of the latest `enrich`."""
+        self.workers = WorkerCpu()
+        """Each GPU process's children's CPU (its DataLoader workers), on a slower cadence."""
 
     def enrich(self, processes: Iterable[GpuProcess], now: float | None = None) -> list[GpuProcess]:
         now = time.time() if now is None else now
@@ -202,6 +206,8 @@ class ProcessInspector:
         out = []
         jobs = self.jobs
         jobs.begin()
+        readable = [(pid, f.get("create_time")) for pid, f in facts.items() if f and "create_time" in f]
+        workers = self.workers.get(readable, now)
         for p in procs:
             f = facts.get(p.pid)
             if f is None:
@@ -210,7 +216,7 @@ class ProcessInspector:
             created = f.get("create_time")
             if isinstance(created, float):
                 job, launcher = jobs.attribute(p.pid, created)
-                f = {**f, "job": job, "launcher": launcher}
+                f = {**f, "job": job, "launcher": launcher, "worker_cpu": workers.get((p.pid, created))}
             out.append(replace(p, **f))
         self.launchers = jobs.end()
         return out

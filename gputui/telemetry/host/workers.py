@@ -1,0 +1,157 @@
+"""The CPU of each GPU process's child processes: a training rank's DataLoader workers.
+
+`WorkerCpu.read` lists each rank's children from /proc/PID/task/*/children (the kernel's
+list, one file per thread: a child belongs to the thread that forked it), and their
+children one level down (a forkserver, Python 3.14's default start method on Linux, starts
+the workers as its own children).  Each child's CPU time (utime + stime of
+/proc/CHILD/stat) is differenced between two reads, per (PID, start time): a PID that a new
+process reuses is a new child with no figure until its second read, so one process's CPU
+is never charged to another.  Where the kernel has no children files (built without
+CONFIG_PROC_CHILDREN), psutil's children (a scan of every process) stand in.
+
+The reads are spaced `interval` seconds apart (a rank with 60 threads costs 60 small
+reads); between them every tick carries the last window's figures.  None where a rank's
+children cannot be read: never 0.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+Ident = tuple[int, float | None]
+"""A GPU process: PID and start time."""
+
+MAX_CHILDREN = 64
+"""Children counted per rank at most (the busiest kept): a bound on the recorded figures."""
+DEFAULT_INTERVAL = 5.0
+"""Seconds between two reads of the children's CPU."""
+
+
+def _children_of(pid: int, proc: str) -> list[int] | None:
+    """The PIDs of a process's children (all its threads'); None when unreadable."""
+    try:
+        tids = os.listdir(f"{proc}/{pid}/task")
+    except OSError:
+        return None
+    out: list[int] = []
+    found = False
+    for tid in tids:
+        try:
+            with open(f"{proc}/{pid}/task/{tid}/children", "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            continue  # the thread ended meanwhile, or the kernel has no children files
+        except OSError:
+            return None
+        found = True
+        out.extend(int(w) for w in data.split() if w.isdigit())
+    if found:
+        return out
+    if tids and proc == "/proc" and not _kernel_lists_children():
+        return _psutil_children(pid)
+    return None
+
+
+def _kernel_lists_children() -> bool:
+    me = os.getpid()
+    return os.path.exists(f"/proc/{me}/task/{me}/children")
+
+
+def _psutil_children(pid: int) -> list[int] | None:
+    """The fallback where /proc has no children files."""
+    import psutil
+
+    try:
+        return [c.pid for c in psutil.Process(pid).children()]
+    except psutil.Error:
+        return None
+
+
+def read_cpu_ticks(pid: int, proc: str = "/proc") -> tuple[int, int] | None:
+    """(start time, utime + stime) of a process in clock ticks; None when it is gone or
+    unreadable."""
+    try:
+        with open(f"{proc}/{pid}/stat", "rb") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()
+    try:
+        return int(fields[19]), int(fields[11]) + int(fields[12])
+    except (IndexError, ValueError):
+        return None
+
+
+@dataclass(slots=True)
+class _Seen:
+    cpu_ticks: int
+    at: float
+
+
+class WorkerCpu:
+    """Each rank's children's CPU % over the last window (see the module docstring)."""
+
+    def __init__(self, proc: str = "/proc", interval: float = DEFAULT_INTERVAL) -> None:
+        self._proc = proc
+        self.interval = interval
+        self._hz = float(os.sysconf("SC_CLK_TCK")) if hasattr(os, "sysconf") else 100.0
+        self._seen: dict[tuple[int, int], _Seen] = {}
+        """(child PID, start ticks) -> its CPU time at the last read."""
+        self._last: dict[Ident, tuple[float, ...] | None] = {}
+        self._read_at: float | None = None
+        self.reads = 0
+        """Windows read (for benchmarks)."""
+
+    def get(self, ranks: Iterable[Ident], now: float) -> dict[Ident, tuple[float, ...] | None]:
+        """Each rank's children's CPU percents, highest first: read afresh once `interval`
+        has passed since the last read, else the last window's (a rank not seen at the
+        last read is read at once, alone)."""
+        wanted = set(ranks)
+        if self._read_at is None or now - self._read_at >= self.interval or now < self._read_at:
+            before, self._seen = self._seen, {}
+            self._last = self._read(wanted, now, before)
+            self._read_at = now
+            self.reads += 1
+        else:
+            new = wanted - self._last.keys()
+            if new:
+                self._last.update(self._read(new, now, self._seen))
+        return {r: self._last.get(r) for r in wanted}
+
+    def _read(
+        self, ranks: set[Ident], now: float, before: dict[tuple[int, int], _Seen]
+    ) -> dict[Ident, tuple[float, ...] | None]:
+        """Read `ranks`' children; their CPU times go into `self._seen`."""
+        proc, hz, seen = self._proc, self._hz, self._seen
+        last: dict[Ident, tuple[float, ...] | None] = {}
+        for ident in ranks:
+            kids = _children_of(ident[0], proc)
+            if kids is None:
+                last[ident] = None
+                continue
+            level = list(kids)
+            for kid in kids:
+                grand = _children_of(kid, proc)
+                if grand:
+                    level.extend(grand)
+            measured: list[float] = []
+            new = 0
+            for child in dict.fromkeys(level):
+                ticks = read_cpu_ticks(child, proc)
+                if ticks is None:
+                    continue  # gone meanwhile
+                key = (child, ticks[0])
+                prev = before.get(key)
+                seen[key] = _Seen(ticks[1], now)
+                if prev is None or now <= prev.at or ticks[1] < prev.cpu_ticks:
+                    new += 1  # first seen (or a reused PID: another start time)
+                    continue
+                measured.append(round(100.0 * (ticks[1] - prev.cpu_ticks) / hz / (now - prev.at), 1))
+            if new and not measured:
+                last[ident] = None  # children, none measured yet
+                continue
+            measured.sort(reverse=True)
+            last[ident] = tuple(measured[:MAX_CHILDREN])
+        return last
