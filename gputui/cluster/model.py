@@ -337,6 +337,7 @@ PUBLISHED_HINT = {
     "tiny_kernels": "SMs idle: tiny kernels or CPU-bound",
     "dram_bound": "memory-bandwidth bound",
     "idle_memory": "idle, holding memory",
+    "input_bound": "input-bound: loader workers at 100 % CPU",
 }
 """A published hint's words on a card: the local hint's own (telemetry/hints.py), without
 the numbers the exporter does not publish."""

@@ -184,8 +184,8 @@ def build_families(
     out.append(active)
     hinted = _family(
         "gputui_gpu_efficiency_hint",
-        "1 for each efficiency hint from GPM now (see gputui's [hints]): fp32_no_tensor, "
-        "tiny_kernels, dram_bound, idle_memory.",
+        "1 for each efficiency hint now (see gputui's [hints]): fp32_no_tensor, "
+        "tiny_kernels, dram_bound, idle_memory, input_bound.",
         "gauge",
     )
     for gpu, gpu_hints in sorted((hints or {}).items()):

@@ -10,10 +10,14 @@ Thresholds are the config file's `[hints]` table (`HintConfig`).
                   the CPU or the data loader between them
   dram_bound      device memory bandwidth near its maximum
   idle_memory     memory held while the GPU has done nothing for minutes
+  input_bound     the GPU works in bursts (low mean utilization over a window) while the
+                  rank's child processes, its DataLoader workers, are pegged at ~100 % of a
+                  core each: the GPU waits for data (`GpuProcess.worker_cpu`)
 """
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from gputui.options import option
@@ -61,12 +65,42 @@ class HintConfig:
     )
     idle_max_util: int = option("idle_memory: utilization (percent) that counts as idle", 0, min=0, max=100)
     idle_min_memory_mib: int = option("idle_memory: memory used (MiB) that counts as held", 1024, min=0)
+    input_bound_seconds: float = option(
+        "input_bound: the window (seconds) over which the GPU's utilization is averaged", 30.0, min=1.0
+    )
+    input_bound_max_util: float = option(
+        "input_bound: mean utilization (percent) below which the GPU counts as waiting",
+        70.0,
+        min=0.0,
+        max=100.0,
+    )
+    input_bound_min_util: float = option(
+        "input_bound: mean utilization (percent) at or above which the GPU counts as in use",
+        1.0,
+        min=0.0,
+        max=100.0,
+    )
+    input_bound_worker_cpu: float = option(
+        "input_bound: CPU (percent of one core) at or above which a worker counts as pegged", 90.0, min=0.0
+    )
+    input_bound_working_cpu: float = option(
+        "input_bound: CPU (percent of one core) at or above which a child process counts as working "
+        "(an idle forkserver or compile worker does not)",
+        10.0,
+        min=0.0,
+    )
+    input_bound_busy_share: float = option(
+        "input_bound: the share of a rank's working children that must be pegged (0.5: most)",
+        0.5,
+        min=0.0,
+        max=1.0,
+    )
 
 
 @dataclass(frozen=True)
 class Hint:
     kind: str
-    """fp32_no_tensor, tiny_kernels, dram_bound, idle_memory."""
+    """fp32_no_tensor, tiny_kernels, dram_bound, idle_memory, input_bound."""
     gpu: int
     short: str
     """A few words for a card: "no tensor cores: try TF32 or bf16"."""
@@ -76,7 +110,7 @@ class Hint:
     """What people do about it, most effective first."""
 
 
-KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound", "idle_memory")
+KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound", "idle_memory", "input_bound")
 GPM_KINDS = ("fp32_no_tensor", "tiny_kernels", "dram_bound")
 """The hints read from GPM (the `efficiency` alert fires on these)."""
 
@@ -110,6 +144,14 @@ REMEDIES: dict[str, tuple[str, ...]] = {
     "idle_memory": (
         "end the process holding the memory (the Processes tab, 2, then T) if nobody uses it",
         "a PyTorch process keeps freed memory cached: torch.cuda.empty_cache() returns it",
+    ),
+    "input_bound": (
+        "more DataLoader workers, up to the free cores: DataLoader(..., num_workers=N)",
+        "pinned memory and asynchronous copies: DataLoader(..., pin_memory=True), "
+        ".to(device, non_blocking=True)",
+        "prefetch more batches: DataLoader(..., prefetch_factor=4, persistent_workers=True)",
+        "faster storage or cheaper items: local NVMe, a page-cached or pre-decoded dataset, "
+        "decoding and augmentation on the GPU (NVIDIA DALI, torchvision.transforms.v2 on CUDA tensors)",
     ),
 }
 
@@ -181,28 +223,72 @@ def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) 
     return tuple(out)
 
 
+def pegged_workers(cpu: tuple[float, ...] | None, cfg: HintConfig) -> tuple[int, float] | None:
+    """(how many, their mean CPU %) of one rank's children that are pegged, when they are
+    most of its working children (`input_bound_busy_share`) and at least one; None when
+    they are not, or the children's CPU is not known (None is never read as idle)."""
+    if cpu is None:
+        return None
+    busy = [c for c in cpu if c >= cfg.input_bound_worker_cpu]
+    working = sum(c >= cfg.input_bound_working_cpu for c in cpu)
+    if not busy or len(busy) < cfg.input_bound_busy_share * working:
+        return None
+    return len(busy), sum(busy) / len(busy)
+
+
+def input_bound_hint(
+    gpu: int, mean_util: float | None, seconds: float, workers: list[tuple[int, float]], cfg: HintConfig
+) -> Hint | None:
+    """The input_bound hint of one GPU: its utilization averaged `mean_util` over the last
+    `seconds` (None: not known over the whole window) while its ranks' `workers` ((pegged
+    workers, their mean CPU %) per rank, from `pegged_workers`) are pegged."""
+    if not cfg.enabled or mean_util is None or seconds < cfg.input_bound_seconds or not workers:
+        return None
+    if not cfg.input_bound_min_util <= mean_util < cfg.input_bound_max_util:
+        return None
+    n = sum(k for k, _ in workers)
+    cpu = sum(k * c for k, c in workers) / n
+    noun = "loader worker" if n == 1 else "loader workers"
+    ranks = "its process" if len(workers) == 1 else f"its {len(workers)} processes"
+    return Hint(
+        "input_bound",
+        gpu,
+        f"input-bound: {n} {noun} at {cpu:.0f} % CPU",
+        f"utilization {mean_util:.0f}% on average over {seconds:.0f} s while {n} child process(es) of "
+        f"{ranks} (DataLoader workers) ran at {cpu:.0f} % of a core each: the GPU waits for data",
+        REMEDIES["input_bound"],
+    )
+
+
 class HintEngine:
     """Keeps how long each GPU has been idle with memory held; `update` gives the hints."""
 
     def __init__(self, config: HintConfig | None = None) -> None:
         self.config = config or HintConfig()
         self._idle_since: dict[int, float] = {}
+        self._util: dict[int, deque[tuple[float, int]]] = {}
+        """GPU -> (time, utilization) of the ticks in the input_bound window."""
+        self._util_since: dict[int, float] = {}
+        """GPU -> since when its utilization has been known at every tick."""
         self._last_ts: float | None = None
         self.current: dict[int, tuple[Hint, ...]] = {}
         """GPU -> its hints at the last update (replaced, never mutated)."""
 
     def reset(self) -> None:
         self._idle_since.clear()
+        self._util.clear()
+        self._util_since.clear()
         self._last_ts = None
         self.current = {}
 
     def update(self, snap: Snapshot) -> dict[int, tuple[Hint, ...]]:
         ts = snap.timestamp
         if self._last_ts is not None and ts < self._last_ts:
-            self._idle_since.clear()  # a replay looped
+            self.reset()  # a replay looped
         self._last_ts = ts
         cfg = self.config
         out: dict[int, tuple[Hint, ...]] = {}
+        workers = self._workers(snap) if cfg.enabled else {}
         for g in snap.gpus:
             if idle_holding_memory(g, cfg.idle_max_util, cfg.idle_min_memory_mib * MIB):
                 since = self._idle_since.setdefault(g.index, ts)
@@ -211,7 +297,41 @@ class HintEngine:
                 self._idle_since.pop(g.index, None)
                 idle = None
             hints = gpu_hints(g, cfg, idle)
+            mean, seconds = self._mean_util(g, ts)
+            ib = input_bound_hint(g.index, mean, seconds, workers.get(g.index, []), cfg)
+            if ib is not None:
+                hints += (ib,)
             if hints:
                 out[g.index] = hints
         self.current = out
+        return out
+
+    def _mean_util(self, g: GpuSample, ts: float) -> tuple[float | None, float]:
+        """The GPU's mean utilization over the input_bound window, and how many seconds of
+        known utilization lie behind it; (None, 0) after a tick without it."""
+        i, util = g.index, g.gpu_util
+        if util is None or g.lost:
+            self._util.pop(i, None)
+            self._util_since.pop(i, None)
+            return None, 0.0
+        window = self._util.setdefault(i, deque())
+        window.append((ts, util))
+        since = self._util_since.setdefault(i, ts)
+        start = ts - self.config.input_bound_seconds
+        while window[0][0] < start:
+            window.popleft()
+        return sum(u for _, u in window) / len(window), ts - since
+
+    def _workers(self, snap: Snapshot) -> dict[int, list[tuple[int, float]]]:
+        """GPU -> (pegged workers, their mean CPU %) of each of its ranks that has them."""
+        out: dict[int, list[tuple[int, float]]] = {}
+        seen: set[tuple[int, int]] = set()
+        cfg = self.config
+        for p in snap.processes:
+            if p.worker_cpu is None or (p.gpu_index, p.pid) in seen:
+                continue
+            seen.add((p.gpu_index, p.pid))
+            pegged = pegged_workers(p.worker_cpu, cfg)
+            if pegged is not None:
+                out.setdefault(p.gpu_index, []).append(pegged)
         return out
