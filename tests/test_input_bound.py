@@ -150,8 +150,8 @@ def test_no_children_give_no_claim() -> None:
 
 def test_an_older_recording_without_worker_cpu_gives_no_claim() -> None:
     engine = HintEngine()
-    for k, s in enumerate(job_ticks() * 5):
-        s = dataclasses.replace(s, timestamp=job_ticks()[0].timestamp + k)
+    for k, old in enumerate(job_ticks() * 5):
+        s = dataclasses.replace(old, timestamp=job_ticks()[0].timestamp + k)
         assert all(p.worker_cpu is None for p in s.processes)
         assert "input_bound" not in {h.kind for h in engine.update(s).get(0, ())}
 
@@ -237,7 +237,9 @@ def test_the_exporter_publishes_it() -> None:
 def real(name: str) -> list[Snapshot]:
     path = REAL / name
     if not path.exists():
-        pytest.skip(f"{path.relative_to(FIXTURES.parent.parent)} not recorded yet (bench/load/input_bound.py)")
+        pytest.skip(
+            f"{path.relative_to(FIXTURES.parent.parent)} not recorded yet (bench/load/input_bound.py)"
+        )
     return list(read_recording(path)[1])
 
 

@@ -264,7 +264,7 @@ def test_json_but_not_a_recording(tmp_path: Path, line: str) -> None:
     )
 
 
-@pytest.mark.parametrize("version", [5, 0, "1", "2", None, True])
+@pytest.mark.parametrize("version", [FORMAT_VERSION + 1, 0, "1", "2", None, True])
 def test_unsupported_version(tmp_path: Path, version: Any) -> None:
     path = write_text(tmp_path / "r.jsonl", [header_with(version=version), x2_lines()[1]])
     expect_error(path, 1, f"recording format version {version!r}", "reads versions 1, 2, 3")

@@ -14,11 +14,11 @@ default are left out when writing.  Readers reject unknown fields and wrong type
 the file name, line number and the field's path, so a hand-edited file fails loudly.
 
 Versions: 2 added `GpuSample.gpm` (GPM activity); 3 added `GpuProcess.state` (the process's
-R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clock`; 5 added `GpuProcess.worker_cpu`
-(its child processes' CPU). Older files read as they are (no GPM, no state, no workers: N/A). A file of a newer version than this gputui
-knows is refused with "upgrade gputui": since readers reject unknown fields, a version-2
-reader would otherwise fail on the first process's `state` with a message that does not say
-what to do."""
+R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clock`; 5 added
+`GpuProcess.worker_cpu` (its child processes' CPU). Older files read as they are (no GPM, no
+state, no workers: N/A). A file of a newer version than this gputui knows is refused with
+"upgrade gputui": since readers reject unknown fields, a version-2 reader would otherwise
+fail on the first process's `state` with a message that does not say what to do."""
 
 from __future__ import annotations
 
