@@ -218,6 +218,23 @@ def test_a_replay_that_loops_starts_the_window_again() -> None:
     assert "input_bound" not in {h.kind for h in engine.current.get(0, ())}
 
 
+def test_the_card_and_the_detail_view_show_it() -> None:
+    from gputui.ui.cards import activity_items
+    from gputui.ui.detail.lines import activity_lines
+
+    engine = HintEngine()
+    for k in range(40):
+        s = tick(k, 30)
+        hints = engine.update(s).get(0, ())
+    assert hints[0].kind == "input_bound"  # first: the card shows one hint
+    items, _ = activity_items(s.gpus[0].gpm, hints)
+    assert "".join(t for t, _ in items[-1]) == "» input-bound: 4 loader workers at 98 % CPU"
+    text = "\n".join("".join(t for t, _ in line) for line in activity_lines(s.gpus[0], hints, 200))
+    assert "input-bound: 4 loader workers at 98 % CPU" in text
+    assert "utilization 30% on average over the last 30 s" in text
+    assert "num_workers" in text and "pin_memory" in text
+
+
 def test_the_exporter_publishes_it() -> None:
     from gputui.export.prometheus import build_families
 

@@ -254,8 +254,9 @@ def input_bound_hint(
         "input_bound",
         gpu,
         f"input-bound: {n} {noun} at {cpu:.0f} % CPU",
-        f"utilization {mean_util:.0f}% on average over {seconds:.0f} s while {n} child process(es) of "
-        f"{ranks} (DataLoader workers) ran at {cpu:.0f} % of a core each: the GPU waits for data",
+        f"utilization {mean_util:.0f}% on average over the last {cfg.input_bound_seconds:.0f} s while "
+        f"{n} child process(es) of {ranks} (DataLoader workers) ran at {cpu:.0f} % of a core each: "
+        "the GPU waits for data",
         REMEDIES["input_bound"],
     )
 
@@ -300,7 +301,7 @@ class HintEngine:
             mean, seconds = self._mean_util(g, ts)
             ib = input_bound_hint(g.index, mean, seconds, workers.get(g.index, []), cfg)
             if ib is not None:
-                hints += (ib,)
+                hints = (ib, *hints)  # first: more specific than "SMs idle" (the card shows one)
             if hints:
                 out[g.index] = hints
         self.current = out
