@@ -1,6 +1,6 @@
 """Job health (gputui.telemetry.health) and the process state it reads.
 
-Recordings: the REAL H100 recordings of bench/device_health.sh (tests/fixtures/h100-health:
+Recordings: the REAL H100 recordings of `bench/device.sh health` (tests/fixtures/h100-health:
 one kernel spinning, the same 32x512 wide, spinning beside bf16 work, tiny kernels, idle, a
 torchrun job with rank 1 SIGSTOPped, process states included), the REAL H100 GPM recording
 (busy, float32, copies, tiny kernels, idle) and the REAL 2x H200 GPM recording.  They are 45 s
