@@ -169,7 +169,7 @@ mode_export() {
 
 # 1. snapshot wall time vs nvidia-smi and gpustat
 fields=index,name,uuid,pci.bus_id,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate
-$py bench/snapshot_timing.py --runs 21 > "$out/snapshot_timing.txt" 2>&1
+$py bench/device_report.py snapshot-timing --runs 21 > "$out/snapshot_timing.txt" 2>&1
 $py -m gputui snapshot --json --processes > "$out/snapshot.json" 2> "$out/snapshot.err"
 $py -m gputui snapshot --fields "$fields" > "$out/snapshot.csv" 2>> "$out/snapshot.err"
 nvidia-smi --query-gpu="$fields" --format=csv > "$out/nvidia-smi.csv" 2>&1
