@@ -550,7 +550,7 @@ def test_texts_carry_nothing_from_the_process() -> None:
 def test_cost_at_8_gpus_240_processes_is_under_half_a_percent_of_a_core() -> None:
     """The derived 8-GPU, 240-process recording with jobs (30 jobs of 8 ranks), states set:
     update() must cost under 5 ms a tick (0.5 % of a core at 1 Hz); on this shared 2-core
-    machine the median is far below (bench/bench_health.py reports it)."""
+    machine the median is far below (`bench/bench_jobs.py health` reports it)."""
     snaps = [
         dataclasses.replace(s, processes=tuple(dataclasses.replace(p, state="S") for p in s.processes))
         for s in ticks(JOBS_240)
