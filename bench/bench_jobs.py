@@ -1,21 +1,52 @@
-"""What job attribution and the launcher walk cost the sampling thread per tick, with and
-without the per-(PID, start time) cache, on real processes of this machine.
+"""What gputui's job features cost: attribution, health and stack dumps, on real processes.
 
-    python bench/bench_jobs.py [--processes 240] [--ticks 20]
+    python bench/bench_jobs.py attribution [--processes 240] [--ticks 20]
+    python bench/bench_jobs.py health [--processes 240] [--rounds 30]
+    python bench/bench_jobs.py stacks [--procs 8] [--rounds 5] [--threads 0] [--native]
 
-Starts N real processes (`sleep`, in groups of 8 under a launcher named `torchrun`, as
-torchrun lays out ranks), then times, per tick: reading every process's job afresh
-(/proc/PID/cgroup and environ, `read_job`: no cache), and `JobTracker.annotate` (the
-cache: the first tick reads everything, later ticks only check the launchers).  Prints
-one JSON object; the figures go to bench/RESULTS.md.
+attribution: job attribution and the launcher walk per tick on the sampling thread, with and
+without the per-(PID, start time) cache.  Starts N real processes (`sleep`, in groups of 8
+under a launcher named `torchrun`, as torchrun lays out ranks), then times, per tick: reading
+every process's job afresh (/proc/PID/cgroup and environ, `read_job`: no cache), and the
+JobTracker (the cache: the first tick reads everything, later ticks only check the
+launchers).  Prints one JSON object.
+
+health: job health's cost.
+1. The state read (`GpuProcess.state`): `ProcessInspector.enrich` over N real processes of
+   this machine (children started to make up N: sleepers), the tracked path that every
+   tick after the first takes, with the state read and with it replaced by a constant
+   (the cost before), interleaved rounds, CPU time of this process; and the state read
+   alone, timed around it for each process (the difference of two noisy totals can hide
+   it).  The state comes from the /proc/PID/stat psutil already reads for the CPU times
+   (inside one `oneshot`): no further read.
+2. The verdicts: `HealthEngine.update` over the derived 8-GPU, 240-process recording with
+   jobs (tests/fixtures/derived/h200x8-nvswitch-240procs-jobs.jsonl.gz; 30 jobs of 8
+   ranks), every process given a state, CPU time per tick, three passes.  With them the
+   efficiency hints and the input_bound hint (`HintEngine.update`), every process given 4
+   pegged workers (`worker_cpu`) and every GPU a bursty utilization, so the hint's whole
+   path runs on every GPU at every tick; the issue's budget (0.5 % of a core at 1 Hz) is for
+   the two together.
+3. The children's CPU read (`WorkerCpu`, sampling thread, once every 10 s): N ranks of one
+   thread with 4 sleeping children each (`sh` and `sleep`), CPU time of one read; and 8
+   Python ranks of 64 threads with 4 children each, to price a rank's threads.
+
+stacks: wall time of `gputui stacks` over N Python processes (issue 26: "a stack dump of 8
+ranks: measure").  Starts N Python children, each blocked in a function a few frames deep
+(with --threads T, each also has T idle threads, as a rank with data-loader and NCCL threads
+has), then dumps all of them with gputui.stacks.dump.dump_many (in parallel, PARALLEL at
+once) ROUNDS times and one at a time once; prints the median and each round.  Needs py-spy
+and ptrace.  Every child is killed at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import os
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -23,14 +54,24 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-import contextlib
+from gputui.stacks.dump import PARALLEL, dump_many, find_py_spy  # noqa: E402
+from gputui.telemetry.health import HealthEngine  # noqa: E402
+from gputui.telemetry.hints import HintEngine  # noqa: E402
+from gputui.telemetry.host import processes as host  # noqa: E402
+from gputui.telemetry.host.jobs import read_job  # noqa: E402
+from gputui.telemetry.host.processes import ProcessInspector  # noqa: E402
+from gputui.telemetry.host.proctree import JobTracker  # noqa: E402
+from gputui.telemetry.host.workers import WorkerCpu  # noqa: E402
+from gputui.telemetry.model import GpuProcess  # noqa: E402
+from gputui.telemetry.recording import read_recording  # noqa: E402
 
-from gputui.telemetry.host.jobs import read_job
-from gputui.telemetry.host.processes import ProcessInspector
-from gputui.telemetry.host.proctree import JobTracker
-from gputui.telemetry.model import GpuProcess
+JOBS_240 = ROOT / "tests/fixtures/derived/h200x8-nvswitch-240procs-jobs.jsonl.gz"
+
+
+# ---- attribution ------------------------------------------------------------------------------
 
 LAUNCHER = """
 import subprocess, sys, time
@@ -41,11 +82,7 @@ time.sleep(600)
 """
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--processes", type=int, default=240)
-    ap.add_argument("--ticks", type=int, default=20)
-    a = ap.parse_args()
+def attribution(a: argparse.Namespace) -> None:
     tmp = Path(tempfile.mkdtemp())
     (tmp / "torchrun").write_text(LAUNCHER)
     launchers = []
@@ -97,6 +134,238 @@ def main() -> None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(p.pid, 9)
             p.wait()
+
+
+# ---- health -----------------------------------------------------------------------------------
+
+
+def state_cost(n: int, rounds: int) -> dict[str, float | str]:
+    import psutil
+
+    kids = []
+    pids = [p.pid for p in psutil.process_iter() if p.pid > 1][:n]
+    while len(pids) < n:
+        kids.append(subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]))
+        pids.append(kids[-1].pid)
+    rows = [GpuProcess(gpu_index=k % 8, pid=pid) for k, pid in enumerate(pids)]
+    real_state = host._state
+    try:
+        insp = host.ProcessInspector(verify_gpu_files=False)
+        insp.enrich(rows)  # first sight: psutil objects, command lines, environments
+        with_state: list[float] = []
+        without: list[float] = []
+        for _ in range(rounds):
+            for label, out in (("with", with_state), ("without", without)):
+                host._state = real_state if label == "with" else (lambda proc: None)
+                t0 = time.process_time()
+                insp.enrich(rows)
+                out.append(time.process_time() - t0)
+        host._state = real_state
+        states = {p.state for p in insp.enrich(rows)}
+    finally:
+        host._state = real_state
+        for k in kids:
+            k.kill()
+            k.wait()
+    procs = [psutil.Process(pid) for pid in pids if psutil.pid_exists(pid)]
+    alone = []
+    for _ in range(rounds):
+        spent = 0.0
+        for proc in procs:
+            try:
+                with proc.oneshot():
+                    proc.cpu_times()
+                    t0 = time.perf_counter()
+                    real_state(proc)
+                    spent += time.perf_counter() - t0
+            except psutil.Error:
+                pass
+        alone.append(spent)
+    w, wo = statistics.median(with_state), statistics.median(without)
+    return {
+        "processes": n,
+        "enrich_ms_with_state": round(w * 1e3, 2),
+        "enrich_ms_without_state": round(wo * 1e3, 2),
+        "added_ms": round((w - wo) * 1e3, 3),
+        "added_pct_of_core_at_1hz": round((w - wo) * 100, 4),
+        "state_read_alone_ms": round(statistics.median(alone) * 1e3, 3),
+        "states_seen": "".join(sorted(s or "?" for s in states)),
+    }
+
+
+def verdict_cost() -> dict[str, float]:
+    snaps = [
+        dataclasses.replace(
+            s,
+            gpus=tuple(dataclasses.replace(g, gpu_util=(0, 90, 20)[s.seq % 3]) for g in s.gpus),
+            processes=tuple(
+                dataclasses.replace(p, state="S", worker_cpu=(99.0, 98.0, 97.0, 96.0)) for p in s.processes
+            ),
+        )
+        for s in read_recording(JOBS_240)[1]
+    ]
+    verdicts: list[float] = []
+    hints: list[float] = []
+    fired = 0
+    for _ in range(3):
+        engine, hinter = HealthEngine(), HintEngine()
+        for s in snaps:
+            t0 = time.process_time()
+            engine.update(s)
+            t1 = time.process_time()
+            got = hinter.update(s)
+            hints.append(time.process_time() - t1)
+            verdicts.append(t1 - t0)
+            fired += sum(h.kind == "input_bound" for gh in got.values() for h in gh)
+    both = [a + b for a, b in zip(verdicts, hints, strict=True)]
+    mean = sum(both) / len(both)
+    return {
+        "ticks": len(both),
+        "max_processes": max(len(s.processes) for s in snaps),
+        "verdicts_ms_median": round(statistics.median(verdicts) * 1e3, 3),
+        "hints_ms_median": round(statistics.median(hints) * 1e3, 3),
+        "input_bound_hints_given": fired,
+        "update_ms_mean": round(mean * 1e3, 3),
+        "pct_of_core_at_1hz": round(mean * 100, 3),
+    }
+
+
+THREADED_RANK = """
+import os, threading, time
+for _ in range(4):
+    if os.fork() == 0:
+        time.sleep(600); os._exit(0)
+for _ in range(63):
+    threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def workers_cost(n: int, rounds: int) -> dict[str, float | int]:
+    ranks = [
+        subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600 & sleep 600 & sleep 600 & wait"])
+        for _ in range(n)
+    ]
+    threaded = [
+        subprocess.Popen([sys.executable, "-c", THREADED_RANK], stdout=subprocess.PIPE, text=True)
+        for _ in range(8)
+    ]
+    try:
+        for t in threaded:
+            assert t.stdout is not None
+            t.stdout.readline()
+        time.sleep(0.5)  # the shells have started their children
+
+        def read_cost(
+            procs: list[subprocess.Popen[str]] | list[subprocess.Popen[bytes]],
+        ) -> tuple[float, int]:
+            w = WorkerCpu(interval=0.0)
+            idents = [(p.pid, None) for p in procs]
+            w.get(idents, time.time())
+            spent = []
+            for _ in range(rounds):
+                t0 = time.process_time()
+                got = w.get(idents, time.time())
+                spent.append(time.process_time() - t0)
+            counted = sum(len(v or ()) for v in got.values())
+            return statistics.median(spent), counted
+
+        one, kids = read_cost(ranks)
+        many, kids64 = read_cost(threaded)
+    finally:
+        for p in [*ranks, *threaded]:
+            for child in WorkerCpu.children(p.pid) or []:  # by PID, before they are reparented
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(child, signal.SIGKILL)
+            p.kill()
+            p.wait()
+    return {
+        "ranks": n,
+        "children_measured": kids,
+        "read_ms": round(one * 1e3, 2),
+        "pct_of_core_read_every_10s": round(one * 100 / 10, 3),
+        "threaded_ranks": 8,
+        "threaded_children_measured": kids64,
+        "read_ms_per_64_thread_rank": round(many * 1e3 / 8, 3),
+    }
+
+
+def health(a: argparse.Namespace) -> None:
+    print("state read:", state_cost(a.processes, a.rounds))
+    print("verdicts + hints:", verdict_cost())
+    print("children's CPU:", workers_cost(a.processes, a.rounds))
+
+
+# ---- stacks -----------------------------------------------------------------------------------
+
+CHILD = """
+import os, sys, threading
+ev = threading.Event()
+for i in range(int(sys.argv[1])):
+    threading.Thread(target=ev.wait, name=f"worker-{i}", daemon=True).start()
+def wait_here():
+    os.write(1, b"ready\\n")
+    ev.wait()
+def step(n):
+    return wait_here() if n == 0 else step(n - 1)
+step(5)
+"""
+
+
+def stacks(a: argparse.Namespace) -> None:
+    if find_py_spy() is None:
+        sys.exit("py-spy is not installed: pip install py-spy")
+    kids = [
+        subprocess.Popen([sys.executable, "-c", CHILD, str(a.threads)], stdout=subprocess.PIPE)
+        for _ in range(a.procs)
+    ]
+    try:
+        for k in kids:
+            assert k.stdout is not None
+            assert k.stdout.readline() == b"ready\n"
+        pids = [k.pid for k in kids]
+        dump_many(pids, native=a.native)  # warm: py-spy's binary in the page cache
+        walls = []
+        for _ in range(a.rounds):
+            t0 = time.perf_counter()
+            res = dump_many(pids, native=a.native)
+            walls.append(time.perf_counter() - t0)
+            bad = [r.missing for r in res if r.missing is not None]
+            assert not bad, bad
+        t0 = time.perf_counter()
+        dump_many(pids, native=a.native, parallel=1)
+        serial = time.perf_counter() - t0
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()
+    print(
+        f"{a.procs} processes x {a.threads + 1} threads{' --native' if a.native else ''}, "
+        f"{os.cpu_count()} CPUs, {PARALLEL} dumps at once: median {statistics.median(walls) * 1000:.0f} ms "
+        f"(rounds: {', '.join(f'{w * 1000:.0f}' for w in walls)} ms); one at a time: {serial * 1000:.0f} ms"
+    )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="What gputui's job features cost (see the docstring)")
+    sub = ap.add_subparsers(dest="what", required=True)
+    p = sub.add_parser("attribution", help="job attribution and the launcher walk per tick")
+    p.add_argument("--processes", type=int, default=240)
+    p.add_argument("--ticks", type=int, default=20)
+    p.set_defaults(func=attribution)
+    p = sub.add_parser("health", help="the process state read and the health verdicts per tick")
+    p.add_argument("--processes", type=int, default=240)
+    p.add_argument("--rounds", type=int, default=30)
+    p.set_defaults(func=health)
+    p = sub.add_parser("stacks", help="wall time of one py-spy dump of N Python processes")
+    p.add_argument("--procs", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--native", action="store_true")
+    p.set_defaults(func=stacks)
+    a = ap.parse_args()
+    a.func(a)
 
 
 if __name__ == "__main__":

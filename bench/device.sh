@@ -25,12 +25,41 @@
 #       snapshot, /metrics and nvidia-smi captured during it
 #   bench/device.sh topo OUTDIR       2+ GPUs with NVLink: a recording with known peer copies;
 #       topology, NVLink bytes and memory health checked against nvidia-smi (about 1.5 minutes)
+#   bench/device.sh first-frame OUTDIR ROUNDS DIR [DIR...]  the live first frame of one or more
+#       versions of gputui (each DIR holds a `gputui` package, e.g. from `git archive REV gputui`,
+#       named in the results by its last path component), interleaved round by round with
+#       bench/minimal_textual.py (a one-line Textual app) and nvitop, an 8 GiB holder on the GPU,
+#       through bench/pty_timeline.py --start --json at 160x50 (first byte, "complete", "settled").
+#       Each variant runs with `python3 -P` and is checked to import its own package.  Wheels in
+#       .whl/ are installed first; the packages' bytecode is compiled, as `pip install` leaves it.
+#       Prints each program's medians, each variant over the one-line app, and every later DIR
+#       against the first paired round by round.  Run from the repo root, DIRs absolute or
+#       relative to it; the caller's PYTHONPATH is left as it was
+#   bench/device.sh diag-env OUTDIR   the two environments the diagnosis once passed in silence
+#       (issue 24): a process holding all but 4 % of GPU 0's memory (`gputui diag` must WARN on
+#       memory.0 naming its PID) and PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe (it must
+#       name the variable); OUTDIR/summary.txt; exit 0 when both are named (about 1 minute)
+#   bench/device.sh health OUTDIR     real recordings for job health (tests/fixtures/h100-health),
+#       each `gputui record` at 1 s for 45 s, the load started after 5 s: idle; spin (one kernel,
+#       1 block x 1 thread, polling a flag nothing sets: NCCL's wait, bench/load/spin.py);
+#       spin-wide (32 x 512); spin-busy (spin.py and bf16 matmuls in a second process); tiny
+#       (64x64 float32 matmuls, a synchronize after each); jobrank-stopped (torchrun, 3 gloo
+#       ranks on GPU 0, bench/load/jobrank.py, rank 1 SIGSTOPped 10 s in; each rank's state,
+#       wchan and py-spy dump in OUTDIR/jobrank-stopped.procs.txt); nccl-stopped (2+ GPUs: one
+#       NCCL rank per GPU, rank 1 stopped); then what the health engine says of each, in
+#       OUTDIR/device_health.log (about 6 minutes, +1.5 with 2 or more GPUs; needs py-spy
+#       for the dumps)
+#   bench/device.sh snapshot-gpm OUTDIR  `gputui snapshot --json` (no --fields) under a bf16
+#       load: on Hopper or newer a measured GPM window (gpm.unavailable null, gpm.sm_active a
+#       number), or a reason in gpm.unavailable, never every gpm.* null without one; three
+#       runs' wall time (one GPM window: about 1 s more); exit 0 on PASS (about 40 s)
 set -u
 mode=${1:?usage: bench/device.sh MODE OUTDIR (the modes are in its header)}
 out=${2:?usage: bench/device.sh MODE OUTDIR}
 mkdir -p "$out"
 cd "$(dirname "$0")/.." || exit 2
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
+caller_pythonpath=${PYTHONPATH-}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 py=$(command -v "${PYTHON:-python3}")
 PTYBENCH=${PTYBENCH:-../shared/bench/ptybench.py}
@@ -140,7 +169,7 @@ mode_export() {
 
 # 1. snapshot wall time vs nvidia-smi and gpustat
 fields=index,name,uuid,pci.bus_id,utilization.gpu,utilization.memory,memory.used,memory.total,temperature.gpu,power.draw,power.limit,clocks.sm,clocks.mem,pstate
-$py bench/snapshot_timing.py --runs 21 > "$out/snapshot_timing.txt" 2>&1
+$py bench/device_report.py snapshot-timing --runs 21 > "$out/snapshot_timing.txt" 2>&1
 $py -m gputui snapshot --json --processes > "$out/snapshot.json" 2> "$out/snapshot.err"
 $py -m gputui snapshot --fields "$fields" > "$out/snapshot.csv" 2>> "$out/snapshot.err"
 nvidia-smi --query-gpu="$fields" --format=csv > "$out/nvidia-smi.csv" 2>&1
@@ -277,8 +306,284 @@ cat "$out/topo_check.txt"
 ls -la "$out"
 }
 
+mode_first_frame() {
+rounds=${1:?usage: bench/device.sh first-frame OUTDIR ROUNDS DIR [DIR...]}; shift
+[ $# -ge 1 ] || { echo "usage: bench/device.sh first-frame OUTDIR ROUNDS DIR [DIR...]" >&2; return 2; }
+if [ -n "$caller_pythonpath" ]; then export PYTHONPATH=$caller_pythonpath; else unset PYTHONPATH; fi
+site=$($py -c 'import site; print(site.getsitepackages()[0])')
+$py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1
+echo "$PWD" > "$site/gputui-repo.pth"
+$py -m compileall -q gputui bench "$@" "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
+$py bench/load/hold_memory.py --gib 8 --seconds 400 > "$out/hold.log" 2>&1 &
+hold=$!
+for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+$py -m gputui --help > /dev/null 2>&1
+# `python3 -m` puts the current directory first on sys.path, ahead of PYTHONPATH: run from the
+# repo root, every variant would be the working tree's gputui.  -P (Python 3.11+) leaves it
+# out; and each variant is checked to import its own package before anything is measured.
+for dir in "$@"; do
+  got=$(PYTHONPATH=$dir $py -P -c 'import gputui, os; print(os.path.dirname(os.path.dirname(os.path.abspath(gputui.__file__))))')
+  if [ "$got" != "$(cd "$dir" && pwd)" ]; then echo "variant $dir imports gputui from $got" >&2; exit 2; fi
+done
+pb="$py bench/pty_timeline.py --start --json --seconds 2.5"
+for _ in $(seq "$rounds"); do
+  $pb -- $py bench/minimal_textual.py | sed 's/^{/{"what": "one-line Textual app", /'
+  for dir in "$@"; do
+    PYTHONPATH=$dir $pb -- $py -P -m gputui --no-remember | sed "s/^{/{\"what\": \"gputui $(basename "$dir")\", /"
+  done
+  $pb -- $py -m nvitop --interval 1 | sed 's/^{/{"what": "nvitop", /'
+done > "$out/ab.jsonl" 2> "$out/ab.err"
+kill $hold 2>/dev/null; wait
+$py - "$out/ab.jsonl" $(for d in "$@"; do basename "$d"; done) <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+for what in dict.fromkeys(r["what"] for r in rows):
+    rs = [r for r in rows if r["what"] == what]
+    print(f"{what}: n={len(rs)}, bytes {statistics.median(r['bytes'] for r in rs):.0f}")
+    for key in ("first_byte_s", "complete_s", "settle_s"):
+        v = sorted(r[key] for r in rs if r.get(key) is not None)
+        if v:
+            under = sum(1 for x in v if x <= 0.5)
+            print(f"    {key:13s} median {statistics.median(v):.3f} s (min {v[0]:.3f}, max {v[-1]:.3f}, <=0.5 s {under}/{len(v)})")
+names = [f"gputui {n}" for n in sys.argv[2:]]
+rounds, current = [], {}
+for r in rows:
+    if r["what"] in names:
+        if r["what"] in current:
+            rounds.append(current)
+            current = {}
+        current[r["what"]] = r
+rounds.append(current)
+def med(what):
+    v = [r["settle_s"] for r in rows if r["what"] == what and r.get("settle_s") is not None]
+    return statistics.median(v) if v else None
+floor = med("one-line Textual app")
+for name in names:
+    if floor and med(name):
+        print(f"{name}: settled median / one-line Textual app's = {med(name) / floor:.2f}x")
+base = names[0]
+for name in names[1:]:
+    pairs = [(r[base], r[name]) for r in rounds if base in r and name in r]
+    for key in ("first_byte_s", "settle_s"):
+        d = [a[key] - b[key] for b, a in pairs if a.get(key) is not None and b.get(key) is not None]
+        if d:
+            faster = sum(1 for x in d if x < 0)
+            print(f"{name} vs {base}, {key}: paired median {1000 * statistics.median(d):+.1f} ms, faster in {faster}/{len(d)}")
+    spans = [a["settle_s"] - a["first_byte_s"] for _, a in pairs if a.get("settle_s") is not None]
+    if spans:
+        print(f"{name}: settled minus first byte, median {1000 * statistics.median(spans):.1f} ms")
+PY
+}
+
+mode_diag_env() {
+set -o pipefail
+SUMMARY="$out/summary.txt"
+: > "$SUMMARY"
+say() { echo "$*" | tee -a "$SUMMARY"; }
+ok=0
+
+# ---- (1) a holder of nearly all of GPU 0's memory -------------------------------------------
+"$py" - > "$out/holder.txt" 2> "$out/holder.err" <<'EOF' &
+import os, sys, time, torch
+free, total = torch.cuda.mem_get_info(0)
+size = free - int(total * 0.04)  # leave 4 % free: below the diagnosis's 10 %
+block = torch.empty(size, dtype=torch.uint8, device="cuda:0")
+free_after, _ = torch.cuda.mem_get_info(0)
+print(f"holder pid {os.getpid()} holds {size / 2**30:.1f} GiB; free now {free_after / 2**30:.1f} "
+      f"of {total / 2**30:.1f} GiB", flush=True)
+print("ready", flush=True)
+time.sleep(600)
+EOF
+HOLDER=$!
+trap 'kill "$HOLDER" 2>/dev/null' EXIT
+for _ in $(seq 120); do grep -q ready "$out/holder.txt" 2>/dev/null && break; kill -0 "$HOLDER" 2>/dev/null || break; sleep 0.5; done
+say "$(head -1 "$out/holder.txt")"
+nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv > "$out/apps-held.csv" 2>&1
+"$py" -m gputui diag --json --no-nccl --python "$py" > "$out/diag-held.json" 2> "$out/diag-held.err"
+say "diag beside the holder: exit $?"
+kill "$HOLDER" 2>/dev/null; wait "$HOLDER" 2>/dev/null; trap - EXIT
+"$py" - "$out/diag-held.json" "$HOLDER" <<'EOF' | tee -a "$SUMMARY" || ok=1
+import json, sys
+report, holder = json.load(open(sys.argv[1])), sys.argv[2]
+memory = [c for c in report["checks"] if c["id"].startswith("memory")]
+for c in memory:
+    print(f"  {c['status']} {c['id']}: {c['summary']}")
+hit = [c for c in memory if c["status"] == "WARN" and f"PID {holder} " in c["summary"]]
+print(f"(1) memory held by PID {holder}: " + ("NAMED" if hit else "NOT NAMED"))
+sys.exit(0 if hit else 1)
+EOF
+
+# ---- (2) a malformed PYTORCH_CUDA_ALLOC_CONF -------------------------------------------------
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe "$py" -X faulthandler -c \
+  "import torch; torch.zeros(1, device='cuda'); print('torch accepted it')" > "$out/torch-alone.txt" 2>&1
+say "torch alone with expandable_segments:maybe: exit $? ($(tail -1 "$out/torch-alone.txt"))"
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:maybe "$py" -m gputui diag --json --no-nccl --python "$py" \
+  > "$out/diag-alloc.json" 2> "$out/diag-alloc.err"
+say "diag with expandable_segments:maybe: exit $?"
+"$py" - "$out/diag-alloc.json" <<'EOF' | tee -a "$SUMMARY" || ok=1
+import json, sys
+report = json.load(open(sys.argv[1]))
+named = False
+for c in report["checks"]:
+    if c["id"] in ("env.start", "diag.child") or c["id"].startswith("torch.cuda"):
+        print(f"  {c['status']} {c['id']}: {c['summary']}")
+        if c["status"] == "FAIL" and "PYTORCH_CUDA_ALLOC_CONF" in c["summary"]:
+            named = True
+print(f"  child: signal {report['child'].get('signal')}, exit {report['child'].get('returncode')}")
+print("(2) PYTORCH_CUDA_ALLOC_CONF: " + ("NAMED" if named else "NOT NAMED"))
+sys.exit(0 if named else 1)
+EOF
+say "result: $([ $ok = 0 ] && echo 'both named' || echo 'NOT both named')"
+return $ok
+}
+
+mode_health() {
+ngpu=$(nvidia-smi -L | wc -l)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+DUR=45
+LEAD=5
+
+wait_ready() {  # wait_ready LOG N: until N "ready" lines are in LOG (60 s at most)
+  for _ in $(seq 600); do
+    [ "$(grep -c ready "$1" 2>/dev/null)" -ge "$2" ] && return 0
+    sleep 0.1
+  done
+  echo "timed out waiting for $2 ready line(s) in $1" >&2
+  return 1
+}
+
+record() {  # record NAME NOTE: start `gputui record` in the background (pid in $rec)
+  "$py" -m gputui record "$out/$1.jsonl.gz" --force --duration $DUR --interval 1 \
+    --note "real $gpu: $2 (bench/device.sh health)" > "$out/$1.record.log" 2>&1 &
+  rec=$!
+}
+
+procs() {  # procs LABEL PIDS...: each process's state and wchan, py-spy dump if installed
+  local label=$1; shift
+  for pid in "$@"; do
+    echo "== $label pid $pid: state $(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" \
+      "wchan $(cat "/proc/$pid/wchan" 2>/dev/null)"
+    if command -v py-spy > /dev/null; then timeout 10 py-spy dump --pid "$pid" 2>&1 | head -30; fi
+  done
+}
+
+echo "== $(date -u +%FT%TZ) $gpu x$ngpu, $("$py" -c 'import torch; print("torch", torch.__version__)')" | tee "$out/device_health.log"
+
+# idle
+record idle "idle, nothing running"
+wait $rec
+
+# spin alone; spin in NCCL's shape
+for shape in "spin 1 1" "spin-wide 32 512"; do
+  set -- $shape
+  record "$1" "$2 block(s) x $3 thread(s) polling a flag in pinned host memory (bench/load/spin.py), from ${LEAD} s"
+  sleep $LEAD
+  "$py" bench/load/spin.py --seconds $((DUR - LEAD)) --blocks "$2" --threads "$3" > "$out/$1.log" 2>&1 &
+  load=$!
+  wait $rec; wait $load
+  grep -h "spin" "$out/$1.log" | tee -a "$out/device_health.log"
+done
+
+# spin and a second process computing
+record spin-busy "one kernel spinning (spin.py) from ${LEAD} s and bf16 8192^2 matmuls in a second process from ~15 s"
+sleep $LEAD
+"$py" bench/load/spin.py --seconds $((DUR - LEAD)) > "$out/spin-busy.log" 2>&1 &
+load=$!
+wait_ready "$out/spin-busy.log" 1
+sleep 5
+"$py" bench/load/matmul_loop.py --seconds $((DUR - LEAD - 15)) --size 8192 --dtype bf16 > "$out/spin-busy.matmul.log" 2>&1 &
+busy=$!
+wait $rec; wait $load; wait $busy
+
+# tiny kernels
+record tiny "64x64 float32 matmuls, synchronizing after each (matmul_loop.py), from ${LEAD} s"
+sleep $LEAD
+"$py" bench/load/matmul_loop.py --seconds $((DUR - LEAD)) --size 64 --dtype float32 --sync-every 1 > "$out/tiny.log" 2>&1 &
+load=$!
+wait $rec; wait $load
+
+job() {  # job NAME BACKEND NPROC: torchrun, recorded; rank 1 stopped 10 s in
+  local name=$1 backend=$2 n=$3
+  "$py" -m torch.distributed.run --standalone --nproc-per-node "$n" bench/load/jobrank.py \
+    --backend "$backend" --seconds 300 > "$out/$name.log" 2>&1 &
+  local tr=$!
+  wait_ready "$out/$name.log" "$n" || { kill $tr; return 1; }
+  local pids r1
+  pids=$(sed -n 's/^rank [0-9]* pid \([0-9]*\) .*/\1/p' "$out/$name.log" | tr '\n' ' ')
+  r1=$(sed -n 's/^rank 1 pid \([0-9]*\) .*/\1/p' "$out/$name.log")
+  record "$name" "torchrun $n ranks ($backend, bench/load/jobrank.py); rank 1 (PID $r1) SIGSTOPped at 10 s"
+  sleep 10
+  kill -STOP "$r1"
+  echo "== $(date -u +%T) SIGSTOP rank 1 pid $r1" | tee -a "$out/device_health.log"
+  sleep 15
+  procs "$(date -u +%T) rank" $pids > "$out/$name.procs.txt" 2>&1
+  wait $rec
+  kill -CONT "$r1"; kill "$tr"; sleep 2; kill -9 $pids 2> /dev/null; wait $tr 2> /dev/null
+  cat "$out/$name.procs.txt" >> "$out/device_health.log"
+}
+
+job jobrank-stopped gloo 3
+[ "$ngpu" -ge 2 ] && job nccl-stopped nccl "$ngpu"
+
+"$py" - "$out" <<'PY' | tee -a "$out/device_health.log"
+import sys
+from pathlib import Path
+from gputui.telemetry.recording import read_recording
+from gputui.telemetry.health import HealthConfig, HealthEngine
+for f in sorted(Path(sys.argv[1]).glob("*.jsonl.gz")):
+    h, ticks = read_recording(f)
+    e = HealthEngine(HealthConfig(spin_seconds=10, stuck_seconds=10))
+    for t in ticks:
+        r = e.update(t)
+    g0 = ticks[-1].gpus[0]
+    w = g0.activity
+    print(f"{f.name}: {len(ticks)} ticks; last tick util {g0.gpu_util} power {g0.power_draw} "
+          f"GR {w and w.graphics_active} SM {w and w.sm_active} DRAM {w and w.dram_active}; "
+          f"states {sorted({(p.pid, p.state, p.rank) for p in ticks[-1].processes})}")
+    for i, gh in r.gpus.items():
+        print(f"   GPU {i}: {gh.short} | {gh.evidence}")
+    for j in r.jobs:
+        print(f"   job {j.key}: {j.verdict.short + ' | ' + j.verdict.why if j.verdict else 'no verdict'}")
+PY
+ls -la "$out"
+}
+
+mode_snapshot_gpm() {
+$py bench/load/train_like.py --seconds 30 --precision bf16 > "$out/load.log" 2>&1 &
+load=$!
+sleep 12
+for k in 1 2 3; do
+  s=$(date +%s%N)
+  $py -m gputui snapshot --json > "$out/snapshot-$k.json" 2> "$out/snapshot-$k.err"
+  rc=$?
+  e=$(date +%s%N)
+  echo "run $k: exit $rc wall $(( (e - s) / 1000000 )) ms"
+done
+$py -m gputui snapshot --json --fields index,gpm.sm_active,gpm.tensor_active,gpm.unavailable > "$out/snapshot-fields.json"
+kill $load 2>/dev/null; wait $load 2>/dev/null
+$py - "$out" <<'PY'
+import json, sys, pathlib
+out = pathlib.Path(sys.argv[1])
+bad = 0
+for f in sorted(out.glob("snapshot-*.json")):
+    for g in json.loads(f.read_text())["gpus"]:
+        figures = {k: v for k, v in g.items() if k.startswith("gpm.") and k != "gpm.unavailable"}
+        measured = g["gpm.unavailable"] is None
+        ok = (measured and g["gpm.sm_active"] is not None) or (not measured and set(figures.values()) == {None})
+        bad += not ok
+        print(f"{f.name} GPU {g['index']}: {'OK ' if ok else 'BAD'} unavailable={g['gpm.unavailable']!r} "
+              f"sm_active={g.get('gpm.sm_active')} tensor_active={g.get('gpm.tensor_active')}")
+print("PASS" if not bad else f"FAIL: {bad} GPU documents null without a reason")
+sys.exit(1 if bad else 0)
+PY
+}
+
 case $mode in
   peers) mode_peers "${3:-3}" ;;
+  first-frame) shift 2; mode_first_frame "$@" ;;
+  diag-env) mode_diag_env ;;
+  health) mode_health ;;
+  snapshot-gpm) mode_snapshot_gpm ;;
   diag | stress | export | namespace | xid | topo) "mode_$mode" ;;
   gpm-loads | gpm-train2) mode_gpm ;;
   *) echo "unknown mode $mode (see the header of $0)" >&2; exit 2 ;;

@@ -12,11 +12,14 @@ python bench/device_report.py gpm-summary RECORDING [PHASES.json]   per-phase me
     without them each GPU's whole recording); a tick counts when its GPM window is inside
 python bench/device_report.py topo-check OUTDIR      gputui's topology, NVLink throughput and
     memory-health readings against nvidia-smi of the same run; exits 1 on a mismatch
+python bench/device_report.py snapshot-timing [--runs 21] [--json]   `gputui snapshot` wall
+    time next to nvidia-smi, gpustat and the interpreter's and pynvml's own floor, interleaved
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import re
 import statistics
@@ -370,6 +373,89 @@ def topo_check(out: Path) -> int:
     return 1 if FAILURES else 0
 
 
+# ---- snapshot timing -------------------------------------------------------------------------
+
+SNAP_FIELDS = "index,name,temperature.gpu,utilization.gpu,memory.used,memory.total,power.draw"
+SNAP_FLOOR = "import os, pynvml; pynvml.nvmlInit(); pynvml.nvmlDeviceGetHandleByIndex(0); os._exit(0)"
+SNAP_BARE = """
+import os, sys, pynvml
+pynvml.nvmlInit()
+out = ["index, name, temperature.gpu, utilization.gpu [%], memory.used [MiB], memory.total [MiB], power.draw [W]"]
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    m = pynvml.nvmlDeviceGetMemoryInfo(h)
+    out.append(f"{i}, {pynvml.nvmlDeviceGetName(h)}, {pynvml.nvmlDeviceGetTemperature(h, 0)}, "
+               f"{pynvml.nvmlDeviceGetUtilizationRates(h).gpu} %, {m.used >> 20} MiB, {m.total >> 20} MiB, "
+               f"{pynvml.nvmlDeviceGetPowerUsage(h) / 1000:.2f} W")
+sys.stdout.write("\\n".join(out) + "\\n"); sys.stdout.flush(); os._exit(0)
+"""
+"""The least any Python program on nvidia-ml-py can do for nvidia-smi's query: the floor."""
+
+
+def snapshot_commands() -> dict[str, list[str]]:
+    py = sys.executable
+    cmds = {
+        "python -c pass": [py, "-c", "pass"],
+        "python -S -c pass (no site)": [py, "-S", "-c", "pass"],
+        "python: import pynvml; nvmlInit()": [py, "-c", "import pynvml; pynvml.nvmlInit()"],
+        "python: the same + one handle, then os._exit (no teardown)": [py, "-c", SNAP_FLOOR],
+        "python: a bare pynvml script printing nvidia-smi's 7 fields, os._exit": [py, "-c", SNAP_BARE],
+        f"nvidia-smi --query-gpu={SNAP_FIELDS} --format=csv": [
+            "nvidia-smi",
+            f"--query-gpu={SNAP_FIELDS}",
+            "--format=csv",
+        ],
+        "gputui snapshot --json": [py, "-m", "gputui", "snapshot", "--json"],
+        f"gputui snapshot --fields {SNAP_FIELDS}": [py, "-m", "gputui", "snapshot", "--fields", SNAP_FIELDS],
+        "gputui snapshot --json --processes": [py, "-m", "gputui", "snapshot", "--json", "--processes"],
+    }
+    if importlib.util.find_spec("gpustat") is not None:
+        cmds["gpustat --json"] = [py, "-m", "gpustat", "--json"]
+    return cmds
+
+
+def snapshot_timing(runs: int, as_json: bool) -> int:
+    """`gputui snapshot` wall time next to nvidia-smi and gpustat, interleaved, in one run.
+
+    Each command runs `runs` times, the tools interleaved so each sees the same machine; prints
+    the median, min and max wall time in ms.  The interpreter's own start-up (`python -c pass`,
+    with and without `site`) and `import pynvml; nvmlInit()` are timed alongside: they are the
+    floor any Python tool pays.  gpustat is timed when importable.
+    """
+    cmds = snapshot_commands()
+    times: dict[str, list[float]] = {k: [] for k in cmds}
+    for name, cmd in cmds.items():  # warm the page cache and .pyc files once
+        r = subprocess.run(cmd, capture_output=True, check=False)
+        if r.returncode != 0:
+            print(f"{name}: exit {r.returncode}: {r.stderr.decode(errors='replace')[-400:]}", file=sys.stderr)
+            return 1
+    for _ in range(runs):
+        for name, cmd in cmds.items():
+            t0 = time.perf_counter()
+            r = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+            times[name].append((time.perf_counter() - t0) * 1000)
+            if r.returncode != 0:  # a tool that dies early is fast: never time a failure
+                print(f"{name}: exit {r.returncode}", file=sys.stderr)
+                return 1
+    for name, t in times.items():
+        mid, lo, hi = statistics.median(t), min(t), max(t)
+        if as_json:
+            print(
+                json.dumps(
+                    {
+                        "command": name,
+                        "runs": len(t),
+                        "median_ms": round(mid, 1),
+                        "min_ms": round(lo, 1),
+                        "max_ms": round(hi, 1),
+                    }
+                )
+            )
+        else:
+            print(f"{name:<75} median {mid:6.1f} ms  min {lo:6.1f}  max {hi:6.1f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="what", required=True)
@@ -382,6 +468,9 @@ def main() -> int:
     p.add_argument("recording")
     p.add_argument("phases", nargs="?")
     sub.add_parser("topo-check").add_argument("outdir", type=Path)
+    p = sub.add_parser("snapshot-timing")
+    p.add_argument("--runs", type=int, default=21)
+    p.add_argument("--json", action="store_true", help="one JSON object per command")
     a = ap.parse_args()
     if a.what == "diag":
         return diag(a.outdir, a.python)
@@ -391,6 +480,8 @@ def main() -> int:
         return stress_summary(a.outdir)
     if a.what == "gpm-summary":
         return gpm_summary(a.recording, a.phases)
+    if a.what == "snapshot-timing":
+        return snapshot_timing(a.runs, a.json)
     return topo_check(a.outdir)
 
 

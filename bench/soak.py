@@ -1,7 +1,7 @@
 """Soak: run the TUI in a pseudo-terminal (as an SSH user would: the output is read and
 dropped) for a long time at a fast refresh, and sample the process's RSS over time.
 
-    python bench/soak.py --minutes 30 --interval 0.1 --out bench/results/soak.json -- \
+    python bench/soak.py --minutes 30 --interval 0.1 --out soak.json -- \
         --replay tests/fixtures/derived/h200x8-nvswitch-240procs.jsonl.gz
 
 Reports RSS at the end of the warm-up and the largest RSS after it (growth = the

@@ -1,5 +1,5 @@
 """Parsers for nvidia-smi's text output, to check what gputui shows against what nvidia-smi
-printed on the same machine (the tests, and bench/topo_check.py on a GPU machine).
+printed on the same machine (the tests, and `bench/device_report.py topo-check` on a GPU machine).
 
 Formats as printed by driver 580 (`tests/fixtures/h200-x2/nvidia-smi-*.txt`); each parser
 reads what it recognises and skips the rest.

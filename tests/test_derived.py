@@ -1,5 +1,5 @@
 """The derived scale-test recordings in tests/fixtures/derived: they read back, promise what
-their names say, invent no GPU telemetry, and are exactly what bench/derive_recording.py makes."""
+their names say, invent no GPU telemetry, and are exactly what `bench/derive.py scale` makes."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from gputui.telemetry.recording import FORMAT_VERSION, READABLE_VERSIONS, Record
 REPO = Path(__file__).resolve().parents[1]
 DERIVED = REPO / "tests/fixtures/derived"
 BASE = "tests/fixtures/h200-x2/recording.jsonl.gz"
-SCRIPT = REPO / "bench/derive_recording.py"
+SCRIPT = REPO / "bench/derive.py"
 
 #: file -> the generator's arguments (the README's commands) and what the file promises
 FIXTURES: dict[str, dict[str, int | str]] = {
@@ -74,7 +74,7 @@ def gpu_fields(g: GpuSample) -> tuple[object, ...]:
 
 def generate(name: str, out: Path) -> None:
     args = FIXTURES[name]
-    cmd = [sys.executable, str(SCRIPT), "--out", str(out)]
+    cmd = [sys.executable, str(SCRIPT), "scale", "--out", str(out)]
     for key in ("gpus", "processes", "ticks", "topology", "stagger"):
         cmd += [f"--{key}", str(args[key])]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
@@ -95,7 +95,7 @@ def test_reads_back_and_says_it_is_derived(name: str) -> None:
     d = header.derived
     assert d is not None
     assert d["from"] == [BASE]
-    assert d["generator"] == "bench/derive_recording.py"
+    assert d["generator"] == "bench/derive_recording.py"  # `derive.py scale` keeps its former name
     assert isinstance(d["seed"], int)
     assert isinstance(d["how"], str)
     assert len(d["how"]) > 200
@@ -340,7 +340,7 @@ def test_regenerating_gives_the_same_file(name: str, tmp_path: Path) -> None:
 
 def test_mixed_needs_an_even_number_of_gpus(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(REPO))
-    cmd = [sys.executable, str(SCRIPT), "--gpus", "5", "--processes", "10", "--topology", "mixed"]
+    cmd = [sys.executable, str(SCRIPT), "scale", "--gpus", "5", "--processes", "10", "--topology", "mixed"]
     cmd += ["--out", str(tmp_path / "x.jsonl")]
     res = subprocess.run(cmd, check=False, env=env, capture_output=True, text=True)
     assert res.returncode != 0

@@ -219,5 +219,5 @@ def test_the_memory_check_runs_before_the_probe_starts_cuda() -> None:
 def test_without_a_driver_the_memory_check_says_why_it_skipped(tmp_path) -> None:
     checks = run_probe_checks(make_bare_venv(tmp_path / "venv"), {})
     if checks["driver.nvml"]["status"] == "PASS":
-        pytest.skip("a driver is present: the checks run for real (bench/device_diag_env.sh)")
+        pytest.skip("a driver is present: the checks run for real (bench/device.sh diag-env)")
     assert checks["memory"]["status"] == "SKIP" and checks["memory"]["summary"] == "no NVML"

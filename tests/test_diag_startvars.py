@@ -365,7 +365,7 @@ def test_a_clean_run_has_no_crash_finding_whatever_is_set(bare_python: str) -> N
 
 
 def test_gputui_diag_needs_neither_textual_nor_plotext(bare_python: str, tmp_path) -> None:
-    """The device that runs bench/device_diag_env.sh has torch, nvidia-ml-py, psutil and rich,
+    """The device that runs `bench/device.sh diag-env` has torch, nvidia-ml-py, psutil and rich,
     not textual or plotext: `gputui diag --json` must run with both impossible to import."""
     runner = tmp_path / "no_textual.py"
     runner.write_text(

@@ -1,6 +1,6 @@
 """Job health (gputui.telemetry.health) and the process state it reads.
 
-Recordings: the REAL H100 recordings of bench/device_health.sh (tests/fixtures/h100-health:
+Recordings: the REAL H100 recordings of `bench/device.sh health` (tests/fixtures/h100-health:
 one kernel spinning, the same 32x512 wide, spinning beside bf16 work, tiny kernels, idle, a
 torchrun job with rank 1 SIGSTOPped, process states included), the REAL H100 GPM recording
 (busy, float32, copies, tiny kernels, idle) and the REAL 2x H200 GPM recording.  They are 45 s
@@ -550,7 +550,7 @@ def test_texts_carry_nothing_from_the_process() -> None:
 def test_cost_at_8_gpus_240_processes_is_under_half_a_percent_of_a_core() -> None:
     """The derived 8-GPU, 240-process recording with jobs (30 jobs of 8 ranks), states set:
     update() must cost under 5 ms a tick (0.5 % of a core at 1 Hz); on this shared 2-core
-    machine the median is far below (bench/bench_health.py reports it)."""
+    machine the median is far below (`bench/bench_jobs.py health` reports it)."""
     snaps = [
         dataclasses.replace(s, processes=tuple(dataclasses.replace(p, state="S") for p in s.processes))
         for s in ticks(JOBS_240)

@@ -5,7 +5,7 @@ every gpm.* figure null beside a null `gpm.unavailable` (the schema's "measured"
 Live runs go through the real NvmlSource and the command's own selection and wait, on
 ScriptedNvmlLib answering with the real H100 GPM recording (tests/fixtures/h100-gpm): NVML's
 device values from its ticks and nvmlGpmMetricsGet's figures from one of its float32-matmul
-windows.  The check on a real H100 is bench/snapshot_gpm.sh."""
+windows.  The check on a real H100 is `bench/device.sh snapshot-gpm OUT`."""
 
 from __future__ import annotations
 

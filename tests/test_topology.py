@@ -35,7 +35,7 @@ def na(value: object) -> str:
 
 
 #: Every real fixture with a recording and nvidia-smi topo -m of the same run (a new one, e.g.
-#: from bench/device_topo.sh, is compared as soon as it is committed).
+#: from `bench/device.sh topo`, is compared as soon as it is committed).
 SAME_RUN = sorted(
     d.name
     for d in FIXTURES.iterdir()

@@ -394,15 +394,15 @@ def test_every_field_missing_reads_na_on_every_screen(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def many_gpus(tmp_path_factory) -> Path:
-    """A DERIVED recording of 64 GPUs (bench/derive_recording.py, from the real 2x H200 one;
-    its header says so), made here rather than kept in the repository.  (256 GPUs is the
-    benchmark's case, bench/bench_screens.py; 64 are enough for the worker to take over.)"""
+    """A DERIVED recording of 64 GPUs (`bench/derive.py scale`, from the real 2x H200 one;
+    its header says so), made here rather than kept in the repository.  (The 256-GPU case was a
+    one-off benchmark, `git show b7dc59b:bench/bench_topology_scale.py`; 64 are enough for the worker.)"""
     import subprocess
     import sys
 
     out = tmp_path_factory.mktemp("derived") / "h200x64-derived.jsonl.gz"
-    script = Path(__file__).resolve().parents[1] / "bench" / "derive_recording.py"
-    args = ["--gpus", "64", "--processes", "64", "--ticks", "4", "--out", str(out)]
+    script = Path(__file__).resolve().parents[1] / "bench" / "derive.py"
+    args = ["scale", "--gpus", "64", "--processes", "64", "--ticks", "4", "--out", str(out)]
     subprocess.run([sys.executable, str(script), *args], check=True, capture_output=True, timeout=300)
     return out
 
