@@ -7,7 +7,10 @@
 # `gputui snapshot --processes --json --watch` gives verdict kind "culprit", /metrics has
 # gputui_job_stuck 1, `gputui stacks --job` shows the waiting ranks' all_reduce and says the
 # stopped one is stopped, and `gputui diag --pid` diagnoses rank 0's interpreter and
-# environment.  OUT/summary.txt says PASS or FAIL for each.
+# environment.  Then the TUI, live (PTYBENCH, default ../shared/bench/ptybench.py, with pyte):
+# the Overview's screen names the stopped rank; `2`, `J`, `P` shows every rank's stack with the
+# waiting line; `2`, `g` diagnoses the selected rank's interpreter.  OUT/summary.txt says PASS
+# or FAIL for each.
 set -u
 out=${1:?usage: bash bench/device_job_check.sh OUT}
 mkdir -p "$out"
@@ -48,7 +51,11 @@ timeout 60 "$py" -m gputui stacks --job "$job" > "$out/stacks.txt" 2>&1; echo "e
 timeout 60 "$py" -m gputui stacks --job "$job" --json > "$out/stacks.json" 2> "$out/stacks.err"
 timeout 120 "$py" -m gputui diag --pid "$r0" --no-nccl --markdown > "$out/diag-pid.md" 2> "$out/diag-pid.err"
 echo "exit $?" >> "$out/diag-pid.err"
-sleep 20
+pb="$py ${PTYBENCH:-../shared/bench/ptybench.py} --cols 160 --rows 50 --json"
+tui="$py -m gputui --config $cfg --interval 1 --no-remember"
+$pb --seconds 42 --screen "$out/tui-overview.txt" -- $tui > "$out/tui-overview.json" 2>&1
+$pb --seconds 35 --keys '5:2,6.5:J,8:P' --screen "$out/tui-stacks.txt" -- $tui > "$out/tui-stacks.json" 2>&1
+$pb --seconds 70 --keys '5:2,6.5:g' --screen "$out/tui-diag.txt" -- $tui > "$out/tui-diag.json" 2>&1
 kill "$snaps" "$exp" 2>/dev/null; wait "$watch" 2>/dev/null
 kill -CONT "$r1"; kill "$job" 2>/dev/null; sleep 1; pkill -f bench/load/jobrank.py; wait 2>/dev/null
 
@@ -58,4 +65,7 @@ check "metrics: gputui_job_stuck 1" "grep -E '^gputui_job_stuck\\{.*\\} 1(\\.0)?
 check "stacks: all_reduce in the waiting ranks" "grep -q all_reduce '$out/stacks.txt'"
 check "stacks: the stopped rank is said stopped" "grep -i 'stopped' '$out/stacks.txt' | grep -q '$r1'"
 check "diag --pid: the rank's interpreter" "grep -q 'PID $r0' '$out/diag-pid.md'"
+check "TUI: the Overview names the stopped rank" "grep -q 'PID $r1' '$out/tui-overview.txt'"
+check "TUI: J, P shows the waiting ranks' all_reduce" "grep -q all_reduce '$out/tui-stacks.txt'"
+check "TUI: g diagnoses a rank's interpreter" "grep -Eq 'PID ($r0|$r1|[0-9]+)' '$out/tui-diag.txt' && ! grep -q '\.venv' '$out/tui-diag.txt'"
 cat "$sum"
