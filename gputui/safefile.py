@@ -33,7 +33,6 @@ import contextlib
 import grp
 import os
 import pwd
-import secrets
 import stat
 from pathlib import Path
 
@@ -253,7 +252,7 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
     with _Walk(path, create=True, follow_last=False) as walk:
         if walk.problem is not None:
             raise Refused(path, walk.problem)
-        tmp = f".{walk.name}.{secrets.token_hex(6)}.tmp"
+        tmp = f".{walk.name}.{_token(6)}.tmp"
         fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=walk.fd)
         try:
             try:
@@ -308,10 +307,18 @@ def save_new(folder: str | os.PathLike[str], stem: str, texts: dict[str, str]) -
                 os.unlink(temp)
 
 
+def _token(nbytes: int) -> str:
+    """A random name part (`secrets`, imported at the first write: reading the config and
+    the state at start-up needs no hashlib)."""
+    import secrets
+
+    return secrets.token_hex(nbytes)
+
+
 def _private_temp(folder: Path, text: str) -> Path:
     """A new file in `folder` holding `text`, readable by its owner only."""
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    path = folder / f".gputui-{secrets.token_hex(8)}.tmp"
+    path = folder / f".gputui-{_token(8)}.tmp"
     fd = os.open(path, flags, 0o600)
     try:
         os.fchmod(fd, 0o600)  # whatever the umask

@@ -17,13 +17,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.gpm_check import checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
 from gputui.telemetry.hints import REMEDIES, Hint
 from gputui.telemetry.metric_types import MIB, Export, GpuMetric, Per, Ratio
 from gputui.telemetry.metrics import FB_TOTAL as FB_TOTAL_EXPORT
 from gputui.telemetry.metrics import GPM_METRICS, GPU_LOST, GPU_METRICS, GPU_PROCESSES
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, DeviceInfo, GpmSample, GpuProcess, GpuSample
-from gputui.telemetry.nvml.gpm import checked
 from gputui.telemetry.process_metrics import PROCESS_METRICS
 
 DCGM_BLANK = float(2**47)

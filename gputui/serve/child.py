@@ -9,7 +9,6 @@ signal handler of its event loop can run.  Standard library only.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -31,6 +30,8 @@ def die_with_parent(parent: int) -> bool:
     is not `parent` any more (it died before the request: the caller exits now).  Linux
     only; elsewhere only the parent check is made."""
     if sys.platform.startswith("linux"):
+        import ctypes  # here: only a browser session's child needs it (not the monitor's start)
+
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)

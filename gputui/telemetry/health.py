@@ -43,7 +43,6 @@ words only: nothing from a process (names, command lines, job ids) goes into it.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Iterable, Sequence
 
 from gputui.telemetry.health_report import (
@@ -396,6 +395,8 @@ class HealthEngine:
                 return None  # a rank waits, or a figure is missing: no comparison
             metric.append(m)
             utils.append(r.util)
+        import statistics  # here: a job with ranks to compare (no start-up cost for the rest)
+
         top = max(metric)
         found = None
         for k, r in enumerate(ranks):

@@ -44,8 +44,8 @@ from gputui.telemetry.codec import (
     encode_machine,
     encode_snapshot,
 )
+from gputui.telemetry.gpm_check import checked
 from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
-from gputui.telemetry.nvml.gpm import checked
 from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"
@@ -380,6 +380,7 @@ class ReplaySource:
         self.position = -1
         """Index of the tick most recently returned by sample()."""
         self.loops = 0
+        self._ready_taken = False
 
     @property
     def interval(self) -> float:
@@ -391,6 +392,21 @@ class ReplaySource:
 
     def open(self) -> MachineInfo:
         return self.header.machine
+
+    def take_ready(self) -> tuple[MachineInfo, Snapshot] | None:
+        """The recorded facts and the next tick, at hand (the file was read and its first
+        tick decoded when the source was made): the app draws its first frame with them,
+        as with NVML's read-ahead (`source.take_ready`).  Once per source; a tick that does
+        not decode gives None and is left to the poller, which reports it."""
+        if self._ready_taken:
+            return None
+        self._ready_taken = True
+        position, loops = self.position, self.loops
+        try:
+            return self.header.machine, self.sample()
+        except RecordingError:
+            self.position, self.loops = position, loops
+            return None
 
     def sample(self) -> Snapshot:
         nxt = self.position + 1

@@ -316,11 +316,14 @@ class GpuTuiApp(BaseApp[int]):
         self.hub.reset()
         source = self.source
 
+        def where() -> tuple[int, int] | None:
+            """(the tick just sampled, 1-based; the recording's ticks); None when live."""
+            replay = source.seekable
+            return None if replay is None else (replay.position + 1, len(replay.ticks))
+
         def on_snapshot(snap: Snapshot) -> None:
             self.hub.publish(snap)
-            replay = source.seekable
-            position = None if replay is None else (replay.position + 1, len(replay.ticks))
-            self.post_message(SnapshotReady(snap, gen, position))
+            self.post_message(SnapshotReady(snap, gen, where()))
 
         def on_info(info: MachineInfo) -> None:
             self.hub.set_info(info)
@@ -329,16 +332,17 @@ class GpuTuiApp(BaseApp[int]):
         def on_error(exc: BaseException) -> None:
             self.post_message(PollerFailed(exc, gen))
 
-        # NVML's open and first sample, read while Textual loaded, handled here and now: the
-        # first frame is drawn with the data (a message from the poller's thread could come
-        # after the first paint, which then shows an empty screen first)
+        # NVML's open and first sample, read while Textual loaded (a recording's, read with
+        # the file), handled here and now: the first frame is drawn with the data (a message
+        # from the poller's thread could come after the first paint, which then shows an
+        # empty screen first, and lays it out and paints it again)
         ready = take_ready(source)
         if ready is not None:
             info, snap = ready
             self.hub.set_info(info)
             self.hub.publish(snap)
             self._show_info(info)
-            self._show_snapshot(snap, None)
+            self._show_snapshot(snap, where())
         self.poller = Poller(
             source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
         )

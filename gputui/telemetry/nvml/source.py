@@ -245,8 +245,8 @@ class NvmlSource:
                 self._lost.add(i)
                 gpus.append(GpuSample(index=i, lost=True))
         processes = raw_procs
-        if self._enrich:
-            if self._procs is None:
+        if self._enrich and (raw_procs or self._procs is not None):
+            if self._procs is None:  # at the first process: no GPU process, no psutil import
                 from gputui.telemetry.host.processes import ProcessInspector
 
                 self._procs = ProcessInspector()
