@@ -48,6 +48,9 @@ def rank():
     try:
         assert proc.stdout is not None
         pids = [int(w) for w in proc.stdout.readline().split()]
+        deadline = time.monotonic() + 10  # the fork server's own child may not be forked yet
+        while time.monotonic() < deadline and not _grandchildren(pids[2]):
+            time.sleep(0.01)
         yield proc, pids
     finally:
         _kill_grandchildren(pids[2])  # while the forkserver-like child still lists them
@@ -58,12 +61,15 @@ def rank():
                 os.kill(pid, 9)
 
 
-def _kill_grandchildren(pid: int) -> None:
+def _grandchildren(pid: int) -> list[str]:
     try:
-        data = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
-        return
-    for w in data.split():
+        return []
+
+
+def _kill_grandchildren(pid: int) -> None:
+    for w in _grandchildren(pid):
         with contextlib.suppress(ProcessLookupError):
             os.kill(int(w), 9)
 
