@@ -595,14 +595,16 @@ def with_events(lib: ScriptedNvmlLib, register: Any, wait: Any) -> ScriptedNvmlL
 def test_xid_events_are_counted_per_gpu_while_the_source_runs(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
 ) -> None:
-    """The event thread: GPU 0 delivers two Xids, GPU 1 has no event support (None: not
-    watched, rather than 0).  The event set is freed when the source closes."""
+    """The slow thread drains the queued events after each pass: GPU 0 delivers two Xids,
+    GPU 1 has no event support (None: not watched, rather than 0).  The drain never waits
+    (a 1 ms wait per call).  The event set is freed when the source closes."""
     header, ticks = x2_recording
     scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
     events: queue.Queue[Any] = queue.Queue()
 
     def wait(event_set: object, timeout_ms: int) -> Any:
         assert event_set == "the-set"
+        assert timeout_ms <= 1  # the slow pass drains the queue: it never waits for events
         try:
             return events.get(timeout=timeout_ms / 1000)
         except queue.Empty:
@@ -613,7 +615,7 @@ def test_xid_events_are_counted_per_gpu_while_the_source_runs(
         return None if handle == "handle-0" else Fail(pynvml.NVML_ERROR_NOT_SUPPORTED)
 
     lib = with_events(scripted.lib, register, wait)
-    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=lib))
+    source = NvmlSource(slow_interval=0.05, nvml=Nvml(lib=lib))
     source.open()
     try:
 
@@ -656,8 +658,8 @@ def test_ctypes_handles_of_one_gpu_are_the_same_key() -> None:
 def test_a_failing_event_wait_stops_the_watch_quietly(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
 ) -> None:
-    """An unexpected error in the event thread becomes a note (never a traceback on the
-    TUI's terminal), and the GPUs read as not watched again."""
+    """An unexpected error while draining the events becomes a note (never a traceback on
+    the TUI's terminal), and the GPUs read as not watched again."""
     header, ticks = x2_recording
     scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
     lib = scripted.lib
@@ -674,7 +676,7 @@ def test_a_failing_event_wait_stops_the_watch_quietly(
     hooked: list[object] = []
     old_hook = threading.excepthook
     threading.excepthook = hooked.append
-    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=lib))
+    source = NvmlSource(slow_interval=0.05, nvml=Nvml(lib=lib))
     try:
         source.open()
         deadline = time.monotonic() + 10

@@ -1,5 +1,13 @@
-"""Xid events (the driver's critical-error reports), watched on a thread of their own: how
-many each GPU has had since gputui started and the last code."""
+"""Xid events (the driver's critical-error reports): how many each GPU has had since gputui
+started and the last code.
+
+NVML queues a GPU's events in an event set; `XidWatch.poll` drains that queue without waiting
+(a 1 ms wait per call), and `NvmlSource` calls it after each slow-cadence pass (every 2 s by
+default), so an Xid shows within one slow pass.  A thread of its own blocked in
+nvmlEventSetWait would see it sooner, but it had to wake every 100 ms (to let the source
+close), and those wake-ups cost an eighth of the live monitor's steady CPU on an H100
+(0.32 % of a core of 2.5 %; bench/RESULTS.md).
+"""
 
 from __future__ import annotations
 
@@ -12,74 +20,97 @@ from gputui.telemetry.nvml.query import _TIMEOUT, Nvml, _handle_key
 
 XID_EVENT = 0x8
 """nvmlEventTypeXidCriticalError: the driver reported an Xid (a critical error) for the GPU."""
-EVENT_WAIT_MS = 100
-"""How long one wait for an event lasts: closing the source (quitting) waits at most this for
-the event thread, which must leave NVML's wait before nvmlShutdown."""
+POLL_WAIT_MS = 1
+"""How long one drain call may wait: the queue is read, never waited on."""
+MAX_PER_POLL = 1000
+"""Events read in one drain at most (a driver flooding events cannot hold the slow pass)."""
+
+_NAMES = ("nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree")
 
 
 class XidWatch:
-    """Counts each GPU's Xid events while `run` runs (on its own thread, until `stop` is set).
-    A GPU whose events cannot be watched has no count (None, not 0)."""
+    """Counts each GPU's Xid events: `open` registers every GPU, `poll` drains what the driver
+    queued, `close` frees the event set (all on the slow-cadence thread).  A GPU whose events
+    cannot be watched has no count (None, not 0)."""
 
-    def __init__(self, nv: Nvml, handles: Sequence[Any], lost: set[int], stop: threading.Event) -> None:
+    def __init__(self, nv: Nvml, handles: Sequence[Any], lost: set[int]) -> None:
         self._nvml = nv
         self._handles = handles
         self._lost = lost
-        self._stop = stop
         self._lock = threading.Lock()
         self._xids: dict[int, tuple[int, int | None]] = {}
         """GPU -> (Xid events seen, the last code), for the GPUs whose events are watched."""
+        self._set: Any = None
+        self._watched: dict[object, int] = {}
 
     def get(self, i: int) -> tuple[int, int | None] | None:
         """(Xid events seen, the last code) of GPU `i`; None where it is not watched."""
         with self._lock:
             return self._xids.get(i)
 
-    def run(self) -> None:
-        """Wait for Xid events (the driver's critical-error reports) of every GPU and count
-        them.  Runs alongside the slow thread; where the driver or a GPU has no event support
-        that GPU's count stays None (not watched) rather than 0."""
+    def open(self) -> None:
+        """Create the event set and register every GPU for Xid events; where the driver or a
+        GPU has no event support that GPU's count stays None (not watched) rather than 0."""
         nv = self._nvml
         lib = nv.lib
-        names = ("nvmlEventSetCreate", "nvmlDeviceRegisterEvents", "nvmlEventSetWait_v2", "nvmlEventSetFree")
-        create, register, wait, free = (getattr(lib, n, None) for n in names)
+        create, register, wait, free = (getattr(lib, n, None) for n in _NAMES)
         if create is None or register is None or wait is None or free is None:
             nv.note("nvmlEventSetWait_v2", "no NVML events in these nvidia-ml-py bindings: Xids not watched")
             return
         try:
-            event_set = create()
+            self._set = create()
         except lib.NVMLError as exc:
             nv.note("nvmlEventSetCreate", str(exc))
             return
+        except Exception as exc:  # never a traceback from the sampling thread
+            nv.note("nvmlEventSetCreate", f"the Xid watch did not start: {exc!r}")
+            return
+        for i, h in enumerate(self._handles):
+            if h is None or i in self._lost:
+                continue
+            try:
+                register(h, XID_EVENT, self._set)
+            except lib.NVMLError:
+                continue  # no Xid events for this GPU (not supported, no permission)
+            except Exception as exc:
+                self._stop_watching(f"the Xid watch stopped: {exc!r}")
+                return
+            self._watched[_handle_key(h)] = i
+            with self._lock:
+                self._xids[i] = (0, None)
+
+    def poll(self) -> None:
+        """Count the Xid events the driver has queued since the last poll."""
+        if self._set is None or not self._watched:
+            return
+        nv = self._nvml
+        lib = nv.lib
         try:
-            watched: dict[object, int] = {}
-            for i, h in enumerate(self._handles):
-                if h is None or i in self._lost:
-                    continue
+            for _ in range(MAX_PER_POLL):
                 try:
-                    register(h, XID_EVENT, event_set)
-                except lib.NVMLError:
-                    continue  # no Xid events for this GPU (not supported, no permission)
-                watched[_handle_key(h)] = i
-                with self._lock:
-                    self._xids[i] = (0, None)
-            while watched and not self._stop.is_set():
-                try:
-                    data = wait(event_set, EVENT_WAIT_MS)
+                    data = lib.nvmlEventSetWait_v2(self._set, POLL_WAIT_MS)
                 except lib.NVMLError as exc:
                     if exc.value == _TIMEOUT:
-                        continue
-                    nv.note("nvmlEventSetWait_v2", str(exc))
+                        return  # the queue is empty
+                    self._stop_watching(str(exc))
                     return
-                gpu = watched.get(_handle_key(data.device))
+                gpu = self._watched.get(_handle_key(data.device))
                 if gpu is not None and int(data.eventType) & XID_EVENT:
                     with self._lock:
                         self._xids[gpu] = (self._xids[gpu][0] + 1, int(data.eventData))
         except Exception as exc:  # never a traceback from a thread onto the TUI's terminal
-            nv.note("nvmlEventSetWait_v2", f"the Xid watch stopped: {exc!r}")
-        finally:
+            self._stop_watching(f"the Xid watch stopped: {exc!r}")
+
+    def _stop_watching(self, why: str) -> None:
+        """An error: note it, stop polling, and "none seen" is no longer known."""
+        self._nvml.note("nvmlEventSetWait_v2", why)
+        self._watched = {}
+        with self._lock:
+            self._xids = {i: v for i, v in self._xids.items() if v[0]}
+
+    def close(self) -> None:
+        """Free the event set (before nvmlShutdown)."""
+        event_set, self._set = self._set, None
+        if event_set is not None:
             with contextlib.suppress(Exception):
-                free(event_set)
-            if not self._stop.is_set():  # stopped by an error: "none seen" is no longer known
-                with self._lock:
-                    self._xids = {i: v for i, v in self._xids.items() if v[0]}
+                self._nvml.lib.nvmlEventSetFree(event_set)

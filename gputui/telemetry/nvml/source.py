@@ -3,7 +3,7 @@
 `NvmlSource` reads the static facts once (`static.py`), samples the cheap counters every
 tick (here), and runs the expensive queries (PCIe throughput, per-process utilization,
 energy: `slow.py`) on a slower thread of their own so they never stall a tick; Xid events
-are watched on a third (`events.py`).
+are drained after each slow pass (`events.py`).
 """
 
 from __future__ import annotations
@@ -113,8 +113,7 @@ class NvmlSource:
         self._no_field: set[tuple[int, int]] = set()
         """(GPU, field id) of field values the GPU answered with an error: not asked again."""
         self._xid_watch: XidWatch | None = None
-        """Xid events of every GPU, counted on `_event_thread` (see events.py)."""
-        self._event_thread: threading.Thread | None = None
+        """Xid events of every GPU, drained after each slow pass (see events.py)."""
         self._mig_enabled: set[int] = set()
         """GPUs in MIG mode: NVML measures no per-process utilization there."""
         self._slow_thread: threading.Thread | None = None
@@ -209,13 +208,9 @@ class NvmlSource:
         self.info = MachineInfo(system, self._devices)
         if self._slow_enabled:
             self.gpm = GpmSampler(self._nvml)
+            self._xid_watch = XidWatch(self._nvml, self._handles, self._lost)
             self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
             self._slow_thread.start()
-            self._xid_watch = XidWatch(self._nvml, self._handles, self._lost, self._stop)
-            self._event_thread = threading.Thread(
-                target=self._xid_watch.run, name="gputui-nvml-events", daemon=True
-            )
-            self._event_thread.start()
         return self.info
 
     def read_topology(self) -> Topology | None:
@@ -371,7 +366,18 @@ class NvmlSource:
 
     def _slow_loop(self) -> None:
         """PCIe throughput (a 20 ms sampling window each way), per-process utilization and
-        energy, one GPU at a time so the fast tick's calls interleave with them."""
+        energy, one GPU at a time so the fast tick's calls interleave with them; then the Xid
+        events the driver queued."""
+        xids = self._xid_watch
+        if xids is not None:
+            xids.open()
+        try:
+            self._slow_passes(xids)
+        finally:
+            if xids is not None:
+                xids.close()
+
+    def _slow_passes(self, xids: XidWatch | None) -> None:
         while not self._stop.is_set():
             t0 = time.perf_counter()
             for i, h in enumerate(self._handles):
@@ -386,6 +392,8 @@ class NvmlSource:
                     continue
                 with self._slow_lock:
                     self._slow[i] = values
+            if xids is not None:
+                xids.poll()
             self.slow_cost = time.perf_counter() - t0
             self.slow_passes += 1
             self._stop.wait(max(0.05, self.slow_interval - self.slow_cost))
@@ -458,8 +466,6 @@ class NvmlSource:
         self._stop.set()
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)
-        if self._event_thread is not None:
-            self._event_thread.join(timeout=2)  # it wakes every EVENT_WAIT_MS
         if self.gpm is not None and (self._slow_thread is None or not self._slow_thread.is_alive()):
             self.gpm.close()
         if self._nvml is not None:
