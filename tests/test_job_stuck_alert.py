@@ -39,7 +39,8 @@ def test_job_stuck_fires_once_naming_the_stopped_rank() -> None:
     stop_ts = next(
         s.timestamp for s in read_recording(STOPPED)[1] if any(p.state == "T" for p in s.processes)
     )
-    assert 30 <= snap.timestamp - stop_ts <= 32  # within the health threshold
+    # the threshold, + up to the CPU window: the others count as blocked once their 5 s mean is under 2 %
+    assert 30 <= snap.timestamp - stop_ts <= 30 + 5 + 1
     assert a.key == "job_stuck:launcher:1013" and a.pid == 1200 and a.gpu == 0
     assert a.since == stop_ts and a.threshold == 30 and a.unit == "s"
     assert a.message == "job of launcher PID 1013: rank 1 (PID 1200, GPU 0) is the one the others wait for"

@@ -23,7 +23,7 @@ Unknown power limit or power: the signature is not claimed.
 The job's health.  The GPU processes of one job (one launcher such as torchrun, else one
 Slurm job step or pod) are its ranks.  Each rank is, at each tick: "stopped" (state T or
 t), "disk" (state D), "zombie" (Z), "spinning" (its GPU shows the signature), "blocked"
-(state S at under `blocked_max_cpu` % CPU with its GPU idle: gloo, or a CPU-side wait),
+(state S, its CPU under `blocked_max_cpu` %, its GPU idle: gloo, or a CPU-side wait),
 "computing", or "unknown" (the evidence is missing: None is never read as 0).  Spinning
 and blocked ranks wait.  One verdict per job, once ranks have waited `stuck_seconds`:
 
@@ -37,12 +37,26 @@ and blocked ranks wait.  One verdict per job, once ranks have waited `stuck_seco
 
 "rank N" comes from the process's environment (RANK, as torchrun sets it; `GpuProcess.rank`),
 else its command line (`--rank N`, `--local-rank N`); where neither gives one the rank is
-named by its PID and GPU.  Every text here is built from numbers and fixed
-words only: nothing from a process (names, command lines, job ids) goes into it.
+named by its PID and GPU.
+
+A rank's CPU, for "blocked" and "computing", is the mean of its CPU figures of the last
+`cpu_window_seconds` (default 5 s; the snapshots' time, so a replay judges alike; a tick
+that many seconds old, give or take `TICK_JITTER`, has left the window).  A waiting rank's
+torch threads wake now and then: at 1 s ticks one such tick reads 2-3 %, which under a
+per-tick rule restarted the wait's clock, so the verdict depended on the tick rate (a 5 s
+tick's figure is a 5 s mean already).  A rank that really computes lifts the mean over the
+threshold at once (50 % for one tick: 10 % over 5 s).  The price: a rank counts as blocked
+only once its mean has fallen under the threshold, up to the window after it stopped
+computing.  Ticks without a figure are skipped; a window with none is unknown, never 0 %.
+The window is kept per process, (PID, create_time): a reused PID starts an empty one.
+
+Every text here is built from numbers and fixed words only: nothing from a process (names,
+command lines, job ids) goes into it.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Sequence
 
 from gputui.telemetry.health_report import (
@@ -134,6 +148,9 @@ def _job_key(p: GpuProcess) -> tuple[str, ...] | None:
 # --------------------------------------------------------------------------------------
 
 Ident = tuple[int, float | None]
+TICK_JITTER = 0.1
+"""Seconds: a tick `cpu_window_seconds` old, give or take the timer's jitter, has left the window
+(at 1 s ticks and a 5 s window, always the last 5 ticks)."""
 
 
 class HealthEngine:
@@ -149,6 +166,7 @@ class HealthEngine:
         self._spin_since: dict[int, float] = {}
         self._state: dict[Ident, tuple[str, float]] = {}
         self._wait_since: dict[Ident, float] = {}
+        self._cpu: dict[Ident, deque[tuple[float, float]]] = {}
         self._slow_since: dict[Ident, float] = {}
         self._ranks: dict[Ident, int | None] = {}
         self._members: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
@@ -258,7 +276,7 @@ class HealthEngine:
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
             self._exited.pop(key, None)
-        for d in (self._state, self._wait_since, self._slow_since, self._ranks):
+        for d in (self._state, self._wait_since, self._cpu, self._slow_since, self._ranks):
             for ident in [k for k in d if k not in seen]:
                 del d[ident]
         out.sort(key=lambda j: j.key)
@@ -286,7 +304,7 @@ class HealthEngine:
             self._state[ident] = (p.state, state_since)
         else:
             self._state.pop(ident, None)
-        cpu = p.cpu_percent
+        cpu = self._cpu_mean(ident, p.cpu_percent, ts)
         if p.state in ("T", "t"):
             cond = "stopped"
         elif p.state == "D":
@@ -334,6 +352,23 @@ class HealthEngine:
             waiting_since=waiting_since,
         )
 
+    def _cpu_mean(self, ident: Ident, cpu: float | None, ts: float) -> float | None:
+        """The process's mean CPU over its ticks of the last `cpu_window_seconds` (this tick
+        always among them); ticks without a figure are skipped; none at all: None."""
+        window = self._cpu.get(ident)
+        if window is None:
+            window = self._cpu[ident] = deque()
+        if cpu is not None:
+            window.append((ts, cpu))
+        edge = ts - self.config.cpu_window_seconds + TICK_JITTER
+        while window and window[0][0] < ts and window[0][0] <= edge:
+            window.popleft()
+        if not window:
+            return None
+        if len(window) == 1:
+            return window[0][1]
+        return sum(c for _, c in window) / len(window)
+
     def _verdict(
         self, ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
     ) -> JobVerdict | None:
@@ -364,7 +399,7 @@ class HealthEngine:
                 first = others[0]
                 verb = "is the one" if len(others) == 1 else "are the ones"
                 who = " and ".join(r.who for r in others)
-                reasons = "; ".join(_why_not_waiting(r) for r in others)
+                reasons = "; ".join(_why_not_waiting(r, cfg.cpu_window_seconds) for r in others)
                 return JobVerdict(
                     "culprit",
                     f"{who} {verb} the others wait for",
@@ -450,7 +485,7 @@ def _how_waiting(ranks: Sequence[RankHealth]) -> str:
     return ", ".join(parts)
 
 
-def _why_not_waiting(r: RankHealth) -> str:
+def _why_not_waiting(r: RankHealth, window: float) -> str:
     since = f" since {hms(r.state_since)}" if r.state_since is not None else ""
     if r.condition == "stopped":
         how = (
@@ -463,4 +498,6 @@ def _why_not_waiting(r: RankHealth) -> str:
     if r.condition == "zombie":
         return f"{r.who} has exited (a zombie{since}, not yet reaped)"
     cpu = "N/A" if r.cpu_percent is None else f"{r.cpu_percent:.0f} %"
+    if r.cpu_percent is not None and window > 0:
+        cpu += f" over {duration(window)}"
     return f"{r.who} is still computing (state {r.state or 'N/A'}, CPU {cpu}, GPU utilization {_pct(r.util)})"

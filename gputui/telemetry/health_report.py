@@ -51,6 +51,13 @@ class HealthConfig:
         min=0.0,
         max=100.0,
     )
+    cpu_window_seconds: float = option(
+        "blocked and computing read a rank's CPU averaged over its ticks of the last this many seconds "
+        "(one busy thread's wake-up does not end a wait); 0: the tick's own figure",
+        5.0,
+        min=0.0,
+        max=60.0,
+    )
     stuck_seconds: float = option(
         "how long ranks must wait before the job counts as stuck (or a rank as the one the others wait for)",
         120.0,
@@ -121,6 +128,8 @@ class RankHealth:
     """Its GPU's power, watts."""
     state: str | None
     cpu_percent: float | None
+    """Its CPU, percent of a core, averaged over its ticks of the last `cpu_window_seconds`
+    (what "blocked" and "computing" read); None when no tick of the window had a figure."""
     state_since: float | None
     """When gputui first saw it in `state` (None when the state is unknown)."""
     condition: str
