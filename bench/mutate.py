@@ -53,6 +53,7 @@ PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 JOB_GUARDS = "tests/test_job_kill_guards.py"
 ATTRIBUTION = "tests/test_job_attribution.py"
+CPU_WINDOW = "tests/test_health_cpu_window.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -1260,6 +1261,39 @@ MUTATIONS: list[Mutation] = [
         "            alerts=AlertEngine(self.config.alerts, self.config.hints),",
         ("tests/test_tui_health.py",),
         "the TUI's job_stuck alert ignores [health] (its threshold is the default's)",
+    ),
+    # ---- job health: a rank's CPU over a window (issue 26) ------------------------------
+    Mutation(
+        "health-cpu-window-ignored",
+        "gputui/telemetry/health.py",
+        "        cpu = self._cpu_mean(ident, p.cpu_percent, ts)",
+        "        cpu = p.cpu_percent",
+        (f"{CPU_WINDOW}::test_one_noisy_tick_mid_wait_does_not_restart_the_clock",),
+        "one tick's CPU decides 'blocked': one noisy tick restarts the wait (the verdict rarely comes at 1 s)",
+    ),
+    Mutation(
+        "health-cpu-none-as-zero",
+        "gputui/telemetry/health.py",
+        "        if cpu is not None:\n            times.append(ts)\n            values.append(cpu)",
+        "        times.append(ts)\n        values.append(cpu or 0.0)",
+        (f"{CPU_WINDOW}::test_an_unknown_cpu_is_not_read_as_0_percent",),
+        "ticks without a CPU figure count as 0 %: an unknown rank reads as blocked",
+    ),
+    Mutation(
+        "health-cpu-window-never-empties",
+        "gputui/telemetry/health.py",
+        "        while times and times[0] < ts and times[0] <= edge:",
+        "        while False:",
+        (CPU_WINDOW,),
+        "the mean runs since the rank was first seen: a rank that computed once never waits again",
+    ),
+    Mutation(
+        "health-cpu-window-shared-by-pid",
+        "gputui/telemetry/health.py",
+        "        window = self._cpu.get(ident)\n",
+        "        window = self._cpu.get(ident) or next((w for k, w in self._cpu.items() if k[0] == ident[0]), None)\n",
+        (f"{CPU_WINDOW}::test_a_reused_pid_never_shares_the_old_processs_window",),
+        "a reused PID's new process is judged on the old process's CPU",
     ),
     # ---- the input_bound hint (issue 26 item 5) -----------------------------------------
     Mutation(

@@ -166,7 +166,7 @@ class HealthEngine:
         self._spin_since: dict[int, float] = {}
         self._state: dict[Ident, tuple[str, float]] = {}
         self._wait_since: dict[Ident, float] = {}
-        self._cpu: dict[Ident, deque[tuple[float, float]]] = {}
+        self._cpu: dict[Ident, tuple[deque[float], deque[float]]] = {}
         self._slow_since: dict[Ident, float] = {}
         self._ranks: dict[Ident, int | None] = {}
         self._members: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
@@ -357,17 +357,17 @@ class HealthEngine:
         always among them); ticks without a figure are skipped; none at all: None."""
         window = self._cpu.get(ident)
         if window is None:
-            window = self._cpu[ident] = deque()
+            window = self._cpu[ident] = (deque(), deque())
+        times, values = window  # two deques: sum() of floats, no tuple unpacking per tick
         if cpu is not None:
-            window.append((ts, cpu))
+            times.append(ts)
+            values.append(cpu)
         edge = ts - self.config.cpu_window_seconds + TICK_JITTER
-        while window and window[0][0] < ts and window[0][0] <= edge:
-            window.popleft()
-        if not window:
-            return None
-        if len(window) == 1:
-            return window[0][1]
-        return sum(c for _, c in window) / len(window)
+        while times and times[0] < ts and times[0] <= edge:
+            times.popleft()
+            values.popleft()
+        n = len(values)
+        return sum(values) / n if n else None
 
     def _verdict(
         self, ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
