@@ -53,7 +53,7 @@ timeout 120 "$py" -m gputui diag --pid "$r0" --no-nccl --markdown > "$out/diag-p
 echo "exit $?" >> "$out/diag-pid.err"
 pb="$py ${PTYBENCH:-../shared/bench/ptybench.py} --cols 160 --rows 50 --json"
 tui="$py -m gputui --config $cfg --interval 1 --no-remember"
-$pb --seconds 42 --screen "$out/tui-overview.txt" -- $tui > "$out/tui-overview.json" 2>&1
+$pb --seconds 48 --screen "$out/tui-overview.txt" -- $tui > "$out/tui-overview.json" 2>&1
 $pb --seconds 35 --keys '5:2,6.5:J,8:P' --screen "$out/tui-stacks.txt" -- $tui > "$out/tui-stacks.json" 2>&1
 $pb --seconds 70 --keys '5:2,6.5:g' --screen "$out/tui-diag.txt" -- $tui > "$out/tui-diag.json" 2>&1
 kill "$snaps" "$exp" 2>/dev/null; wait "$watch" 2>/dev/null
