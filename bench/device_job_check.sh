@@ -49,6 +49,7 @@ sleep 50
 scrape "$out/metrics.txt"
 timeout 60 "$py" -m gputui stacks --job "$job" > "$out/stacks.txt" 2>&1; echo "exit $?" >> "$out/stacks.txt"
 timeout 60 "$py" -m gputui stacks --job "$job" --json > "$out/stacks.json" 2> "$out/stacks.err"
+r0argv0=$(tr '\0' '\n' < "/proc/$r0/cmdline" | head -1)  # the path rank 0 was started by (a venv's python: kept)
 timeout 120 "$py" -m gputui diag --pid "$r0" --no-nccl --markdown > "$out/diag-pid.md" 2> "$out/diag-pid.err"
 echo "exit $?" >> "$out/diag-pid.err"
 pb="$py ${PTYBENCH:-../shared/bench/ptybench.py} --cols 160 --rows 50 --json"
@@ -65,7 +66,8 @@ check "metrics: gputui_job_stuck 1" "grep -E '^gputui_job_stuck\\{.*\\} 1(\\.0)?
 check "stacks: all_reduce in the waiting ranks" "grep -q all_reduce '$out/stacks.txt'"
 check "stacks: the stopped rank is said stopped" "grep -i 'stopped' '$out/stacks.txt' | grep -q '$r1'"
 check "diag --pid: the rank's interpreter" "grep -q 'PID $r0' '$out/diag-pid.md'"
+check "diag --pid: run by the path the rank was started by ($r0argv0), torch found" "grep -qF '\`$r0argv0\`' '$out/diag-pid.md' && ! grep -q 'torch is not installed' '$out/diag-pid.md'"
 check "TUI: the Overview names the stopped rank" "grep -q 'PID $r1' '$out/tui-overview.txt'"
 check "TUI: J, P shows the waiting ranks' all_reduce" "grep -q all_reduce '$out/tui-stacks.txt'"
-check "TUI: g diagnoses a rank's interpreter" "grep -Eq 'PID ($r0|$r1|[0-9]+)' '$out/tui-diag.txt' && ! grep -q '\.venv' '$out/tui-diag.txt'"
+check "TUI: g diagnoses a rank's interpreter" "grep -Eq 'interpreter: PID ($r0|$r1|[0-9]+)' '$out/tui-diag.txt' && ! grep -q 'torch is not installed' '$out/tui-diag.txt'"
 cat "$sum"

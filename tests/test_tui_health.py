@@ -291,8 +291,10 @@ def test_g_on_a_live_process_diagnoses_its_interpreter_with_its_environment(chil
             await wait_for(pilot, lambda: getattr(pane, "target", None) is not None)
             assert pane.target.pid == kid.pid
             assert pane.target.env["CUDA_VISIBLE_DEVICES"] == "bogus-26"
-            assert pane.python == os.readlink(f"/proc/{kid.pid}/exe")
-            await wait_for(pilot, lambda: f"PID {kid.pid}'s (/proc/{kid.pid}/exe)" in text(app))
+            assert pane.python == sys.executable  # the path it runs by (the test's venv), not the exe
+            assert os.readlink(f"/proc/{kid.pid}/exe") == os.path.realpath(sys.executable)
+            await wait_for(pilot, lambda: f"interpreter: PID {kid.pid}'s" in text(app))
+            assert f"/proc/{kid.pid}/exe" in text(app)  # (a venv's python: tests/test_diag_venv.py)
             assert "CUDA_VISIBLE_DEVICES" in text(app)
 
     run(go())

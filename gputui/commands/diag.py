@@ -50,7 +50,8 @@ def add_parser(subparsers: Any) -> None:
         type=int,
         metavar="PID",
         default=None,
-        help="diagnose that process's interpreter (/proc/PID/exe) with its environment's CUDA, "
+        help="diagnose that process's interpreter (the path it was started by, e.g. its venv's "
+        "python, when that is the same file as /proc/PID/exe) with its environment's CUDA, "
         "NCCL, torch and library variables (/proc/PID/environ); default without --python: the "
         "busiest GPU process's, else the python3 on PATH",
     )

@@ -1,7 +1,9 @@
 """Which interpreter and which environment a diagnosis uses (`gputui diag --pid PID`, and
 `gputui diag` with neither --pid nor --python).
 
-`--pid PID`: the process's own interpreter (/proc/PID/exe) with the variables of its
+`--pid PID`: the process's own interpreter, by the path it was started by (its argv[0], or
+its VIRTUAL_ENV / CONDA_PREFIX python, only when the same file as /proc/PID/exe: a venv's
+python is a symlink the kernel resolves away; gputui.diag.argv0), with the variables of its
 environment (/proc/PID/environ) that decide how CUDA, torch and NCCL start and where
 libraries come from; nothing else of it is taken (tokens, passwords and the like stay out
 of the diagnosis and its report):
@@ -23,12 +25,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import shutil
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from gputui.diag.argv0 import PYTHON_NAME, choose
 from gputui.untrusted import escaped
 
 TAKEN_PREFIXES = (
@@ -42,7 +45,6 @@ TAKEN_NAMES = frozenset(
         "SLURM_JOB_ID", "SLURM_PROCID",
     )
 )  # fmt: skip
-PYTHON_NAME = re.compile(r"^(python|pypy)[0-9.]*[a-z]?(-dbg)?$")
 
 
 class TargetError(ValueError):
@@ -53,7 +55,9 @@ class TargetError(ValueError):
 class Target:
     python: str
     why: str
-    """Which interpreter and why: "PID 589's (/proc/589/exe)", "python3 on PATH (...)"."""
+    """Which interpreter and why: "PID 589's, its virtual environment /opt/torch/.venv (its
+    argv[0], the same file as /proc/589/exe: /usr/bin/python3.12)", "PID 589's
+    (/proc/589/exe)", "python3 on PATH (...)"."""
     pid: int | None = None
     env: dict[str, str] | None = None
     """The variables taken from the process; None: gputui's own environment is used."""
@@ -68,12 +72,7 @@ class Target:
         return "gputui's own"
 
     def header(self) -> list[str]:
-        env = self.environment
-        if self.env is not None:
-            env += f": {len(self.env)} variables ({', '.join(sorted(self.env)) or 'none'})"
-        elif self.env_note:
-            env = f"{env}: {self.env_note}"
-        return [f"  interpreter: {self.why}", f"  environment: {env}", *(f"  note: {n}" for n in self.notes)]
+        return [f"  {name}: {text}" for name, text in header_items(self.to_json())]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -85,6 +84,22 @@ class Target:
             "environment_note": self.env_note,
             "notes": self.notes,
         }
+
+
+def header_items(target: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The report's first lines, from a report's `target` (the text header, Markdown, the tab)."""
+    env = str(target.get("environment"))
+    variables = target.get("variables")
+    if isinstance(variables, list):
+        env += f": {len(variables)} variables ({', '.join(sorted(map(str, variables))) or 'none'})"
+    elif target.get("environment_note"):
+        env = f"{env}: {target['environment_note']}"
+    notes = target.get("notes")
+    return [
+        ("interpreter", str(target.get("why"))),
+        ("environment", env),
+        *(("note", str(n)) for n in (notes if isinstance(notes, list) else [])),
+    ]
 
 
 def _read_environ(pid: int) -> bytes:
@@ -126,14 +141,19 @@ def process_target(pid: int) -> Target:
         raise TargetError(f"--pid {pid}: its interpreter {escaped(exe)} is gone (deleted or replaced)")
     if not PYTHON_NAME.match(os.path.basename(exe)):
         raise TargetError(f"--pid {pid}: it runs {escaped(exe)}, not a Python interpreter")
-    why = f"PID {pid}'s (/proc/{pid}/exe)"
     try:
         env: dict[str, str] | None = taken(_read_environ(pid))
         note = None
     except OSError as exc:
         env = None
         note = f"/proc/{pid}/environ not readable ({exc.strerror}): gputui's own environment used"
-    return Target(exe, why, pid, env, note)
+    chosen = choose(pid, exe, env)
+    if chosen.how is None:
+        why = f"PID {pid}'s (/proc/{pid}/exe)"
+    else:
+        where = f", its {chosen.environment}" if chosen.environment else ""
+        why = f"PID {pid}'s{where} ({chosen.how}, the same file as /proc/{pid}/exe: {exe})"
+    return Target(chosen.path, why, pid, env, note, chosen.notes)
 
 
 def busiest_gpu_pid() -> int | None:
@@ -169,7 +189,8 @@ def default_target(busiest: int | None = None, path: str | None = None) -> Targe
         except TargetError as exc:
             notes.append(f"the busiest GPU process not used: {exc}")
         else:
-            return Target(t.python, f"the busiest GPU process, {t.why}", t.pid, t.env, t.env_note, notes)
+            why = f"the busiest GPU process, {t.why}"
+            return Target(t.python, why, t.pid, t.env, t.env_note, notes + t.notes)
     else:
         notes.append("no GPU process to diagnose (or NVML unavailable)")
     found = shutil.which("python3", path=os.environ.get("PATH") if path is None else path)

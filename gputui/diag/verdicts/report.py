@@ -137,6 +137,11 @@ def report_markdown(report: dict[str, Any]) -> str:
         f"{report['host']} · {report['created']} · Python {py.get('version') or '?'} "
         f"`{py.get('executable')}` · gputui {report['gputui']}"
     )
+    target = report.get("target")
+    if isinstance(target, dict):  # which interpreter and environment, and why (diag --pid, g)
+        from gputui.diag.target import header_items
+
+        lines += [f"- {name}: {md_cell(text)}" for name, text in header_items(target)]
     lines.append("")
     c = report["counts"]
     lines.append(f"**{c['PASS']} pass · {c['WARN']} warn · {c['FAIL']} fail · {c['SKIP']} skip**")

@@ -4,7 +4,8 @@
   only.  The page chooses the selected row, and a process's /proc/PID/exe is a program the
   page would then have gputui run: never.
 - A process selected (the cursor of a focused process list) in live data: that process's
-  interpreter (/proc/PID/exe) with its environment's CUDA, NCCL, torch and library variables
+  interpreter (the path it runs by, the same file as /proc/PID/exe: gputui.diag.argv0) with
+  its environment's CUDA, NCCL, torch and library variables
   (gputui.diag.target), after checking the PID is still the process the row showed.
 - In a replay the PIDs are another machine's: the selection is not used, and that is said.
 - Nothing selected: on the Diagnostics tab the last choice again; else an interpreter chosen

@@ -386,7 +386,8 @@ class DiagnosticsPane(Pane):
         diagnosis = self.diagnosis if self.diagnosis is not None else Diagnosis(python=self.python)
         stress = self.stress.report() if self.stress is not None else None
         try:
-            md, js = save_report(diagnosis, self.report_dir, stress)
+            target = self.target.to_json() if self.target is not None and self.diagnosis is not None else None
+            md, js = save_report(diagnosis, self.report_dir, stress, target)
         except OSError as exc:
             self.app.notify(clean(f"Cannot save the report: {exc}"), severity="error", markup=False)
             return

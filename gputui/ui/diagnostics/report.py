@@ -19,9 +19,13 @@ def report_stem(diagnosis: Diagnosis) -> str:
 
 
 def save_report(
-    diagnosis: Diagnosis, directory: Path | None = None, stress: dict[str, Any] | None = None
+    diagnosis: Diagnosis,
+    directory: Path | None = None,
+    stress: dict[str, Any] | None = None,
+    target: dict[str, Any] | None = None,
 ) -> tuple[Path, Path]:
-    """Write the report as Markdown and JSON; returns both paths.
+    """Write the report as Markdown and JSON; returns both paths.  `target`: which interpreter
+    and environment the diagnosis used, and why (gputui.diag.target), for the report's top.
 
     The name is predictable, so another user could plant a link there: each file is written
     to a new temporary file (O_EXCL | O_NOFOLLOW, mode 0600), then linked to its name, which
@@ -36,6 +40,8 @@ def save_report(
         report = diagnosis.to_json(stress)
         if stress is not None and EXIT_CODES[stress["status"]] > report["exit_code"]:
             report["status"], report["exit_code"] = stress["status"], EXIT_CODES[stress["status"]]
+    if target is not None:
+        report["target"] = target
     texts = {".md": report_markdown(report), ".json": report_json(report)}
     for folder in candidates:
         try:
