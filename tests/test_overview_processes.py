@@ -283,9 +283,10 @@ def test_quitting_as_the_first_frame_is_drawn_is_clean():
     class QuitsAtOnce(GpuTuiApp):
         CSS_PATH = str(Path(gputui.ui.app.__file__).with_name("gputui.tcss"))
 
-        def on_snapshot_ready(self, message) -> None:  # type: ignore[no-untyped-def]
+        def _show_snapshot(self, snap, position) -> None:  # type: ignore[no-untyped-def]
+            # (every snapshot's one path: a replay's first comes at mount, not as a message)
             first = self.snapshot is None
-            super().on_snapshot_ready(message)
+            super()._show_snapshot(snap, position)
             if first:  # queued behind the pane's mount of its process list
                 self.call_after_refresh(self.exit, 0)
 
