@@ -8,6 +8,9 @@
 #       against nvidia-smi), then ROUNDS (default 3) rounds of gputui, nvtop, nvitop and
 #       nvidia-smi -l 1, each 20 s at 160x50 and 1 Hz, with a 12 GiB holder and a bf16 training
 #       job on GPU 0; prints medians and gputui over nvtop (NVTOP=PATH picks the nvtop binary)
+#   bench/device.sh steady OUTDIR [ROUNDS] [BASEDIR]  the steady-cost and first-frame figures:
+#       this tree's gputui (and BASEDIR's, a `git archive REV gputui` extract), nvtop and
+#       bench/minimal_textual.py interleaved, ROUNDS (default 2) rounds of 20 s under load
 #   bench/device.sh diag OUTDIR       `gputui diag`: versions vs nvidia-smi and torch, wall time
 #       against `python -c "import torch; torch.zeros(1, device='cuda')"` (about 1 minute)
 #   bench/device.sh stress OUTDIR     `gputui stress --duration 60`, monitor on and off, against
@@ -578,7 +581,46 @@ sys.exit(1 if bad else 0)
 PY
 }
 
+mode_steady() {
+# gputui (this tree) and, optionally, a base tree, nvtop and a one-line Textual app,
+# interleaved, ROUNDS rounds of 20 s at 160x50 and 1 Hz with a 12 GiB holder and a bf16
+# training job on GPU 0; each gputui as `python3 -P` with its own PYTHONPATH.
+rounds=$1; base=${2:-}
+nvtop=${NVTOP:-$(command -v nvtop)}
+$py bench/load/hold_memory.py --gib 12 --seconds 100000 > "$out/hold.log" 2>&1 &
+hold=$!
+$py bench/load/train_like.py --seconds 100000 --pause-every 10000 > "$out/train.log" 2>&1 &
+train=$!
+sleep 12
+pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json"
+for r in $(seq "$rounds"); do
+  for v in now ${base:+base} nvtop minimal; do
+    case $v in
+      now) cmd="env PYTHONPATH=$PWD $py -P -m gputui --interval 1 --no-remember" ;;
+      base) cmd="env PYTHONPATH=$base $py -P -m gputui --interval 1 --no-remember" ;;
+      nvtop) cmd="$nvtop -d 10" ;;
+      minimal) cmd="$py -P bench/minimal_textual.py" ;;
+    esac
+    $pb -- $cmd | sed "s/^{/{\"what\": \"$v\", \"round\": $r, /"
+  done
+done > "$out/steady.jsonl" 2> "$out/steady.err"
+kill $hold $train 2>/dev/null; wait
+$py - "$out/steady.jsonl" <<'PY'
+import json, statistics, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.startswith("{")]
+by = {}
+for r in rows:
+    by.setdefault(r["what"], []).append(r)
+for k, rs in by.items():
+    def f(key):
+        return statistics.median([r[key] for r in rs if r.get(key) is not None] or [float("nan")])
+    print(f"{k:8} steady {f('steady_cpu_pct'):.2f}%  bytes/s {f('bytes_per_s'):.0f}  "
+          f"first byte {f('first_byte_s'):.3f} s  settled {f('settle_s'):.3f} s  rss {f('rss_mb'):.0f} MB")
+PY
+}
+
 case $mode in
+  steady) mode_steady "${3:-2}" "${4:-}" ;;
   peers) mode_peers "${3:-3}" ;;
   first-frame) shift 2; mode_first_frame "$@" ;;
   diag-env) mode_diag_env ;;
