@@ -67,14 +67,18 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 py=$(command -v "${PYTHON:-python3}")
 PTYBENCH=${PTYBENCH:-../shared/bench/ptybench.py}
 
-mode_peers() {
-rounds=$1
-nvtop=${NVTOP:-$(command -v nvtop)}
+start_load() {  # a 12 GiB holder and a bf16 training job on GPU 0 (PIDs in $hold, $train)
 $py bench/load/hold_memory.py --gib 12 --seconds 100000 > "$out/hold.log" 2>&1 &
 hold=$!
 $py bench/load/train_like.py --seconds 100000 --pause-every 10000 > "$out/train.log" 2>&1 &
 train=$!
 sleep 12
+}
+
+mode_peers() {
+rounds=$1
+nvtop=${NVTOP:-$(command -v nvtop)}
+start_load
 $py bench/live_check.py --samples 6 --every 3 --json "$out/live_check.json" --screen "$out/live_screen.txt" > "$out/live_check.txt" 2>&1
 { nvidia-smi -L; "$nvtop" --version; $py -m nvitop --version; $py -c "import textual; print('textual', textual.__version__)"; } > "$out/versions.txt" 2>&1
 pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json"
@@ -587,11 +591,7 @@ mode_steady() {
 # training job on GPU 0; each gputui as `python3 -P` with its own PYTHONPATH.
 rounds=$1; base=${2:-}
 nvtop=${NVTOP:-$(command -v nvtop)}
-$py bench/load/hold_memory.py --gib 12 --seconds 100000 > "$out/hold.log" 2>&1 &
-hold=$!
-$py bench/load/train_like.py --seconds 100000 --pause-every 10000 > "$out/train.log" 2>&1 &
-train=$!
-sleep 12
+start_load
 pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json"
 for r in $(seq "$rounds"); do
   for v in now ${base:+base} nvtop minimal; do

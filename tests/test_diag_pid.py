@@ -32,15 +32,6 @@ def _sleeper(children, env: dict[str, str] | None = None, argv=None) -> int:
     return p.pid
 
 
-@pytest.fixture
-def children():
-    started: list[subprocess.Popen] = []
-    yield started
-    for p in started:
-        p.kill()
-        p.wait()
-
-
 ENV = {
     "PATH": os.environ["PATH"],
     "CUDA_VISIBLE_DEVICES": "7,bogus",

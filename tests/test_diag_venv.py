@@ -51,15 +51,6 @@ def venv(tmp_path_factory) -> Path:
     return root
 
 
-@pytest.fixture
-def children():
-    started: list[subprocess.Popen] = []
-    yield started
-    for p in started:
-        p.kill()
-        p.wait()
-
-
 def _cmdline(pid: int) -> list[str]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:

@@ -18,7 +18,7 @@ from dataclasses import replace
 
 import pytest
 from conftest import FIXTURES, FROZEN, replay_app, run_to_tick, screen_lines, wait_for
-from gpu_children import ReplayOntoChildren, start_child, stop
+from gpu_children import ReplayOntoChildren, start_child
 from stacks_support import WAIT_LINE, py_spy_children, require_py_spy, start_waiter, wait_state, write_child
 
 from gputui.config import Config
@@ -36,14 +36,6 @@ REAL = replace(Config(), health=HealthConfig(spin_seconds=30, stuck_seconds=30))
 VERDICT = "stuck: rank 1 (PID 1200, GPU 0) is the one the others wait for"
 SPIN_PID = 705
 """The spinning process of spin.jsonl.gz (listed from tick 12 on: the load starts 5 s in)."""
-
-
-@pytest.fixture
-def children():
-    """The children a test starts: killed and reaped at its end."""
-    started: list = []
-    yield started
-    stop(started)
 
 
 def run(coro) -> None:
