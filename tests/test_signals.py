@@ -76,7 +76,8 @@ def test_never_signals_pid_1_itself_its_parent_or_its_threads(no_sending, sig) -
 def test_protected_reasons_name_what_the_process_is() -> None:
     assert "init" in (signals.protected_reason(1) or "")
     assert "gputui itself" in (signals.protected_reason(os.getpid()) or "")
-    assert "parent" in (signals.protected_reason(os.getppid()) or "")
+    if os.getppid() != 1:  # (a test run whose parent is init: PID 1 is named as init, rightly)
+        assert "parent" in (signals.protected_reason(os.getppid()) or "")
     assert "process groups" in (signals.protected_reason(0) or "")
     assert signals.protected_reason(os.getpid() + 10_000_000) is None
 

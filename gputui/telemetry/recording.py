@@ -403,7 +403,7 @@ class ReplaySource:
         self._ready_taken = True
         position, loops = self.position, self.loops
         try:
-            return self.header.machine, self.sample()
+            return self.open(), self.sample()  # (open: what a subclass says the facts are)
         except RecordingError:
             self.position, self.loops = position, loops
             return None
