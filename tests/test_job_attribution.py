@@ -22,12 +22,14 @@ import pytest
 from gputui.telemetry.host import jobs
 from gputui.telemetry.host.jobs import (
     exporter_labels,
+    job_facts,
     job_from_cgroup,
     job_from_environ,
     job_label,
     parse_environ,
     read_job,
     trusted,
+    verified,
 )
 from gputui.telemetry.model import Job
 
@@ -320,3 +322,216 @@ def test_snapshot_fields_of_an_unverified_job_say_what_it_claims_and_name_no_job
     assert (ok["job"], ok["slurm_job"], ok["slurm_step"]) == ("slurm 555.0", "555", "0")
     assert fake["job"] == "slurm 555.0 (unverified)" and fake["job.kind"] == "slurm"
     assert (fake["slurm_job"], fake["slurm_step"], fake["pod"], fake["container"]) == (None, None, None, None)
+
+
+# ---- containers: Docker, podman, containerd, CRI-O outside Kubernetes --------------------------
+
+ROOTLESS = f"{DELEGATION}/user.slice/libpod-{CID}.scope"
+"""Where rootless podman (crun, systemd cgroup manager) puts a container of user 1000."""
+
+
+def _owner_name(uid: int) -> str:
+    """What the label calls a rootless container's user: their name here, else their uid."""
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
+
+
+@ROOT_ONLY
+def test_roots_docker_scope_is_verified_and_a_users_lookalike_is_not(v1, v2):
+    make(v2, f"system.slice/docker-{CID}.scope")
+    real = job_from_cgroup(f"0::/system.slice/docker-{CID}.scope\n", v2, uid=0)
+    assert real == Job("docker", CID) and trusted(real)
+    assert job_label(real) == "docker 2b7a2f7fb725" and exporter_labels(real)["container"] == "2b7a2f7fb725"
+    # the same scope name, made by user 1000 under the subtree systemd delegated to them, for a
+    # process that is not theirs (or whose owner could not be read): not a container of anyone's
+    fake_path = f"{DELEGATED}/docker-{CID}.scope"
+    make(v2, fake_path, owner_from=DELEGATION)
+    for uid in (None, 0, 2000):
+        fake = job_from_cgroup(f"0::/{fake_path}\n", v2, uid=uid)
+        assert fake is not None and (fake.kind, fake.id, fake.source) == ("docker", CID, "unverified")
+        assert job_label(fake) == "docker 2b7a2f7fb725 (unverified)" != job_label(real)  # never one group
+        assert exporter_labels(fake) == {"pod": "", "namespace": "", "container": "", "slurm_job": ""}
+        assert (
+            "verified",
+            "no: its cgroup directories are not root's (anyone can name one so)",
+        ) in job_facts(fake)
+    # Docker's cgroupfs driver (v1: /docker/<id>) made by a user is no container either
+    make(v1, f"memory/docker/{CID}")
+    assert trusted(job_from_cgroup(f"4:memory:/docker/{CID}\n", v1))
+    make(v1, f"memory/{DELEGATED}/docker/{CID}", owner_from=f"memory/{DELEGATION}")
+    assert job_from_cgroup(f"4:memory:/{DELEGATED}/docker/{CID}\n", v1).source == "unverified"
+    # nor a user-owned scope beside root's (chowned, or made in a delegated system unit)
+    make(
+        v2, f"system.slice/cri-containerd-{CID}.scope", owner_from=f"system.slice/cri-containerd-{CID}.scope"
+    )
+    assert job_from_cgroup(f"0::/system.slice/cri-containerd-{CID}.scope\n", v2).source == "unverified"
+
+
+@ROOT_ONLY
+def test_a_rootless_container_is_its_users_and_never_merged_with_roots(v2):
+    """Rootless podman puts a user's container in the user's own delegated subtree: for a
+    process of that user it is their container, labelled as theirs; never root's container
+    of the same id (its label, group and exporter series), never another user's."""
+    make(v2, f"machine.slice/libpod-{CID}.scope")
+    real = job_from_cgroup(f"0::/machine.slice/libpod-{CID}.scope\n", v2)
+    assert real == Job("podman", CID) and job_label(real) == "podman 2b7a2f7fb725"
+    make(v2, f"{ROOTLESS}/container", owner_from=DELEGATION)
+    mine = job_from_cgroup(f"0::/{ROOTLESS}/container\n", v2, uid=USER)
+    name = _owner_name(USER)
+    assert mine == Job("podman", CID, source="rootless", owner=name)
+    assert not trusted(mine) and verified(mine)
+    assert job_label(mine) == f"podman 2b7a2f7fb725 (rootless, user {name})" != job_label(real)
+    assert exporter_labels(mine)["container"] == ""
+    facts = dict(job_facts(mine))
+    assert facts["verified"].startswith(f"as user {name}'s own") and facts["container"] == f"podman {CID}"
+    # the same path for a process of another user, or of root: not that user's container
+    for uid in (None, 0, 2000):
+        assert job_from_cgroup(f"0::/{ROOTLESS}/container\n", v2, uid=uid).source == "unverified"
+    # user 2000's delegated subtree made by (or chowned to) user 1000: not user 2000's, nor 1000's
+    other = f"user.slice/user-2000.slice/user@2000.service/user.slice/libpod-{CID}.scope"
+    make(v2, other, owner_from="user.slice/user-2000.slice/user@2000.service")
+    for uid in (USER, 2000):
+        assert job_from_cgroup(f"0::/{other}\n", v2, uid=uid).source == "unverified"
+    # a user@1000.service made by user 2000 in their own subtree (chowned back to 2000 first)
+    # is user 2000's, never 1000's
+    mine2000 = f"user.slice/user-2000.slice/user@2000.service/x/user@1000.service/libpod-{CID}.scope"
+    for i in range(3, len(mine2000.split("/")) + 1):
+        d = v2.joinpath(*mine2000.split("/")[:i])
+        d.mkdir(exist_ok=True)
+        os.chown(d, 2000, 2000)
+    assert job_from_cgroup(f"0::/{mine2000}\n", v2, uid=USER).source == "unverified"
+    assert job_from_cgroup(f"0::/{mine2000}\n", v2, uid=2000).source == "rootless"
+    # a directory below the user's own that is root's is not the user's (nor root's) container
+    rootish = f"{DELEGATION}/root.slice/libpod-{CID}.scope"
+    make(v2, rootish, owner_from=DELEGATION)
+    os.chown(v2 / rootish, 0, 0)
+    assert job_from_cgroup(f"0::/{rootish}\n", v2, uid=USER).source == "unverified"
+    # a Slurm job or a pod in the user's subtree is never "rootless": only containers are
+    slurm = f"{DELEGATED}/slurm/uid_0/job_555/step_0"
+    make(v2, slurm, owner_from=DELEGATION)
+    assert job_from_cgroup(f"0::/{slurm}\n", v2, uid=USER).source == "unverified"
+
+
+@ROOT_ONLY
+def test_a_verified_root_container_wins_over_a_rootless_claim_and_a_rootless_one_over_a_unit(v1):
+    make(v1, f"memory/docker/{CID}")
+    make(v1, f"unified/{ROOTLESS}", owner_from=f"unified/{DELEGATION}")
+    job = job_from_cgroup(f"0::/{ROOTLESS}\n4:memory:/docker/{CID}\n", v1, uid=USER)
+    assert job == Job("docker", CID)
+    make(v1, "systemd/user.slice/user-1000.slice/session-3.scope")
+    text = f"1:name=systemd:/user.slice/user-1000.slice/session-3.scope\n0::/{ROOTLESS}\n"
+    assert job_from_cgroup(text, v1, uid=USER).source == "rootless"
+
+
+def test_a_symlink_in_a_container_path_is_not_a_directory(v2):
+    make(v2, f"system.slice/docker-{CID}.scope")
+    (v2 / "system_x.slice").symlink_to(v2 / "system.slice")
+    assert job_from_cgroup(f"0::/system_x.slice/docker-{CID}.scope\n", v2).source == "unverified"
+    other = "0" * 64
+    (v2 / "system.slice" / f"docker-{other}.scope").symlink_to(v2 / "system.slice" / f"docker-{CID}.scope")
+    assert job_from_cgroup(f"0::/system.slice/docker-{other}.scope\n", v2).source == "unverified"
+    # and in a rootless path
+    make(v2, ROOTLESS)
+    (v2 / "user.slice" / "user-1000.slice" / "user@1001.service").symlink_to(v2 / DELEGATION)
+    link = ROOTLESS.replace("user@1000.service", "user@1001.service")
+    assert job_from_cgroup(f"0::/{link}\n", v2, uid=1001).source == "unverified"
+    # gone or outside gputui's cgroup namespace: not checkable
+    assert job_from_cgroup(f"0::/system.slice/docker-{'1' * 64}.scope\n", v2).source == "unverified"
+    make(v2.parent, f"system.slice/docker-{CID}.scope")
+    assert job_from_cgroup(f"0::/../system.slice/docker-{CID}.scope\n", v2).source == "unverified"
+
+
+FULLWIDTH = str.maketrans("0123456789", "０１２３４５６７８９")
+
+
+def test_container_ids_are_ascii_hex_only():
+    wide = CID.translate(FULLWIDTH)
+    assert job_from_cgroup(f"0::/system.slice/docker-{wide}.scope\n") == Job("unit", f"docker-{wide}.scope")
+    assert job_from_cgroup(f"4:memory:/docker/{wide}\n") is None
+    assert job_from_cgroup(f"0::/machine.slice/libpod-{wide}.scope\n").kind == "unit"
+    assert job_from_cgroup(f"4:memory:/docker/{CID.upper()}\n") is None  # Docker writes lower case
+
+
+@ROOT_ONLY
+def test_a_rootless_uid_is_ascii_digits_only(v2):
+    """user@１０００.service is no user's delegated subtree (int() would read it as 1000)."""
+    wide = f"user.slice/user-1000.slice/user@{'1000'.translate(FULLWIDTH)}.service"
+    make(v2, f"{wide}/user.slice/libpod-{CID}.scope", owner_from=wide)
+    job = job_from_cgroup(f"0::/{wide}/user.slice/libpod-{CID}.scope\n", v2, uid=USER)
+    assert job is not None and job.source == "unverified"
+
+
+@ROOT_ONLY
+def test_read_job_reads_the_process_owner_and_lends_no_real_name_to_a_lookalike(
+    monkeypatch, tmp_path, children
+):
+    """The live path: /proc/PID/status's real uid decides a rootless container; the runtime's
+    names (root's /var/lib/docker) are looked up only for a root-verified container, so a
+    lookalike never shows the real container's name."""
+    import json
+
+    root = tmp_path / "cgroup2"
+    root.mkdir()
+    (root / "cgroup.controllers").write_text("cpu memory\n")
+    monkeypatch.setattr(jobs, "CGROUP_ROOT", root)
+    (tmp_path / "docker" / CID).mkdir(parents=True)
+    (tmp_path / "docker" / CID / "config.v2.json").write_text(json.dumps({"Name": "/prod-db"}))
+    monkeypatch.setattr(jobs, "DOCKER_ROOT", tmp_path / "docker")
+    make(root, f"system.slice/docker-{CID}.scope")
+    fake = f"{DELEGATION}/user.slice/docker-{CID}.scope"
+    make(root, fake, owner_from=DELEGATION)
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    children.append(child)
+    proc = tmp_path / "proc"
+    d = proc / str(child.pid)
+    d.mkdir(parents=True)
+
+    def job(path: str, uid: int | None) -> Job | None:
+        (d / "cgroup").write_text(f"0::/{path}\n")
+        (d / "status").write_text(
+            "Name:\tpython3\nState:\tS (sleeping)\n"
+            + (
+                f"Uid:\t{uid}\t{uid}\t{uid}\t{uid}\nGid:\t{uid}\t{uid}\t{uid}\t{uid}\n"
+                if uid is not None
+                else ""
+            )
+        )
+        return read_job(child.pid, str(proc))
+
+    assert job(f"system.slice/docker-{CID}.scope", 0) == Job("docker", CID, name="prod-db")
+    assert job_label(job(fake, USER)) == f"docker 2b7a2f7fb725 (rootless, user {_owner_name(USER)})"
+    assert job_label(job(fake, 2000)) == "docker 2b7a2f7fb725 (unverified)"
+    assert job_label(job(fake, None)) == "docker 2b7a2f7fb725 (unverified)"  # no Uid line: not theirs
+    # the real uid is the owner (a set-uid program of user 1000 is still user 1000's process)
+    (d / "status").write_text("Uid:\t1000\t0\t0\t0\n")
+    (d / "cgroup").write_text(f"0::/{fake}\n")
+    assert read_job(child.pid, str(proc)).source == "rootless"
+    (d / "status").write_text("Uid:\t2000\t1000\t1000\t1000\n")
+    assert read_job(child.pid, str(proc)).source == "unverified"
+
+
+def test_snapshot_fields_of_a_rootless_container_name_no_container():
+    import dataclasses
+
+    from conftest import H200_X2
+
+    from gputui.export.snapshot import document
+    from gputui.telemetry.recording import read_recording
+
+    header, snaps = read_recording(H200_X2)
+    snap = snaps[60]
+    procs = list(snap.processes)
+    procs[0] = dataclasses.replace(
+        procs[0], job=Job("podman", CID, name="web", source="rootless", owner="alice")
+    )
+    procs[1] = dataclasses.replace(procs[1], job=Job("podman", CID, name="web"))
+    doc = document(header.machine, dataclasses.replace(snap, processes=tuple(procs)), processes=True)
+    rows = {(p["gpu_index"], p["pid"]): p for p in doc["processes"]}
+    mine = rows[(procs[0].gpu_index, procs[0].pid)]
+    real = rows[(procs[1].gpu_index, procs[1].pid)]
+    assert (real["job"], real["container"]) == ("podman web", "web")
+    assert (mine["job"], mine["container"]) == ("podman web (rootless, user alice)", None)

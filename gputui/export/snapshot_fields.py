@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.rules import iso_utc
-from gputui.telemetry.host.jobs import CONTAINER_KINDS, job_label
+from gputui.telemetry.host.jobs import CONTAINER_KINDS, UNPUBLISHED, job_label
 from gputui.telemetry.metric_types import GpuMetric, Smi
 from gputui.telemetry.metrics import GPM_METRICS, GPU_METRICS
 from gputui.telemetry.model import (
@@ -250,23 +250,24 @@ def iso(ts: float | None) -> str | None:
 
 def _job(c: Ctx, attr: str, kind: str | None = None) -> Any:
     """A field of the job; the kind-specific ones (slurm_step, pod, namespace) are None for
-    an unverified job (a user's lookalike cgroup path): `job` says what it claims."""
+    an unverified job (a user's lookalike cgroup path) or a user's rootless container: `job`
+    says what it is."""
     job = c.proc.job if c.proc is not None else None
-    if job is None or (kind is not None and (job.kind != kind or job.source == "unverified")):
+    if job is None or (kind is not None and (job.kind != kind or job.source in UNPUBLISHED)):
         return None
     return getattr(job, attr)
 
 
 def _slurm_job(c: Ctx) -> str | None:
     job = c.proc.job if c.proc is not None else None
-    if job is None or job.kind != "slurm" or job.source == "unverified":
+    if job is None or job.kind != "slurm" or job.source in UNPUBLISHED:
         return None
     return job.array or job.id
 
 
 def _container(c: Ctx) -> str | None:
     job = c.proc.job if c.proc is not None else None
-    if job is None or job.source == "unverified":
+    if job is None or job.source in UNPUBLISHED:
         return None
     return job.container if job.kind == "pod" else job.name if job.kind in CONTAINER_KINDS else None
 

@@ -440,7 +440,11 @@ class Job:
     qos: str | None = None
     """In a pod: "guaranteed", "burstable" or "besteffort"."""
     source: str = "cgroup"
-    """Where the id was read: "cgroup" or "environment" (the process's own claim)."""
+    """How the id is known: "cgroup" (root's cgroup directories name it), "rootless" (a
+    container in its user's own cgroup subtree: see `owner`), "unverified" (a cgroup path
+    anyone could have named so) or "environment" (the process's own claim)."""
+    owner: str | None = None
+    """A rootless container's user (their name on the recording machine, else their uid)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import stat
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
 
+from gputui.telemetry.host.cgroup_trust import hierarchy, owned_by_root, rootless, user_name
 from gputui.telemetry.model import Job
 
 # --------------------------------------------------------------------------------------
@@ -85,8 +85,9 @@ def job_from_path(path: str) -> Job | None:
 
 
 def _parse_path(segs: list[str]) -> tuple[Job, int] | None:
-    """The job the path's segments name, and for a Slurm job or a pod how many leading
-    segments lead to the directory that names it (0 for the others: not checked)."""
+    """The job the path's segments name, and for a Slurm job, a pod or a container how
+    many leading segments lead to the directory that names it (0 for the others: a unit or
+    session is not checked)."""
     if not segs:
         return None
     # Slurm: .../slurm[_node]/uid_U/job_J/step_S/... (v1), .../[node_]slurmstepd.scope/job_J/step_S/... (v2)
@@ -138,11 +139,11 @@ def _parse_path(segs: list[str]) -> tuple[Job, int] | None:
     for i, seg in enumerate(segs):
         scoped = _container_scope(seg)
         if scoped:
-            return Job(scoped[0], scoped[1]), 0
+            return Job(scoped[0], scoped[1]), i + 1
         if seg in ("docker", "libpod_parent") and i + 1 < len(segs):
             nxt = segs[i + 1].removeprefix("libpod-")
             if _HEX64.fullmatch(nxt):
-                return Job("docker" if seg == "docker" else "podman", nxt), 0
+                return Job("docker" if seg == "docker" else "podman", nxt), i + 2
     # systemd: the last unit of the path (a session scope, or a service / scope)
     last = segs[-1]
     m = re.fullmatch(r"session-([A-Za-z0-9]+)\.scope", last)
@@ -156,61 +157,35 @@ def _parse_path(segs: list[str]) -> tuple[Job, int] | None:
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 """Where the cgroup hierarchies are mounted (v2's one, or v1's one per controller, with
 v2's beside them as `unified` on hybrid systems); tests point this elsewhere."""
-TRUSTED_OWNERS = frozenset({0})
-"""Who may own the directories that name a Slurm job or a pod: root (slurmstepd and the
-kubelet run as root and make them).  An ordinary user can make any path in a cgroup
-subtree delegated to them (systemd's user@UID.service), but only as themselves."""
-
-
-def _hierarchy(controllers: str, root: Path) -> Path | None:
-    """The directory of one hierarchy of /proc/PID/cgroup: v2's ("" controllers), or a
-    v1 controller's ("memory", "cpu,cpuacct", "name=systemd")."""
-    if not controllers:
-        return root if (root / "cgroup.controllers").exists() else root / "unified"
-    names = [controllers, *controllers.split(",")]
-    for name in names:
-        d = root / name.removeprefix("name=")
-        if name and d.is_dir():
-            return d
-    return None
-
-
-def _owned_by_root(base: Path | None, segs: list[str], depth: int) -> bool:
-    """Whether every directory from the hierarchy's top down to `segs[:depth]` is a real
-    directory owned by TRUSTED_OWNERS (no "..", no symlink, nothing missing)."""
-    if base is None or depth <= 0:
-        return False
-    d = base
-    for seg in segs[:depth]:
-        if seg in (".", ".."):
-            return False  # a process outside gputui's cgroup namespace: not checkable
-        d = d / seg
-        try:
-            st = os.lstat(d)
-        except OSError:
-            return False
-        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in TRUSTED_OWNERS:
-            return False
-    return True
 
 
 def trusted(job: Job | None) -> bool:
-    """Whether the job's identity can be believed: its cgroup directories are root's (or,
-    for the kinds nobody impersonates this way, its cgroup names it).  An "unverified" job
-    (a Slurm or pod path made by a user) and an "environment" one (the process's own
-    claim) are not: they are shown as such and never grouped with the real job."""
+    """Whether the job's identity can be believed as root's: its cgroup directories are
+    root's (or, for the kinds nobody impersonates this way, its cgroup names it).  An
+    "unverified" job (a Slurm, pod or container path made by a user), a "rootless" one (a
+    user's own container) and an "environment" one (the process's own claim) are not: they
+    are shown as such, never grouped with the real job and never published as it."""
     return job is not None and job.source == "cgroup"
 
 
-def job_from_cgroup(text: str, root: Path | None = None) -> Job | None:
+def verified(job: Job | None) -> bool:
+    """Whether the job is what its cgroup says: root's (`trusted`), or a rootless container
+    in its own user's subtree (that user's, labelled so)."""
+    return job is not None and job.source in ("cgroup", "rootless")
+
+
+def job_from_cgroup(text: str, root: Path | None = None, uid: int | None = None) -> Job | None:
     """The most specific job any line of a `/proc/PID/cgroup` names (a Slurm step before a
     pod, a pod before a container, a container before a systemd unit): hybrid systems put
     the container in v1 lines and the runtime's service in the v2 line.
 
-    With `root` (where the hierarchies are mounted: CGROUP_ROOT), a Slurm job or pod is
-    believed only where the directories down to the one naming it are root's; otherwise
-    its source is "unverified", and a verified job of any kind wins over it.  Without
-    `root` the text alone is parsed (recorded cgroup contents); `read_job` always checks."""
+    With `root` (where the hierarchies are mounted: CGROUP_ROOT), a Slurm job, pod or
+    container is believed only where the directories down to the one naming it are root's.
+    A container whose directories are instead those of the process's own user (`uid`, its
+    real uid) in their delegated subtree is "rootless", with that user as `owner`.
+    Anything else is "unverified"; a verified job of any kind wins over it, and root's
+    over a rootless one of the same rank.  Without `root` the text alone is parsed
+    (recorded cgroup contents); `read_job` always checks."""
     best: Job | None = None
     seen: set[tuple[str, str]] = set()
     for controllers, path in parse_cgroup_file(text):
@@ -222,11 +197,23 @@ def job_from_cgroup(text: str, root: Path | None = None) -> Job | None:
         if found is None:
             continue
         job, depth = found
-        if root is not None and depth and not _owned_by_root(_hierarchy(controllers, root), segs, depth):
-            job = replace(job, source="unverified")
-        if best is None or (trusted(job), _RANK[job.kind]) > (trusted(best), _RANK[best.kind]):
+        if root is not None and depth:
+            base = hierarchy(controllers, root)
+            if owned_by_root(base, segs, depth):
+                pass
+            elif job.kind in CONTAINER_KINDS and rootless(base, segs, depth, uid):
+                job = replace(job, source="rootless", owner=user_name(uid) if uid is not None else None)
+            else:
+                job = replace(job, source="unverified")
+        if best is None or _order(job) > _order(best):
             best = job
     return best
+
+
+def _order(job: Job) -> tuple[bool, int, bool]:
+    """Which of two jobs of a process wins: verified first, then the more specific kind,
+    then root's over a user's."""
+    return (verified(job), _RANK[job.kind], trusted(job))
 
 
 # --------------------------------------------------------------------------------------
@@ -385,9 +372,12 @@ def container_names(runtime: str, cid: str) -> tuple[str | None, str | None, str
 
 
 def with_names(job: Job | None) -> Job | None:
-    """The job with the names its runtime's metadata gives (unchanged where unreadable)."""
-    if job is None:
-        return None
+    """The job with the names its runtime's metadata gives (unchanged where unreadable).
+    Only for a job root's cgroup names: the runtime's files are root's, and a lookalike
+    (or a user's rootless container, whose files are in their home) given the real
+    container's id must not borrow its name."""
+    if job is None or not trusted(job):
+        return job
     if job.kind == "pod" and job.container_id and job.runtime:
         container, pod, namespace = container_names(job.runtime, job.container_id)
         return replace(
@@ -409,13 +399,28 @@ def with_names(job: Job | None) -> Job | None:
 # --------------------------------------------------------------------------------------
 
 
+def real_uid(status: str) -> int | None:
+    """The real uid of a `/proc/PID/status` ("Uid:\treal\teffective\tsaved\tfs")."""
+    for line in status.splitlines():
+        if line.startswith("Uid:"):
+            fields = line[4:].split()
+            return int(fields[0]) if fields and _DIGITS.fullmatch(fields[0]) else None
+    return None
+
+
 def read_job(pid: int, proc: str = "/proc") -> Job | None:
-    """The job of a live process: its cgroup (a Slurm job or pod checked against the
-    owners of its directories under CGROUP_ROOT), then its environment where readable
-    (root, or the same user), then its runtime's names.  Blocking; a few small reads."""
+    """The job of a live process: its cgroup (a Slurm job, pod or container checked against
+    the owners of its directories under CGROUP_ROOT and the process's real uid), then its
+    environment where readable (root, or the same user), then its runtime's names.
+    Blocking; a few small reads."""
+    try:
+        with open(f"{proc}/{pid}/status", encoding="utf-8", errors="replace") as f:
+            uid = real_uid(f.read(1 << 16))
+    except OSError:
+        uid = None
     try:
         with open(f"{proc}/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
-            job = job_from_cgroup(f.read(), CGROUP_ROOT)
+            job = job_from_cgroup(f.read(), CGROUP_ROOT, uid)
     except OSError:
         job = None
     try:
@@ -465,10 +470,10 @@ CONTAINER_KINDS = frozenset(_RUNTIME_LABEL)
 
 def exporter_labels(job: Job | None) -> dict[str, str]:
     """dcgm-exporter's label names for a process's pod (`pod`, `namespace`, `container`),
-    plus `slurm_job`; "" where unknown or unverified (a label is always present, so series
-    keep one shape)."""
-    if job is not None and job.source == "unverified":
-        job = None  # a user's lookalike path: never published as the job it imitates
+    plus `slurm_job`; "" where unknown, unverified or a user's rootless container (a label
+    is always present, so series keep one shape)."""
+    if job is not None and job.source in UNPUBLISHED:
+        job = None  # a user's lookalike path or own container: never published as root's
     pod = job is not None and job.kind == "pod"
     container = ""
     if job is not None:
@@ -488,15 +493,21 @@ def job_label(job: Job | None) -> str:
     UID's start when its name is not readable), `docker 3f2a8b9c1d2e` (or the name),
     `unit foo.service`, `session 3`; "" for none.  A Slurm job or pod whose cgroup
     directories are not root's ends in " (unverified)", one read from the process's own
-    environment in " (env)".  Untrusted: pass through the literal filter."""
+    environment in " (env)", a user's rootless container in " (rootless, user NAME)".
+    Untrusted: pass through the literal filter."""
     if job is None:
         return ""
+    if job.source == "rootless":
+        return f"{_label(job)} (rootless, user {job.owner or '?'})"
     return _label(job) + _SOURCE_MARK.get(job.source, "")
 
 
 _SOURCE_MARK = {"unverified": " (unverified)", "environment": " (env)"}
 """What a job that is not its cgroup's verified word carries in its label: never the same
 text as the real job's, so never in its group, filter or exporter series."""
+UNPUBLISHED = frozenset({"unverified", "rootless"})
+"""Sources whose job is never published under the exporter's or the snapshot's pod,
+namespace, container and Slurm fields (the `job` text says what it is)."""
 
 
 def _label(job: Job) -> str:
@@ -521,6 +532,14 @@ def job_facts(job: Job | None) -> list[tuple[str, str]]:
         out.append(("verified", "no: read from the process's own environment"))
     elif job.source == "unverified":
         out.append(("verified", "no: its cgroup directories are not root's (anyone can name one so)"))
+    elif job.source == "rootless":
+        out.append(
+            (
+                "verified",
+                f"as user {job.owner or '?'}'s own: a rootless container, in the cgroup subtree"
+                " systemd gave that user (not root's container of this id)",
+            )
+        )
     if job.kind == "slurm":
         out.append(("slurm job", job.id + (f", array task {job.array}" if job.array else "")))
         if job.step:
