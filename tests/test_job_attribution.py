@@ -405,6 +405,11 @@ def test_a_rootless_container_is_its_users_and_never_merged_with_roots(v2):
         os.chown(d, 2000, 2000)
     assert job_from_cgroup(f"0::/{mine2000}\n", v2, uid=USER).source == "unverified"
     assert job_from_cgroup(f"0::/{mine2000}\n", v2, uid=2000).source == "rootless"
+    # user@1000.service made by the user in a system unit delegated to them (Delegate=yes,
+    # User=1000): above it is the user's, not root's, so it is no user@ subtree of systemd's
+    unit = f"system.slice/ci-runner.service/user@1000.service/libpod-{CID}.scope"
+    make(v2, unit, owner_from="system.slice/ci-runner.service")
+    assert job_from_cgroup(f"0::/{unit}\n", v2, uid=USER).source == "unverified"
     # a directory below the user's own that is root's is not the user's (nor root's) container
     rootish = f"{DELEGATION}/root.slice/libpod-{CID}.scope"
     make(v2, rootish, owner_from=DELEGATION)
