@@ -1393,6 +1393,14 @@ MUTATIONS: list[Mutation] = [
     ),
     # ---- job health: a rank's CPU over a window (issue 26) ------------------------------
     Mutation(
+        "health-unverified-job-merged",
+        "gputui/telemetry/health.py",
+        '        if j.source != "cgroup":  # not root\'s word for it: never merged with the real job',
+        "        if False:",
+        ("tests/test_health.py::test_a_job_not_verified_by_its_cgroup_is_never_merged_into_the_real_one",),
+        "a user's lookalike Slurm job (unverified, env or rootless) joins the real job's ranks and verdict",
+    ),
+    Mutation(
         "health-cpu-window-ignored",
         "gputui/telemetry/health.py",
         "        cpu = self._cpu_mean(ident, p.cpu_percent, ts)",

@@ -571,3 +571,38 @@ def test_cost_at_8_gpus_240_processes_is_under_half_a_percent_of_a_core() -> Non
     per_tick = (time.process_time() - t0) / len(snaps)
     assert per_tick < 0.005, per_tick
     assert X8_240.exists()
+
+
+def _as_slurm(p: GpuProcess, source: str) -> GpuProcess:
+    from gputui.telemetry.model import Job
+
+    return dataclasses.replace(p, launcher=None, job=Job("slurm", "555", step="0", source=source))
+
+
+@pytest.mark.parametrize("source", ["unverified", "rootless", "environment"])
+def test_a_job_not_verified_by_its_cgroup_is_never_merged_into_the_real_one(source: str) -> None:
+    """The real stopped torchrun job as a root-verified Slurm job 555, step 0, plus one more
+    processes on its GPU (rank 1's rows again, as PIDs 4242-4243, at 100 % CPU) whose cgroup
+    or environment also says job 555 but is not root's word for it: it is never one of job
+    555's ranks, the real verdict still names the stopped rank, and the exporter's job key
+    of the impostor is not the real job's."""
+    snaps = []
+    for s in ticks(STOPPED):
+        procs = [_as_slurm(p, "cgroup") for p in s.processes]
+        fake = next((p for p in procs if p.pid == STOP_PID), None)
+        if fake is not None:
+            fake = _as_slurm(fake, source)  # two of them: a job of its own has 2 ranks at least
+            for pid in (4242, 4243):
+                procs.append(dataclasses.replace(fake, pid=pid, state="R", cpu_percent=100.0, rank=None))
+        snaps.append(dataclasses.replace(s, processes=tuple(procs)))
+    report = run(snaps, REAL_CFG)[-1]
+    real = [j for j in report.jobs if j.key == ("slurm", "555", "0")]
+    assert len(real) == 1
+    assert sorted(r.pid for r in real[0].ranks) == [1199, 1200, 1201]
+    assert real[0].verdict is not None and real[0].verdict.pids == (STOP_PID,)
+    (fake,) = [j for j in report.jobs if any(r.pid == 4242 for r in j.ranks)]
+    assert fake.key != ("slurm", "555", "0")
+    from gputui.telemetry.alerts import job_label
+
+    mark = {"unverified": "(unverified)", "rootless": "(rootless)", "environment": "(env)"}[source]
+    assert job_label(real[0]) == "Slurm job 555 step 0" and job_label(fake) == f"Slurm job 555 step 0 {mark}"

@@ -499,7 +499,12 @@ def job_label(job: JobHealth) -> str:
         return f"job of launcher PID {rest[0]}"
     ident = escaped(rest[0]) if rest else "?"
     step = f" step {escaped(rest[1])}" if len(rest) > 1 and rest[1] else ""
-    return f"Slurm job {ident}{step}" if kind == "slurm" else f"{kind} {ident}{step}"
+    # a job that is not its cgroup's root-verified word (health._job_key) says so
+    mark = f" ({_UNVERIFIED_MARK.get(rest[2], 'unverified')})" if len(rest) > 2 else ""
+    return (f"Slurm job {ident}{step}" if kind == "slurm" else f"{kind} {ident}{step}") + mark
+
+
+_UNVERIFIED_MARK = {"environment": "env", "rootless": "rootless"}
 
 
 def _with_value(alert: Alert, value: float, text: str, threshold: float) -> Alert:

@@ -135,10 +135,16 @@ def spin_signature(g: GpuSample, idle_max: float | None, cfg: HealthConfig) -> b
 
 
 def _job_key(p: GpuProcess) -> tuple[str, ...] | None:
+    """The job a rank belongs to: its launcher, else its Slurm job step or pod.  A Slurm job
+    or pod that is not root's cgroup word for it (unverified, rootless, or read from the
+    process's own environment) carries its source in the key, so it is never merged with the
+    real job of that id (its verdict, energy and exporter series stay its own)."""
     if p.launcher is not None:
         return ("launcher", str(p.launcher))
     j = p.job
     if j is not None and j.kind in ("slurm", "pod"):
+        if j.source != "cgroup":  # not root's word for it: never merged with the real job
+            return (j.kind, j.id, j.step or "", j.source)
         return (j.kind, j.id, j.step or "")
     return None
 
