@@ -242,7 +242,8 @@ def read_private_text(path: str | os.PathLike[str], limit: int, *, follow_symlin
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise Refused(path, f"not UTF-8 text (byte {exc.start})") from None
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise Refused(path, f"not UTF-8 text (line {line}, byte {exc.start})") from None
 
 
 def write_private(path: str | os.PathLike[str], data: bytes) -> None:

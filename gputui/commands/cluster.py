@@ -100,8 +100,12 @@ def make_source(args: argparse.Namespace, cfg: ClusterConfig) -> Any:
     labels = LabelMap(**vars(cfg.labels))
     targets = list(args.targets)
     if args.targets_file:
+        from gputui.safefile import Refused
+
         try:
             targets += read_targets_file(args.targets_file)
+        except (Refused, ValueError) as exc:  # one line each: the file (and line) and why
+            raise ValueError(f"--targets-file: {exc}") from None
         except OSError as exc:
             raise ValueError(
                 f"--targets-file: cannot read {escaped(args.targets_file)}: {exc.strerror or exc}"
