@@ -51,6 +51,7 @@ DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
+NAMED = "tests/test_named_files.py"
 JOB_GUARDS = "tests/test_job_kill_guards.py"
 ATTRIBUTION = "tests/test_job_attribution.py"
 CPU_WINDOW = "tests/test_health_cpu_window.py"
@@ -796,6 +797,64 @@ MUTATIONS: list[Mutation] = [
         "default=None,  # absent: the global",
         ("tests/test_cli_honesty.py",),
         "`gputui --replay F snapshot` silently reads NVML",
+    ),
+    # ---- files named on the command line: targets file, recordings ----------------------
+    Mutation(
+        "named-targets-follows-link",
+        "gputui/cluster/sources.py",
+        "text = read_private_text(path, MAX_TARGETS_FILE_BYTES, follow_symlinks=False)",
+        "text = read_private_text(path, MAX_TARGETS_FILE_BYTES, follow_symlinks=True)",
+        (NAMED,),
+        "--targets-file reads through a symbolic link",
+    ),
+    Mutation(
+        "named-targets-no-line",
+        "gputui/cluster/sources.py",
+        "        if problem:\n            raise ValueError(escaped(f\"{path}:{lineno}: {problem}\"))",
+        "        if False:\n            raise ValueError(escaped(f\"{path}:{lineno}: {problem}\"))",
+        (NAMED,),
+        "a bad target in --targets-file is reported without its file and line",
+    ),
+    Mutation(
+        "named-data-fifo-opened",
+        "gputui/safefile.py",
+        "    _regular(path, os.stat(path))\n    fd = os.open(path, _DATA_READ_FLAGS)\n    try:\n"
+        "        _regular(path, os.fstat(fd))\n",
+        "    fd = os.open(path, _DATA_READ_FLAGS)\n    try:\n",
+        (NAMED,),
+        "--replay FIFO or /dev/zero is opened and read (a hang, or 8 MiB of zeros)",
+    ),
+    Mutation(
+        "named-recording-line-unbounded",
+        "gputui/telemetry/recording.py",
+        "line = f.readline(MAX_LINE_CHARS + 1)",
+        "line = f.readline()",
+        ("tests/test_hostile_input.py",),
+        "a recording's line is read whole before its length is checked (a gzip bomb fills memory)",
+    ),
+    Mutation(
+        "named-recording-total-unbounded",
+        "gputui/telemetry/recording.py",
+        "if total > MAX_TOTAL_CHARS:",
+        "if False:",
+        (NAMED,),
+        "a gzip bomb of many short lines is read to the end (memory, or hours)",
+    ),
+    Mutation(
+        "named-record-writes-through-link",
+        "gputui/safefile.py",
+        "        if stat.S_ISLNK(st.st_mode):\n            raise Refused(",
+        "        if False:\n            raise Refused(",
+        (NAMED,),
+        "`gputui record OUT` with a link planted at OUT: not refused as a link",
+    ),
+    Mutation(
+        "named-record-exists-follows",
+        "gputui/commands/record.py",
+        "if os.path.lexists(path) and not args.force:",
+        "if path.exists() and not args.force:",
+        (f"{NAMED}::test_record_refuses_a_planted_link_before_touching_the_gpu",),
+        "`gputui record OUT`: a dangling link at OUT counts as no file",
     ),
     # ---- GPM figures out of range (issue 24 item 6) -------------------------------------
     Mutation(

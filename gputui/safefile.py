@@ -24,12 +24,19 @@ Writing (`write_private`) creates missing directories 0700, writes a new file 06
 O_CREAT|O_EXCL|O_NOFOLLOW under a temporary name in the checked directory and renames it
 over the old name: a symbolic link planted there is replaced, never followed.
 
+Files the user names as data (a recording to replay or to make) are another matter: anyone
+may own them (another user's shared recording is fine to read) and a symbolic link is
+followed when reading (the user chose the name), but `open_data` opens only a regular file
+(a FIFO or a device is never opened: no hang, no endless read), and `create_data` never
+writes through a symbolic link or into a FIFO or device.
+
 Standard library only; Linux (and other POSIX systems with openat).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import grp
 import os
 import pwd
@@ -269,6 +276,77 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=walk.fd)
             raise
+
+
+# --------------------------------------------------------------------------------------
+# Files the user names as data (recordings): any owner, but only regular files
+# --------------------------------------------------------------------------------------
+
+_DATA_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_DATA_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+
+
+def _regular(path: str | os.PathLike[str], st: os.stat_result) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(path, f"{_kind(st.st_mode)}, not a regular file")
+
+
+def open_data(path: str | os.PathLike[str]) -> int:
+    """A blocking read-only descriptor on `path`, a file the user named as data (a recording).
+
+    Anyone may own it, and a symbolic link is followed: the user chose this name, and
+    reading what it points to can change nothing (unlike the config, whose owner decides
+    what runs).  But only a regular file is opened: a FIFO would hang the open or the read,
+    a device (/dev/zero) would be read without end.  Checked by name before opening (a
+    device is never opened) and on the descriptor after (O_NONBLOCK: a FIFO swapped in
+    meanwhile cannot hang the open).  Raises `Refused` ("PATH: refused: a FIFO, not a
+    regular file"), FileNotFoundError or another OSError."""
+    _regular(path, os.stat(path))
+    fd = os.open(path, _DATA_READ_FLAGS)
+    try:
+        _regular(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
+    """A blocking write-only descriptor on `path`, a data file being made (a recording).
+
+    Never through a symbolic link: one planted at the name (in a shared directory such as
+    /tmp) is refused whatever it points to, dangling or not, and O_NOFOLLOW holds if one
+    appears after the check.  Never a FIFO or a device.  An existing regular file raises
+    FileExistsError, or is truncated when `replace`.  A new file takes the umask's mode
+    (0666 & ~umask), as open() gave: a recording is meant to be shared.  Raises `Refused`,
+    FileExistsError or another OSError."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        pass
+    else:
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused(path, "a symbolic link (not followed: remove it or choose another name)")
+        _regular(path, st)
+        if not replace:
+            raise FileExistsError(errno.EEXIST, "File exists", os.fspath(path))
+    flags = _DATA_WRITE_FLAGS | (os.O_TRUNC if replace else os.O_EXCL)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link planted since the check
+            raise Refused(path, "a symbolic link (not followed: remove it or choose another name)") from None
+        if exc.errno == errno.ENXIO:  # a FIFO planted since, with nobody reading it
+            raise Refused(path, "a FIFO, not a regular file") from None
+        raise
+    try:
+        _regular(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 # --------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -38,12 +39,13 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gputui.safefile import Refused
     from gputui.telemetry.nvml.source import NvmlSource
     from gputui.telemetry.recording import RecordingWriter
     from gputui.untrusted import escaped
 
     path = Path(args.file)
-    if path.exists() and not args.force:
+    if os.path.lexists(path) and not args.force:  # (exists() follows a link: a dangling one "is not there")
         print(f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it", file=sys.stderr)
         return 2
     source = NvmlSource()
@@ -62,7 +64,15 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     info_with_topology = type(info)(info.system, info.devices, source.read_topology())
     try:
-        writer = RecordingWriter(path, info_with_topology, args.interval, note=args.note)
+        writer = RecordingWriter(path, info_with_topology, args.interval, note=args.note, replace=args.force)
+    except Refused as exc:  # a symbolic link, a FIFO or a device at the name: never written through
+        print(f"gputui record: {exc}", file=sys.stderr)
+        source.close()
+        return 2
+    except FileExistsError:  # made since the check above
+        print(f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it", file=sys.stderr)
+        source.close()
+        return 2
     except OSError as exc:
         print(f"gputui record: cannot write {escaped(str(path))}: {exc.strerror}", file=sys.stderr)
         source.close()

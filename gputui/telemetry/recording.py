@@ -57,6 +57,10 @@ READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
 MAX_LINE_CHARS = 8 * 2**20
 """The longest line a reader accepts.  A tick of 16 GPUs with 256 processes is about 90 KB;
 a longer line is refused before it is read whole (a small gzip can hold a huge line)."""
+MAX_TOTAL_CHARS = 2 * 2**30
+"""The most characters read from one recording, blank lines included: all of them are kept
+in memory (for seeking), so a small gzip of many lines is refused before it fills it.  A
+tick of 2 GPUs is about 2 KB: a day at 1 s is 170 MB."""
 MAX_TIME = 253402300800.0
 """Timestamps must lie in [0, MAX_TIME): 1970 to the end of year 9999, what every time
 formatter gputui uses can show."""
@@ -89,19 +93,23 @@ class RecordingHeader:
     note: str | None = None
 
 
-def _open_text(path: str | os.PathLike[str], mode: str) -> IO[str]:
-    p = str(path)
-    if mode == "r":
-        with open(p, "rb") as f:
-            magic = f.read(2)
+def _open_read(path: str | os.PathLike[str]) -> tuple[IO[str], IO[bytes]]:
+    """The recording's text (decompressed when it begins with gzip's magic) and the file
+    under it, to close after the text.  Only a regular file is opened (`safefile.open_data`:
+    a FIFO or /dev/zero is refused, not read); a symbolic link is followed, and anyone may
+    own the file: a recording is data the user chose, not configuration."""
+    from gputui.safefile import open_data
+
+    raw = os.fdopen(open_data(path), "rb")
+    try:
+        magic = raw.read(2)
+        raw.seek(0)
         if magic == b"\x1f\x8b":
-            return gzip.open(p, "rt", encoding="utf-8")
-        return open(p, encoding="utf-8")
-    if p.endswith(".gz"):
-        # mtime=0: the same ticks give the same bytes (reproducible fixtures)
-        raw = gzip.GzipFile(p, "wb", compresslevel=9, mtime=0)
-        return io.TextIOWrapper(raw, encoding="utf-8")
-    return open(p, "w", encoding="utf-8")
+            return io.TextIOWrapper(gzip.GzipFile(fileobj=raw, mode="rb"), encoding="utf-8"), raw
+        return io.TextIOWrapper(raw, encoding="utf-8"), raw
+    except BaseException:
+        raw.close()
+        raise
 
 
 class RecordingWriter:
@@ -116,9 +124,21 @@ class RecordingWriter:
         *,
         derived: dict[str, Any] | None = None,
         note: str | None = None,
+        replace: bool = True,
     ) -> None:
+        """Raises `safefile.Refused` for a symbolic link, a FIFO or a device at `path` (never
+        written through), FileExistsError when it exists and not `replace`, OSError."""
+        from gputui.safefile import create_data
+
         self.path = str(path)
-        self._f = _open_text(path, "w")
+        self._raw = os.fdopen(create_data(path, replace=replace), "wb")
+        if self.path.endswith(".gz"):
+            # mtime=0: the same ticks give the same bytes (reproducible fixtures); the
+            # filename goes in the gzip header, as GzipFile(path) put it
+            raw = gzip.GzipFile(self.path, "wb", compresslevel=9, fileobj=self._raw, mtime=0)
+            self._f: IO[str] = io.TextIOWrapper(raw, encoding="utf-8")
+        else:
+            self._f = io.TextIOWrapper(self._raw, encoding="utf-8")
         self.ticks = 0
         header = {
             "format": FORMAT_NAME,
@@ -141,7 +161,10 @@ class RecordingWriter:
         self.ticks += 1
 
     def close(self) -> None:
-        self._f.close()
+        try:
+            self._f.close()
+        finally:
+            self._raw.close()  # (a GzipFile given a file object leaves it open)
 
     def __enter__(self) -> RecordingWriter:
         return self
@@ -314,20 +337,33 @@ def _read_lines(
     stream that ends without its end-of-stream marker, or a last line cut short (no newline,
     not JSON), ends the recording instead of failing it.
     """
+    from gputui.safefile import Refused
+
     try:
-        f = _open_text(path, "r")
+        f, raw = _open_read(path)
+    except Refused as exc:
+        raise RecordingError(path, None, exc.why) from None
     except OSError as exc:
         raise RecordingError(path, None, exc.strerror or str(exc)) from None
     lineno = 1  # the line being read, for errors from the decompressor
     lines: list[tuple[int, str]] = []
+    total = 0
 
     def readline() -> str:
+        nonlocal total
         line = f.readline(MAX_LINE_CHARS + 1)
         if len(line) > MAX_LINE_CHARS:
             raise RecordingError(path, lineno, f"line longer than {MAX_LINE_CHARS // 2**20} MiB")
+        total += len(line)
+        if total > MAX_TOTAL_CHARS:  # a gzip bomb of short lines: memory, or time
+            raise RecordingError(
+                path,
+                lineno,
+                f"larger than {MAX_TOTAL_CHARS // 2**20} MiB uncompressed (the most gputui reads)",
+            )
         return line
 
-    with f:
+    with raw, f:
         try:
             first = readline()
             while first and not first.strip() and lineno < 100:  # `nvidia-smi -q` begins blank
