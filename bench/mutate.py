@@ -841,12 +841,12 @@ MUTATIONS: list[Mutation] = [
         "a gzip bomb of many short lines is read to the end (memory, or hours)",
     ),
     Mutation(
-        "named-record-writes-through-link",
+        "named-record-checks-through-link",
         "gputui/safefile.py",
-        "        if stat.S_ISLNK(st.st_mode):\n            raise Refused(",
-        "        if False:\n            raise Refused(",
+        "        st = os.lstat(path)\n    except FileNotFoundError:\n        pass\n",
+        "        st = os.stat(path)\n    except FileNotFoundError:\n        pass\n",
         (NAMED,),
-        "`gputui record OUT` with a link planted at OUT: not refused as a link",
+        "`gputui record OUT` checks what a link planted at OUT points to, not the link",
     ),
     Mutation(
         "named-record-exists-follows",
