@@ -810,8 +810,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "named-targets-no-line",
         "gputui/cluster/sources.py",
-        "        if problem:\n            raise ValueError(escaped(f\"{path}:{lineno}: {problem}\"))",
-        "        if False:\n            raise ValueError(escaped(f\"{path}:{lineno}: {problem}\"))",
+        '        if problem:\n            raise ValueError(escaped(f"{path}:{lineno}: {problem}"))',
+        '        if False:\n            raise ValueError(escaped(f"{path}:{lineno}: {problem}"))',
         (NAMED,),
         "a bad target in --targets-file is reported without its file and line",
     ),
@@ -855,6 +855,14 @@ MUTATIONS: list[Mutation] = [
         "if path.exists() and not args.force:",
         (f"{NAMED}::test_record_refuses_a_planted_link_before_touching_the_gpu",),
         "`gputui record OUT`: a dangling link at OUT counts as no file",
+    ),
+    Mutation(
+        "named-tls-ca-plain-open",
+        "gputui/cluster/http.py",
+        "cadata = read_private_text(self.ca_file, MAX_TLS_FILE_BYTES) if self.ca_file else None",
+        "cadata = open(self.ca_file).read() if self.ca_file else None",
+        (f"{NAMED}::test_a_tls_file_that_is_not_a_safe_regular_file_is_refused_at_once",),
+        "[cluster] tls_ca_file read with open(): a FIFO hangs, a CA others could write is trusted",
     ),
     # ---- GPM figures out of range (issue 24 item 6) -------------------------------------
     Mutation(

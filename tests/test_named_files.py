@@ -11,9 +11,10 @@ from __future__ import annotations
 import gzip
 import os
 import time
+from pathlib import Path
 
 import pytest
-from conftest import H200_X2, gputui
+from conftest import H200_X2, fresh_python, gputui
 
 from gputui.cluster.sources import MAX_TARGETS_FILE_BYTES, read_targets_file
 from gputui.safefile import Refused
@@ -329,3 +330,41 @@ def test_record_refuses_a_planted_link_before_touching_the_gpu(tmp_path):
     r = gputui("record", str(link), "--duration", "1")
     assert one_stderr_line(r) == f"gputui record: {link} exists; pass --force to overwrite it"
     assert not victim.exists()
+
+
+# ----------------------------------------------------------------------------------------
+# the cluster's TLS files ([cluster] tls_ca_file, tls_client_cert, tls_client_key)
+# ----------------------------------------------------------------------------------------
+
+TLS_CHECK = """
+import sys
+from gputui.commands.cluster import make_client
+from gputui.config import ClusterConfig
+try:
+    make_client(ClusterConfig(**{sys.argv[1]: sys.argv[2]}))
+except ValueError as exc:
+    print(exc)
+"""
+
+
+@pytest.mark.parametrize("field", ["tls_ca_file", "tls_client_cert"])
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "others-writable"])
+def test_a_tls_file_that_is_not_a_safe_regular_file_is_refused_at_once(tmp_path, field, kind):
+    """OpenSSL opened these itself: a FIFO hung `gputui cluster`, /dev/zero was read
+    without end, and a CA file others could write let them choose whom you trust."""
+    if kind == "fifo":
+        path = str(tmp_path / "ca.pem")
+        os.mkfifo(path)
+        why = "a FIFO, not a regular file"
+    elif kind == "dev-zero":
+        path, why = "/dev/zero", "a character device, not a regular file"
+    else:
+        path = str(tmp_path / "ca.pem")
+        Path(path).write_text("-----BEGIN CERTIFICATE-----\n")
+        os.chmod(path, 0o646)
+        why = "writable by others"
+    started = time.monotonic()
+    r = fresh_python(TLS_CHECK, field, path, timeout=20)
+    assert time.monotonic() - started < 15
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.strip().startswith(f"cluster: TLS settings: {path}: refused: {why}"), r.stdout

@@ -84,6 +84,10 @@ class Credentials:
         return "Credentials(<hidden>)" if self.header else "Credentials(none)"
 
 
+MAX_TLS_FILE_BYTES = 4 << 20
+"""The largest CA, certificate or key file read (a system CA bundle is about 220 KB)."""
+
+
 @dataclass(frozen=True)
 class TlsOptions:
     ca_file: str = ""
@@ -93,7 +97,24 @@ class TlsOptions:
     client_key: str = ""
 
     def context(self) -> ssl.SSLContext:
-        ctx = ssl.create_default_context(cafile=self.ca_file or None)
+        """The TLS context; ValueError (one line) or ssl.SSLError when a file is refused.
+
+        The files are the config's (a CA decides whom you trust): each must pass the config
+        file's rule (gputui/safefile.py: a regular file, never a FIFO or a device, owned by
+        you or root, that nobody else could have written, at most MAX_TLS_FILE_BYTES) before
+        OpenSSL sees it.  The CA is handed over as read; OpenSSL can only load the client
+        certificate and key by name, so those are checked, then named (their directories
+        passed the rule: nobody else can swap them in between)."""
+        from gputui.safefile import Refused, read_private, read_private_text
+
+        try:
+            cadata = read_private_text(self.ca_file, MAX_TLS_FILE_BYTES) if self.ca_file else None
+            for path in (self.client_cert, self.client_key):
+                if path:
+                    read_private(path, MAX_TLS_FILE_BYTES)
+        except Refused as exc:
+            raise ValueError(str(exc)) from None
+        ctx = ssl.create_default_context(cadata=cadata)
         if self.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
