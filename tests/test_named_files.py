@@ -368,3 +368,12 @@ def test_a_tls_file_that_is_not_a_safe_regular_file_is_refused_at_once(tmp_path,
     assert time.monotonic() - started < 15
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert r.stdout.strip().startswith(f"cluster: TLS settings: {path}: refused: {why}"), r.stdout
+
+
+def test_a_command_line_target_with_credentials_and_controls_is_one_clean_line():
+    """The credentials message names the target too: its controls are escaped like every
+    other message's (a terminal must never receive a target's escape sequences)."""
+    r = cluster("http://u:secret@n1\x07\x1bcx:9400/")
+    line = one_stderr_line(r)
+    assert "credentials in a URL" in line or "URL" in line, line
+    assert "secret" not in line and "\x1b" not in line and "\x07" not in line

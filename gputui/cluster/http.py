@@ -152,7 +152,7 @@ def check_url(url: str) -> str | None:
         return f"{escaped(display_url(url))}: no host in the URL"
     if parts.username is not None or parts.password is not None:
         return (
-            f"{display_url(url)}: credentials in a URL show in `ps` and shell history; put them in "
+            f"{escaped(display_url(url))}: credentials in a URL show in `ps` and shell history; put them in "
             "the config file's [cluster] section (basic_auth_user / basic_auth_password_file)"
         )
     if _bad_characters(url):
