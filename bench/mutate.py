@@ -1497,6 +1497,46 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_workers.py",),
         "children seen once (no window yet) are reported as no children at all",
     ),
+    Mutation(
+        "workers-never-list-every-thread",
+        "gputui/telemetry/host/workers.py",
+        "        if known is not None and not self.lists_every_thread(pid):",
+        "        if known is not None:",
+        ("tests/test_workers.py",),
+        "a child forked later by a thread not known to fork is never found",
+    ),
+    Mutation(
+        "workers-known-threads-not-read",
+        "gputui/telemetry/host/workers.py",
+        "    for tid in forking:\n",
+        "    for tid in ():\n",
+        ("tests/test_workers.py",),
+        "a child of a thread other than the main one is seen only at the reads that list every thread",
+    ),
+    Mutation(
+        "workers-threads-by-pid-only",
+        "gputui/telemetry/host/workers.py",
+        "        pid = key[0]\n        known = forking.get(key)",
+        "        pid = key[0]\n        key = (pid, 0)\n        known = forking.get(key)",
+        ("tests/test_workers.py",),
+        "a reused PID is read as the threads of the process that had it before",
+    ),
+    Mutation(
+        "workers-idle-forking-thread-forgotten",
+        "gputui/telemetry/host/workers.py",
+        "(kids or int(tid) in keep)",
+        "kids",
+        ("tests/test_workers.py",),
+        "a loader thread between two epochs (no children) is forgotten: its next workers found late",
+    ),
+    Mutation(
+        "workers-gone-rank-as-childless",
+        "gputui/telemetry/host/workers.py",
+        '        out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))\n    except OSError:\n        return None',
+        '        out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))\n    except OSError:\n        return [], forking',
+        ("tests/test_workers.py",),
+        "a rank that ended between two reads is shown as having no children, not None",
+    ),
 ]
 
 
