@@ -145,9 +145,33 @@ def serve(asks, answers):  # the loader thread: forks on request, ends on None
 asks, answers = queue.Queue(), queue.Queue()
 loader = threading.Thread(target=serve, args=(asks, answers), daemon=True)
 loader.start()
+def start_server():  # a forkserver: forks workers (its own children) on request
+    asks, ask = os.pipe()
+    answer, answers = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        while cmd := os.read(asks, 64).decode().split():
+            if cmd[0] == "fork":
+                os.write(answers, f"{fork()}\n".encode())
+            else:
+                os.kill(int(cmd[1]), 9)
+                os.waitpid(int(cmd[1]), 0)
+                os.write(answers, b"done\n")
+        os._exit(0)
+    return pid, ask, answer
+def to_server(msg):
+    os.write(server[1], msg.encode())
+    return os.read(server[2], 64).decode().strip()
 print("ready", flush=True)
 for line in sys.stdin:
     cmd = line.split()
+    if cmd[0] == "server":
+        server = start_server()
+        print(server[0], flush=True)
+    elif cmd[0] == "server-fork":
+        print(to_server("fork"), flush=True)
+    elif cmd[0] == "server-reap":
+        print(to_server(f"reap {cmd[1]}"), flush=True)
     if cmd[0] == "thread":  # the loader thread forks a child
         asks.put(1)
         print(answers.get(), flush=True)
@@ -194,7 +218,7 @@ class Driven:
         return pid
 
     def end(self) -> None:
-        for pid in self.children:
+        for pid in reversed(self.children):  # a forkserver's workers first
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, 9)
         self.proc.kill()
@@ -252,8 +276,29 @@ def test_a_child_forked_by_the_main_thread_is_found_at_the_next_read(driven) -> 
     w = WorkerCpu(interval=0.0)
     key = (driven.proc.pid, 1.0)
     assert reads(w, key, 2) == [(), ()]
+    skip_a_full_listing(w, key)
     driven.fork("main")
     assert counted(reads(w, key, 2)) == [None, 1]
+
+
+def test_a_forkservers_workers_are_found_within_rescan_every_reads_then_at_every_read(driven) -> None:
+    driven.fork("server")
+    w = WorkerCpu(interval=0.0)
+    key = (driven.proc.pid, 1.0)
+    assert counted(reads(w, key, 2)) == [None, 1]  # the forkserver, no workers yet
+    worker = driven.fork("server-fork")
+    # a worker seen at its first read is not in the figures (not measured yet): 2 from the next
+    got = counted(reads(w, key, 2 * RESCAN_EVERY))
+    first = got.index(2)
+    assert first <= RESCAN_EVERY
+    assert got[first:] == [2] * (len(got) - first)
+    # an epoch ends, the forkserver's workers with it; the next epoch's are found at once:
+    # the forkserver is remembered (it has had children)
+    assert driven.ask(f"server-reap {worker}") == "done"
+    assert counted(reads(w, key, RESCAN_EVERY)) == [1] * RESCAN_EVERY
+    skip_a_full_listing(w, key)
+    driven.fork("server-fork")
+    assert counted(reads(w, key, 2)) == [1, 2]
 
 
 def test_threads_that_come_and_go_lose_no_child(driven) -> None:

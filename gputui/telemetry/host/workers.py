@@ -11,11 +11,11 @@ CONFIG_PROC_CHILDREN), psutil's children (a scan of every process) stand in.
 
 Which threads are read: every thread of a process when it is first seen (per PID and start
 time) and at one read in `RESCAN_EVERY` (the processes take turns, by PID); at the other
-reads, the main thread (a DataLoader forks its workers from the thread that iterates it,
-the main one in the usual loop; the children of a thread that ends pass to the main thread)
-and the threads that had children at an earlier read, until they end.  A rank of 64 threads
-costs one read instead of 64; a child forked by another thread, not seen before, is found
-within `RESCAN_EVERY` reads.
+reads, the threads that had children at an earlier read, until they end, and a rank's main
+thread (a DataLoader forks its workers from the thread that iterates it, the main one in
+the usual loop; the children of a thread that ends pass to the main thread).  A rank of 64
+threads costs one read instead of 64, a worker that never forked none; a child forked by a
+thread that had none (a forkserver's first workers) is found within `RESCAN_EVERY` reads.
 
 The reads are spaced `interval` seconds apart; between them every tick carries the last
 window's figures.  None where a rank's children cannot be read: never 0.
@@ -63,8 +63,8 @@ def _pids(data: bytes) -> list[int]:
 
 
 def _scan(pid: int, proc: str, keep: tuple[int, ...] = ()) -> tuple[list[int], tuple[int, ...]] | None:
-    """A process's children, from every thread, and the threads (not the main one) that
-    have any, or are in `keep` (they had some) and still run; None when unreadable."""
+    """A process's children, from every thread, and the threads that have any, or are in
+    `keep` (they had some) and still run; None when unreadable."""
     try:
         tids = os.listdir(f"{proc}/{pid}/task")
     except OSError:
@@ -81,7 +81,7 @@ def _scan(pid: int, proc: str, keep: tuple[int, ...] = ()) -> tuple[list[int], t
             return None
         found = True
         kids = _pids(data)
-        if tid.isdigit() and int(tid) != pid and (kids or int(tid) in keep):
+        if tid.isdigit() and (kids or int(tid) in keep):
             forking.append(int(tid))
         out.extend(kids)
     if found:
@@ -98,19 +98,26 @@ def _children_of(pid: int, proc: str) -> list[int] | None:
     return None if got is None else got[0]
 
 
-def _known_threads(pid: int, proc: str, forking: tuple[int, ...]) -> tuple[list[int], tuple[int, ...]] | None:
-    """A process's children from its main thread and the threads in `forking` (those that
-    had children: the ones that ended are left out); None where the main thread's list is
-    gone (the process ended, or no children files: the caller scans every thread)."""
-    try:
-        out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))
-    except OSError:
-        return None
+def _known_threads(
+    pid: int, proc: str, forking: tuple[int, ...], main: bool
+) -> tuple[list[int], tuple[int, ...]] | None:
+    """A process's children from the threads in `forking` (those that had children: the
+    ones that ended are left out) and, with `main`, from its main thread; None where the
+    main thread's list cannot be read (the process ended, or no children files: the caller
+    lists every thread)."""
+    out: list[int] = []
+    if main and pid not in forking:
+        try:
+            out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))
+        except OSError:
+            return None
     alive: list[int] = []
     for tid in forking:
         try:
             data = _read(f"{proc}/{pid}/task/{tid}/children")
         except OSError:
+            if tid == pid:
+                return None
             continue  # the thread ended: its children passed to the main thread
         alive.append(tid)
         out.extend(_pids(data))
@@ -165,8 +172,7 @@ class WorkerCpu:
         self._seen: dict[tuple[int, int], _Seen] = {}
         """(child PID, start ticks) -> its CPU time at the last read."""
         self._forking: dict[Key, tuple[int, ...]] = {}
-        """Processes read at the last read -> their threads other than the main one that
-        have had children."""
+        """Processes read at the last read -> their threads that have had children."""
         self._last: dict[Ident, tuple[float, ...] | None] = {}
         self._read_at: float | None = None
         self.reads = 0
@@ -199,14 +205,15 @@ class WorkerCpu:
         before: its turn, once in `rescan_every` reads (the processes take turns by PID)."""
         return (self.reads + pid) % self.rescan_every == 0
 
-    def _children(self, key: Key, forking: dict[Key, tuple[int, ...]]) -> list[int] | None:
-        """A process's children (see the module docstring for which threads are read); the
-        threads that fork go into `self._forking`."""
+    def _children(self, key: Key, forking: dict[Key, tuple[int, ...]], main: bool) -> list[int] | None:
+        """A process's children (see the module docstring for which threads are read; with
+        `main`, a rank's, its main thread at every read); the threads that fork go into
+        `self._forking`."""
         pid = key[0]
         known = forking.get(key)
         got = None
         if known is not None and not self.lists_every_thread(pid):
-            got = _known_threads(pid, self._proc, known)
+            got = _known_threads(pid, self._proc, known, main)
         if got is None:
             got = _scan(pid, self._proc, known or ())
         if got is None:
@@ -225,7 +232,7 @@ class WorkerCpu:
         proc, hz, seen = self._proc, self._hz, self._seen
         last: dict[Ident, tuple[float, ...] | None] = {}
         for ident in ranks:
-            kids = self._children(ident, forking)
+            kids = self._children(ident, forking, main=True)
             if kids is None:
                 last[ident] = None
                 continue
@@ -233,7 +240,7 @@ class WorkerCpu:
             for kid in kids:
                 level[kid] = ticks = read_cpu_ticks(kid, proc)
                 if ticks is not None:  # its children: a forkserver's workers
-                    for grand in self._children((kid, ticks[0]), forking) or ():
+                    for grand in self._children((kid, ticks[0]), forking, main=False) or ():
                         if grand not in level:
                             level[grand] = read_cpu_ticks(grand, proc)
             measured: list[float] = []
