@@ -2,6 +2,7 @@
 
     python bench/bench_jobs.py attribution [--processes 240] [--ticks 20]
     python bench/bench_jobs.py health [--processes 240] [--rounds 30] [--workers-only]
+                                      [--rescan-every N]
     python bench/bench_jobs.py stacks [--procs 8] [--rounds 5] [--threads 0] [--native]
 
 attribution: job attribution and the launcher walk per tick on the sampling thread, with and
@@ -31,7 +32,8 @@ health: job health's cost.
    over the rounds, and the costliest); and three groups of 8 Python ranks of 64 threads:
    4 children forked from the main thread (a DataLoader's workers), 4 forked from another
    thread, none; per rank, and what 240 such ranks would cost at one read every 10 s.
-   `--workers-only` runs this part alone.
+   `--workers-only` runs this part alone; `--rescan-every N` reads every thread of a process
+   at one read in N instead of `workers.RESCAN_EVERY`.
 
 stacks: wall time of `gputui stacks` over N Python processes (issue 26: "a stack dump of 8
 ranks: measure").  Starts N Python children, each blocked in a function a few frames deep
@@ -255,10 +257,10 @@ THREADED_KINDS = ("main", "thread", "none")
 
 
 def _read_cost(
-    procs: list[subprocess.Popen[str]] | list[subprocess.Popen[bytes]], rounds: int
+    procs: list[subprocess.Popen[str]] | list[subprocess.Popen[bytes]], rounds: int, rescan: int | None
 ) -> tuple[list[float], int]:
     """CPU time of each of `rounds` reads (after a first one), and the children measured."""
-    w = WorkerCpu(interval=0.0)
+    w = WorkerCpu(interval=0.0) if rescan is None else WorkerCpu(interval=0.0, rescan_every=rescan)
     idents = [(p.pid, None) for p in procs]
     w.get(idents, time.time())
     spent = []
@@ -270,7 +272,7 @@ def _read_cost(
     return spent, sum(len(v or ()) for v in got.values())
 
 
-def workers_cost(n: int, rounds: int) -> dict[str, float | int]:
+def workers_cost(n: int, rounds: int, rescan: int | None = None) -> dict[str, float | int]:
     """Mean CPU time of a read over `rounds` reads (a multiple of the reads between two scans
     of every thread counts each scan as often as it comes), and the costliest read."""
     ranks = [
@@ -291,7 +293,7 @@ def workers_cost(n: int, rounds: int) -> dict[str, float | int]:
                 assert t.stdout is not None
                 t.stdout.readline()
         time.sleep(0.5)  # the shells have started their children
-        spent, kids = _read_cost(ranks, rounds)
+        spent, kids = _read_cost(ranks, rounds, rescan)
         mean = statistics.mean(spent)
         result |= {
             "children_measured": kids,
@@ -300,7 +302,7 @@ def workers_cost(n: int, rounds: int) -> dict[str, float | int]:
             "pct_of_core_read_every_10s": round(mean * 100 / 10, 3),
         }
         for kind, group in threaded.items():
-            spent, kids = _read_cost(group, rounds)
+            spent, kids = _read_cost(group, rounds, rescan)
             per_rank = statistics.mean(spent) / len(group)
             result |= {
                 f"threads64_{kind}_children_measured": kids,
@@ -321,7 +323,7 @@ def health(a: argparse.Namespace) -> None:
     if not a.workers_only:
         print("state read:", state_cost(a.processes, a.rounds))
         print("verdicts + hints:", verdict_cost())
-    print("children's CPU:", workers_cost(a.processes, a.rounds))
+    print("children's CPU:", workers_cost(a.processes, a.rounds, a.rescan_every))
 
 
 # ---- stacks -----------------------------------------------------------------------------------
@@ -385,6 +387,7 @@ def main() -> None:
     p.add_argument("--processes", type=int, default=240)
     p.add_argument("--rounds", type=int, default=30)
     p.add_argument("--workers-only", action="store_true", help="only the children's CPU read")
+    p.add_argument("--rescan-every", type=int, help="WorkerCpu's rescan_every (default: its own)")
     p.set_defaults(func=health)
     p = sub.add_parser("stacks", help="wall time of one py-spy dump of N Python processes")
     p.add_argument("--procs", type=int, default=8)

@@ -1535,7 +1535,7 @@ MUTATIONS: list[Mutation] = [
         "kids = self._children(ident, forking, main=True)",
         "kids = self._children(ident, forking, main=False)",
         ("tests/test_workers.py",),
-        "a rank's first DataLoader workers (forked by its main thread) are found only a minute later",
+        "a rank's first DataLoader workers (forked by its main thread) are found only at its next full listing",
     ),
     Mutation(
         "workers-gone-rank-as-childless",

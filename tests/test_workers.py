@@ -268,7 +268,7 @@ def test_a_child_forked_later_by_another_thread_is_found_within_rescan_every_rea
     driven.fork("thread")
     got = counted(reads(w, key, RESCAN_EVERY + 2 * RESCAN_EVERY))
     first = next(i for i, g in enumerate(got) if g != 0)
-    assert first < RESCAN_EVERY  # within RESCAN_EVERY reads (10 s apart: a minute)
+    assert first < RESCAN_EVERY  # within RESCAN_EVERY reads (10 s apart: two minutes)
     assert got[first:] == [None] + [1] * (len(got) - first - 1)
 
 

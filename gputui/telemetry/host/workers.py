@@ -34,9 +34,11 @@ MAX_CHILDREN = 64
 """Children counted per rank at most (the busiest kept): a bound on the recorded figures."""
 DEFAULT_INTERVAL = 10.0
 """Seconds between two reads of the children's CPU."""
-RESCAN_EVERY = 6
-"""Every thread of a process is read at one read in this many (a minute at 10 s): a child
-forked by a thread not known to fork is found within this many reads."""
+RESCAN_EVERY = 12
+"""Every thread of a process is read at one read in this many (two minutes at 10 s): a
+child forked by a thread not known to fork is found within this many reads.  Measured
+(bench_jobs.py health): a 64-thread rank with 4 workers costs 0.2 ms a read at 12, 0.27 ms
+at 6, 0.8-1.1 ms when every thread is read at every read."""
 
 Key = tuple[int, float | int | None]
 """A process whose threads are remembered: PID and start time (a rank's identity, or a
