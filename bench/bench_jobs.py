@@ -310,7 +310,9 @@ def workers_cost(n: int, rounds: int, rescan: int | None = None) -> dict[str, fl
                 f"threads64_{kind}_240_ranks_pct_of_core": round(per_rank * 240 * 100 / 10, 3),
             }
     finally:
-        for p in [*ranks, *(t for group in threaded.values() for t in group)]:
+        every: list[subprocess.Popen[bytes] | subprocess.Popen[str]] = [*ranks]
+        every += [t for group in threaded.values() for t in group]
+        for p in every:
             for child in WorkerCpu.children(p.pid) or []:  # by PID, before they are reparented
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGKILL)
