@@ -1,7 +1,8 @@
 """What gputui's job features cost: attribution, health and stack dumps, on real processes.
 
     python bench/bench_jobs.py attribution [--processes 240] [--ticks 20]
-    python bench/bench_jobs.py health [--processes 240] [--rounds 30]
+    python bench/bench_jobs.py health [--processes 240] [--rounds 30] [--workers-only]
+                                      [--rescan-every N]
     python bench/bench_jobs.py stacks [--procs 8] [--rounds 5] [--threads 0] [--native]
 
 attribution: job attribution and the launcher walk per tick on the sampling thread, with and
@@ -27,8 +28,12 @@ health: job health's cost.
    path runs on every GPU at every tick; the issue's budget (0.5 % of a core at 1 Hz) is for
    the two together.
 3. The children's CPU read (`WorkerCpu`, sampling thread, once every 10 s): N ranks of one
-   thread with 4 sleeping children each (`sh` and `sleep`), CPU time of one read; and 8
-   Python ranks of 64 threads with 4 children each, to price a rank's threads.
+   thread with 4 sleeping children each (`sh` and `sleep`), CPU time of one read (the mean
+   over the rounds, and the costliest); and three groups of 8 Python ranks of 64 threads:
+   4 children forked from the main thread (a DataLoader's workers), 4 forked from another
+   thread, none; per rank, and what 240 such ranks would cost at one read every 10 s.
+   `--workers-only` runs this part alone; `--rescan-every N` reads every thread of a process
+   at one read in N instead of `workers.RESCAN_EVERY`.
 
 stacks: wall time of `gputui stacks` over N Python processes (issue 26: "a stack dump of 8
 ranks: measure").  Starts N Python children, each blocked in a function a few frames deep
@@ -231,70 +236,96 @@ def verdict_cost() -> dict[str, float]:
 
 
 THREADED_RANK = """
-import os, threading, time
-for _ in range(4):
-    if os.fork() == 0:
-        time.sleep(600); os._exit(0)
+import os, sys, threading, time
+def fork_workers():
+    for _ in range(4):
+        if os.fork() == 0:
+            time.sleep(600); os._exit(0)
+where = sys.argv[1]
+if where == "main":
+    fork_workers()
 for _ in range(63):
     threading.Thread(target=time.sleep, args=(600,), daemon=True).start()
+if where == "thread":  # a loader started from a thread other than the main one
+    t = threading.Thread(target=lambda: (fork_workers(), time.sleep(600)), daemon=True)
+    t.start()
 print("ready", flush=True)
 time.sleep(600)
 """
+THREADED_KINDS = ("main", "thread", "none")
+"""Where the 64-thread ranks fork their 4 children: the main thread, another thread, none."""
 
 
-def workers_cost(n: int, rounds: int) -> dict[str, float | int]:
+def _read_cost(
+    procs: list[subprocess.Popen[str]] | list[subprocess.Popen[bytes]], rounds: int, rescan: int | None
+) -> tuple[list[float], int]:
+    """CPU time of each of `rounds` reads (after a first one), and the children measured."""
+    w = WorkerCpu(interval=0.0) if rescan is None else WorkerCpu(interval=0.0, rescan_every=rescan)
+    idents = [(p.pid, None) for p in procs]
+    w.get(idents, time.time())
+    spent = []
+    got: dict[tuple[int, float | None], tuple[float, ...] | None] = {}
+    for _ in range(rounds):
+        t0 = time.process_time()
+        got = w.get(idents, time.time())
+        spent.append(time.process_time() - t0)
+    return spent, sum(len(v or ()) for v in got.values())
+
+
+def workers_cost(n: int, rounds: int, rescan: int | None = None) -> dict[str, float | int]:
+    """Mean CPU time of a read over `rounds` reads (a multiple of the reads between two scans
+    of every thread counts each scan as often as it comes), and the costliest read."""
     ranks = [
         subprocess.Popen(["sh", "-c", "sleep 600 & sleep 600 & sleep 600 & sleep 600 & wait"])
         for _ in range(n)
     ]
-    threaded = [
-        subprocess.Popen([sys.executable, "-c", THREADED_RANK], stdout=subprocess.PIPE, text=True)
-        for _ in range(8)
-    ]
+    threaded = {
+        kind: [
+            subprocess.Popen([sys.executable, "-c", THREADED_RANK, kind], stdout=subprocess.PIPE, text=True)
+            for _ in range(8)
+        ]
+        for kind in THREADED_KINDS
+    }
+    result: dict[str, float | int] = {"ranks": n}
     try:
-        for t in threaded:
-            assert t.stdout is not None
-            t.stdout.readline()
+        for group in threaded.values():
+            for t in group:
+                assert t.stdout is not None
+                t.stdout.readline()
         time.sleep(0.5)  # the shells have started their children
-
-        def read_cost(
-            procs: list[subprocess.Popen[str]] | list[subprocess.Popen[bytes]],
-        ) -> tuple[float, int]:
-            w = WorkerCpu(interval=0.0)
-            idents = [(p.pid, None) for p in procs]
-            w.get(idents, time.time())
-            spent = []
-            for _ in range(rounds):
-                t0 = time.process_time()
-                got = w.get(idents, time.time())
-                spent.append(time.process_time() - t0)
-            counted = sum(len(v or ()) for v in got.values())
-            return statistics.median(spent), counted
-
-        one, kids = read_cost(ranks)
-        many, kids64 = read_cost(threaded)
+        spent, kids = _read_cost(ranks, rounds, rescan)
+        mean = statistics.mean(spent)
+        result |= {
+            "children_measured": kids,
+            "read_ms": round(mean * 1e3, 2),
+            "read_ms_max": round(max(spent) * 1e3, 2),
+            "pct_of_core_read_every_10s": round(mean * 100 / 10, 3),
+        }
+        for kind, group in threaded.items():
+            spent, kids = _read_cost(group, rounds, rescan)
+            per_rank = statistics.mean(spent) / len(group)
+            result |= {
+                f"threads64_{kind}_children_measured": kids,
+                f"threads64_{kind}_ms_per_rank": round(per_rank * 1e3, 3),
+                f"threads64_{kind}_240_ranks_pct_of_core": round(per_rank * 240 * 100 / 10, 3),
+            }
     finally:
-        for p in [*ranks, *threaded]:
+        every: list[subprocess.Popen[bytes] | subprocess.Popen[str]] = [*ranks]
+        every += [t for group in threaded.values() for t in group]
+        for p in every:
             for child in WorkerCpu.children(p.pid) or []:  # by PID, before they are reparented
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(child, signal.SIGKILL)
             p.kill()
             p.wait()
-    return {
-        "ranks": n,
-        "children_measured": kids,
-        "read_ms": round(one * 1e3, 2),
-        "pct_of_core_read_every_10s": round(one * 100 / 10, 3),
-        "threaded_ranks": 8,
-        "threaded_children_measured": kids64,
-        "read_ms_per_64_thread_rank": round(many * 1e3 / 8, 3),
-    }
+    return result
 
 
 def health(a: argparse.Namespace) -> None:
-    print("state read:", state_cost(a.processes, a.rounds))
-    print("verdicts + hints:", verdict_cost())
-    print("children's CPU:", workers_cost(a.processes, a.rounds))
+    if not a.workers_only:
+        print("state read:", state_cost(a.processes, a.rounds))
+        print("verdicts + hints:", verdict_cost())
+    print("children's CPU:", workers_cost(a.processes, a.rounds, a.rescan_every))
 
 
 # ---- stacks -----------------------------------------------------------------------------------
@@ -357,6 +388,8 @@ def main() -> None:
     p = sub.add_parser("health", help="the process state read and the health verdicts per tick")
     p.add_argument("--processes", type=int, default=240)
     p.add_argument("--rounds", type=int, default=30)
+    p.add_argument("--workers-only", action="store_true", help="only the children's CPU read")
+    p.add_argument("--rescan-every", type=int, help="WorkerCpu's rescan_every (default: its own)")
     p.set_defaults(func=health)
     p = sub.add_parser("stacks", help="wall time of one py-spy dump of N Python processes")
     p.add_argument("--procs", type=int, default=8)
