@@ -801,7 +801,7 @@ MUTATIONS: list[Mutation] = [
     # ---- files named on the command line: targets file, recordings ----------------------
     Mutation(
         "named-targets-follows-link",
-        "gputui/cluster/sources.py",
+        "gputui/cluster/targets.py",
         "text = read_private_text(path, MAX_TARGETS_FILE_BYTES, follow_symlinks=False)",
         "text = read_private_text(path, MAX_TARGETS_FILE_BYTES, follow_symlinks=True)",
         (NAMED,),
@@ -809,7 +809,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "named-targets-no-line",
-        "gputui/cluster/sources.py",
+        "gputui/cluster/targets.py",
         '        if problem:\n            raise ValueError(escaped(f"{path}:{lineno}: {problem}"))',
         '        if False:\n            raise ValueError(escaped(f"{path}:{lineno}: {problem}"))',
         (NAMED,),

@@ -44,6 +44,14 @@ class Filters:
     search: str = ""
 
 
+def portable(filters: Filters) -> Filters:
+    """The filters that mean the same on any machine (mine, compute only): what is carried
+    into the next run.  A GPU number or a search names this machine's GPUs and processes; in
+    another machine's recording (or the demo) it would silently hide rows, so it lasts one
+    run (issue 24 item 11)."""
+    return Filters(mine=filters.mine, compute_only=filters.compute_only)
+
+
 @dataclass(frozen=True)
 class SavedState:
     interval: float | None = None

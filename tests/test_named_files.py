@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import H200_X2, fresh_python, gputui
 
-from gputui.cluster.sources import MAX_TARGETS_FILE_BYTES, read_targets_file
+from gputui.cluster.targets import MAX_TARGETS_FILE_BYTES, read_targets_file
 from gputui.safefile import Refused
 from gputui.telemetry import recording
 from gputui.telemetry.recording import RecordingError, RecordingWriter, ReplaySource, read_recording

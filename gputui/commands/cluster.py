@@ -94,7 +94,8 @@ def make_source(args: argparse.Namespace, cfg: ClusterConfig) -> Any:
     """The source the command line (then the config file) names; ValueError when none."""
     from gputui.cluster.http import check_url
     from gputui.cluster.model import LabelMap
-    from gputui.cluster.sources import DirectSource, PrometheusSource, normalize_target, read_targets_file
+    from gputui.cluster.sources import DirectSource, PrometheusSource
+    from gputui.cluster.targets import normalize_target, read_targets_file
     from gputui.untrusted import escaped
 
     labels = LabelMap(**vars(cfg.labels))

@@ -19,7 +19,7 @@ from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.serve.child import pipes_alive
-from gputui.state import LAYOUTS, Filters, SavedState
+from gputui.state import LAYOUTS, Filters, SavedState, portable
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.health import HealthEngine
 from gputui.telemetry.hints import HintEngine
@@ -33,7 +33,7 @@ from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, InfoReady, OpenGpuDetail, PollerFailed, SnapshotReady
 from gputui.ui.overview.pane import OverviewPane
 from gputui.ui.overview.widgets import Banner, GpuBoard, HeaderBar
-from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar
+from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar, tab_bindings
 from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import KeyFooter
@@ -41,28 +41,6 @@ from gputui.ui.widgets.footer import KeyFooter
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
-
-
-def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
-    return [
-        Binding(
-            p.TAB_KEY,
-            f"show_tab('{p.PANE_ID}')",
-            p.TAB_TITLE,
-            show=False,
-            tooltip=f"Show the {p.TAB_TITLE} tab",
-        )
-        for p in panes
-        if p.TAB_KEY
-    ]
-
-
-def portable(filters: Filters) -> Filters:
-    """The filters that mean the same on any machine (mine, compute only): what is carried
-    into the next run.  A GPU number or a search names this machine's GPUs and processes; in
-    another machine's recording (or the demo) it would silently hide rows, so it lasts one
-    run (issue 24 item 11)."""
-    return Filters(mine=filters.mine, compute_only=filters.compute_only)
 
 
 class GpuTuiApp(BaseApp[int]):

@@ -149,3 +149,17 @@ class TabBar(LineWidget):
             if x0 <= event.x < x1:
                 self.post_message(self.Clicked(pane_id))
                 return
+
+
+def tab_bindings(panes: list[type[Pane] | PaneSpec]) -> list[Binding]:
+    return [
+        Binding(
+            p.TAB_KEY,
+            f"show_tab('{p.PANE_ID}')",
+            p.TAB_TITLE,
+            show=False,
+            tooltip=f"Show the {p.TAB_TITLE} tab",
+        )
+        for p in panes
+        if p.TAB_KEY
+    ]
