@@ -47,6 +47,9 @@ PICTURES = {
     "overview-gpm-2gpu-160x50.svg": "test_overview_gpm_2gpu_160x50.svg",
     "overview-gpm-h100-float32-160x50.svg": "test_overview_gpm_h100_float32_160x50.svg",
     "detail-gpm-h100-float32-160x50.svg": "test_detail_gpm_h100_float32_160x50.svg",
+    "overview-stuck-job-160x50.svg": "test_overview_stuck_job_160x50.svg",
+    "job-view-stuck-job-160x50.svg": "test_job_view_stuck_job_160x50.svg",
+    "overview-input-bound-h100-160x50.svg": "test_overview_input_bound_h100_160x50.svg",
 }
 
 

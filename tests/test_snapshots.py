@@ -28,6 +28,7 @@ from gpm_support import FP32, phase_ticks
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+from gputui.telemetry.health_report import HealthConfig
 
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"
 MIG = DERIVED / "h200x2-mig.jsonl.gz"
@@ -287,3 +288,26 @@ def test_diagnostics_cpu_torch_120x40(snap_compare):
     """A machine without a driver and a CPU build of torch: what fails, and the first fix."""
     events = NOGPU.parent / "diag-events-cpu-torch.jsonl"
     assert snap_compare(replay_app(NOGPU), terminal_size=(120, 40), run_before=recorded_diagnosis(events, 5))
+
+
+HEALTH = FIXTURES / "h100-health"
+STUCK_CONFIG = Config(health=HealthConfig(spin_seconds=30, stuck_seconds=30))
+"""The real stopped-rank recording is 46 s long: 30 s thresholds (as its device run's)."""
+
+
+def test_overview_stuck_job_160x50(snap_compare):
+    """The real torchrun job on an H100 with rank 1 SIGSTOPped: the job's line names it."""
+    app = replay_app(HEALTH / "jobrank-stopped.jsonl.gz", config=STUCK_CONFIG)
+    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(46))
+
+
+def test_job_view_stuck_job_160x50(snap_compare):
+    """J on a rank of that job: the ranks side by side, the verdict, the energy."""
+    app = replay_app(HEALTH / "jobrank-stopped.jsonl.gz", config=STUCK_CONFIG)
+    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(46, ("tab", "J")))
+
+
+def test_overview_input_bound_h100_160x50(snap_compare):
+    """A real DataLoader-bound loop on an H100: 4 workers at 100 % CPU, the GPU at 20 %."""
+    app = replay_app(FIXTURES / "h100-input-bound" / "input-bound.jsonl.gz")
+    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(61))
