@@ -304,3 +304,19 @@ def test_g_on_a_process_in_a_venv_diagnoses_the_venvs_python_and_the_header_says
             jsonschema.validate(json.loads(js.read_text()), load_schema())
 
     asyncio.run(go())
+
+
+def test_another_venv_on_the_same_base_binary_is_another_interpreter(venv) -> None:
+    """Two virtual environments share their base binary (their bin/python are links to it):
+    they are still two interpreters, so gputui's own PYTHONHOME and PYTHONEXECUTABLE (which
+    point at its Python) are dropped from the diagnosed one's environment."""
+    from gputui.diag.childenv import child_env, same_interpreter
+
+    python = str(venv / "bin" / "python")
+    assert os.path.samefile(os.path.realpath(python), os.path.realpath(sys.executable))  # one binary
+    assert not same_interpreter(python)
+    assert same_interpreter(sys.executable)
+    env, changes = child_env(
+        python, base={"PYTHONHOME": "/gputui/home", "PYTHONEXECUTABLE": "/x", "PATH": "/usr/bin"}
+    )
+    assert "PYTHONHOME" not in env and "PYTHONEXECUTABLE" not in env and changes["PYTHONHOME"] is None

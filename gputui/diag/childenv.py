@@ -59,7 +59,22 @@ def own_settings(env: Mapping[str, str]) -> list[str]:
 
 
 def same_interpreter(python: str) -> bool:
+    """Whether `python` is gputui's own interpreter: the same binary and the same virtual
+    environment (two venvs share their base binary, each bin/python a link to it, and are
+    still two interpreters)."""
     try:
-        return os.path.samefile(python, sys.executable)
+        if not os.path.samefile(python, sys.executable):
+            return False
     except OSError:
         return False
+    return _venv_of(python) == _venv_of(sys.executable)
+
+
+def _venv_of(python: str) -> str | None:
+    """The virtual environment `python` starts in (Python's own rule: a pyvenv.cfg beside the
+    executable or one directory up, found from the path as given, not its link target)."""
+    here = os.path.dirname(os.path.abspath(python))
+    for d in (here, os.path.dirname(here)):
+        if os.path.isfile(os.path.join(d, "pyvenv.cfg")):
+            return d
+    return None
