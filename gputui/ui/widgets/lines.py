@@ -5,9 +5,16 @@ cell of that repaint.  A monitor changes a few numbers per second, so this widge
 the lines it drew last, compares the new ones cell by cell, and refreshes only the spans
 that differ (`Widget.refresh(Region)`), which Textual turns into cursor moves plus those
 cells.  Subclasses implement `build(width, height)`.
+
+The comparison is done on whole lines at C speed: a line's characters and the (numbered)
+styles of its cells become two integers, four bytes a cell, and the cells that differ are
+the non-zero cells of their exclusive or.
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
@@ -22,6 +29,24 @@ from gputui.untrusted import inert
 #: costs about as many bytes as re-sending a few cells.
 MERGE_GAP = 4
 
+#: A changed span: changed cells with gaps of fewer than MERGE_GAP unchanged ones (a byte a
+#: cell, 0 where unchanged).
+_SPAN = re.compile(rb"[^\x00]+(?:\x00{1,%d}[^\x00]+)*" % (MERGE_GAP - 1))
+
+#: Style numbers kept per widget before they are numbered afresh (each number is one code
+#: point, surrogates skipped, so at most 1,112,064).
+MAX_STYLE_IDS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class CellKey:
+    """A drawn line's cells as two integers of four bytes a cell, lowest cell first: the
+    code points of its characters, and the numbers of its cells' styles."""
+
+    width: int
+    text: int
+    styles: int
+
 
 class LineWidget(Widget):
     DEFAULT_CSS = """
@@ -33,7 +58,9 @@ class LineWidget(Widget):
     def __init__(self, *, name: str | None = None, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._lines: list[Line] = []
-        self._cells: list[list[tuple[str, Style | None]]] = []
+        self._keys: list[CellKey] = []
+        self._style_ids: dict[Style | None, str] = {}
+        """Each style seen, numbered as one character (for `CellKey.styles`)."""
         self._strips: list[Strip] = []
         self._built_width = -1
         self._strips_width = -1
@@ -75,22 +102,26 @@ class LineWidget(Widget):
             self._set_all(new, width)
             self.refresh(layout=True)
             return
-        if len(new) != len(self._lines):
+        if len(new) != len(self._lines) or len(self._style_ids) > MAX_STYLE_IDS:
             self._set_all(new, width)
             self.refresh(layout=True)
             return
+        regions: list[Region] = []
         for y, line in enumerate(new):
             if line == self._lines[y]:
                 continue
-            cells = _cells(pad_line(line, width))
-            old = self._cells[y]
-            spans = _changed_spans(old, cells) if len(cells) == len(old) == width else [(0, width)]
+            padded = pad_line(line, width)
+            key = line_key(padded, self._style_ids)
+            old = self._keys[y]
+            spans = changed_spans(old, key) if key.width == old.width == width else [(0, width)]
             self._lines[y] = line
-            self._cells[y] = cells
-            self._strips[y] = self._strip(line, width)
+            self._keys[y] = key
+            self._strips[y] = self._padded_strip(padded, width)
             for x1, x2 in spans:
                 self.cells_sent += x2 - x1
-                self.refresh(Region(x1, y, x2 - x1, 1))
+                regions.append(Region(x1, y, x2 - x1, 1))
+        if regions:
+            self.refresh(*regions)
 
     def relayout(self) -> None:
         """Rebuild from scratch (after a change that may alter the number of lines)."""
@@ -99,9 +130,12 @@ class LineWidget(Widget):
 
     def _set_all(self, lines: list[Line], width: int) -> None:
         self._built_width = self._strips_width = width
+        if len(self._style_ids) > MAX_STYLE_IDS:
+            self._style_ids.clear()
         self._lines = list(lines)
-        self._cells = [_cells(pad_line(line, width)) for line in lines]
-        self._strips = [self._strip(line, width) for line in lines]
+        padded = [pad_line(line, width) for line in lines]
+        self._keys = [line_key(p, self._style_ids) for p in padded]
+        self._strips = [self._padded_strip(p, width) for p in padded]
         self.cells_sent += width * len(lines)
 
     def _style(self, style: Style | None) -> Style:
@@ -112,8 +146,12 @@ class LineWidget(Widget):
         return out
 
     def _strip(self, line: Line, width: int) -> Strip:
+        return self._padded_strip(pad_line(line, width), width)
+
+    def _padded_strip(self, padded: Line, width: int) -> Strip:
+        """The strip of a line already padded to `width`."""
         segments = []
-        for text, style in pad_line(line, width):
+        for text, style in padded:
             if text:
                 segments.append(Segment(inert(text), self._style(style)))
         return Strip(segments, width)
@@ -146,25 +184,32 @@ class LineWidget(Widget):
         return ["".join(t for t, _ in line) for line in self._lines]
 
 
-def _cells(line: Line) -> list[tuple[str, Style | None]]:
-    return [(ch, style) for text, style in line for ch in text]
+def line_key(line: Line, ids: dict[Style | None, str]) -> CellKey:
+    """The key of a line, one cell a character; `ids` numbers the styles (equal styles, one
+    number) and gains the ones it lacks."""
+    styles = []
+    for text, style in line:
+        sid = ids.get(style)
+        if sid is None:
+            n = len(ids) + 1
+            sid = ids[style] = chr(n if n < 0xD800 else n + 0x800)  # (a code point, no surrogate)
+        styles.append(sid * len(text))
+    text = "".join(t for t, _ in line)
+    return CellKey(
+        len(text),
+        int.from_bytes(text.encode("utf-32-le", "surrogatepass"), "little"),
+        int.from_bytes("".join(styles).encode("utf-32-le"), "little"),
+    )
 
 
-def _changed_spans(
-    old: list[tuple[str, Style | None]], new: list[tuple[str, Style | None]]
-) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    start = -1
-    last = -1
-    for x, (a, b) in enumerate(zip(old, new, strict=True)):
-        if a == b:
-            continue
-        if start < 0:
-            start = x
-        elif x - last > MERGE_GAP:
-            spans.append((start, last + 1))
-            start = x
-        last = x
-    if start >= 0:
-        spans.append((start, last + 1))
-    return spans
+def changed_spans(old: CellKey, new: CellKey) -> list[tuple[int, int]]:
+    """The spans `[x1, x2)` of cells that differ between two lines of the same width, a span
+    taking in gaps of fewer than MERGE_GAP unchanged cells."""
+    diff = (old.text ^ new.text) | (old.styles ^ new.styles)
+    if not diff:
+        return []
+    # A cell is four bytes, the highest always 0 (code points stop at 0x10FFFF): fold the
+    # two above into the lowest, and keep that one byte a cell.
+    diff |= (diff >> 8) | (diff >> 16)
+    flags = diff.to_bytes(4 * new.width, "little")[::4]
+    return [match.span() for match in _SPAN.finditer(flags)]
