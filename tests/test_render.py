@@ -55,6 +55,41 @@ def test_sparkline_scales_right_aligns_and_shows_gaps():
     assert sparkline_rows([], 4, 1) == ["    "]
 
 
+def cell_by_cell_sparkline(values, width, rows, top):
+    """The sparkline's rule, one cell at a time (what sparkline_rows draws with tables)."""
+    vals = list(values)[-width:]
+    finite = [v for v in vals if not math.isnan(v)]
+    scale = top if top else (max(finite) if finite else 0.0)
+    out = [[" "] * width for _ in range(rows)]
+    for x, v in enumerate(vals):
+        if math.isnan(v) or scale <= 0:
+            continue
+        n = round(max(0.0, min(1.0, v / scale)) * rows * 8)
+        n = 1 if v > 0 and n == 0 else n
+        for r in range(rows):
+            out[r][width - len(vals) + x] = " ▁▂▃▄▅▆▇█"[max(0, min(8, n - (rows - 1 - r) * 8))]
+    return ["".join(row) for row in out]
+
+
+def test_sparkline_draws_each_cell_by_the_rule_also_for_odd_values():
+    import random
+
+    rnd = random.Random(25)
+    odd = [math.nan, math.inf, -math.inf, 0.0, -0.0, -1.0, 1e-12, 5e-324, 1e300, 100, 0]
+    for _ in range(3000):
+        vals = [
+            rnd.choice(odd) if rnd.random() < 0.2 else rnd.uniform(-10, 110)
+            for _ in range(rnd.randint(0, 60))
+        ]
+        width, rows = rnd.randint(1, 70), rnd.randint(1, 4)
+        top = rnd.choice([None, 0.0, 100.0, 50.0, -5.0, math.nan, math.inf, 1e-9])
+        assert sparkline_rows(vals, width, rows, top) == cell_by_cell_sparkline(vals, width, rows, top)
+    # twice the same values (the heights are remembered): the same chart
+    vals = [rnd.uniform(0, 100) for _ in range(40)]
+    assert sparkline_rows(vals, 40, 2, 100.0) == sparkline_rows(vals, 40, 2, 100.0)
+    assert sparkline_rows(vals, 40, 2, 50.0) == cell_by_cell_sparkline(vals, 40, 2, 50.0)
+
+
 def test_clean_renders_untrusted_text_as_inert_cells():
     hostile = "\x1b[2J\x1b]0;title\x07[bold red]x[/]\u200b漢"
     out = clean(hostile)

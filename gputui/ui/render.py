@@ -8,8 +8,10 @@ sparkline row is one.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
+from itertools import repeat
 from typing import Any
 
 from rich.style import Style
@@ -278,24 +280,36 @@ def sparkline_rows(values: Sequence[float], width: int, rows: int = 1, top: floa
     if width <= 0 or rows <= 0:
         return [""] * max(rows, 0)
     vals = list(values)[-width:]
-    finite = [v for v in vals if not math.isnan(v)]
-    scale = top if top else (max(finite) if finite else 0.0)
-    levels = rows * 8
-    out = [[" "] * width for _ in range(rows)]
-    offset = width - len(vals)
-    for x, v in enumerate(vals):
-        if math.isnan(v) or scale <= 0:
-            continue
-        h = max(0.0, min(1.0, v / scale)) * levels
-        n = round(h)
-        if v > 0 and n == 0:
-            n = 1  # something happened: show it
-        for r in range(rows):  # r = 0 is the top row
-            base = (rows - 1 - r) * 8
-            cell = max(0, min(8, n - base))
-            if cell:
-                out[r][offset + x] = _LEVELS[cell]
-    return ["".join(row) for row in out]
+    scale = top if top else max((v for v in vals if not math.isnan(v)), default=0.0)
+    blank = " " * (width - len(vals))
+    if scale <= 0:
+        return [" " * width] * rows
+    heights = "".join(map(_height, vals, repeat(scale), repeat(rows * 8)))
+    return [blank + heights.translate(table) for table in _row_tables(rows)]
+
+
+@functools.lru_cache(maxsize=8192)  # (a chart scrolls: the same values come back each tick)
+def _height(value: float, scale: float, levels: int) -> str:
+    """A value's height in a sparkline of `levels` eighths, as one character: NaN draws
+    nothing, anything above 0 at least one eighth (something happened: show it)."""
+    if math.isnan(value):
+        return "\0"
+    n = round(max(0.0, min(1.0, value / scale)) * levels)
+    return chr(n or (1 if value > 0 else 0))
+
+
+_ROW_TABLES: dict[int, list[dict[int, str]]] = {}
+
+
+def _row_tables(rows: int) -> list[dict[int, str]]:
+    """Per row of a `rows`-row sparkline (top first): height in eighths -> the row's glyph."""
+    tables = _ROW_TABLES.get(rows)
+    if tables is None:
+        tables = _ROW_TABLES[rows] = [
+            {n: _LEVELS[max(0, min(8, n - (rows - 1 - r) * 8))] for n in range(rows * 8 + 1)}
+            for r in range(rows)
+        ]
+    return tables
 
 
 def level_color(fraction: float | None, warn: float = 0.75, bad: float = 0.9) -> str:
