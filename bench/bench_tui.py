@@ -14,6 +14,11 @@ re-sort of the whole table.
 start and run twice (--short and --long seconds); the steady cost is the difference of the two
 runs over the difference in time, so the first frame and the switch to the screen (a one-time
 full repaint) are not counted.
+--ticks N: the UI's own CPU per tick, without a terminal: the H100 GPM recording (or --recording)
+replayed in Textual's `App.run_test()` at 160x50, stepped N ticks 30 ms apart; CPU (process
+time) per tick, less the same pauses without a tick.  Alternate it between checkouts
+(`PYTHONPATH=CHECKOUT python -P bench/bench_tui.py --ticks 80`) to compare line building and
+Textual's compositing without the terminal's noise.
 Prints one JSON object per scenario and a Markdown table for bench/RESULTS.md.
 """
 
@@ -141,6 +146,45 @@ def screens(a: argparse.Namespace) -> None:
         print("| " + " | ".join(str(c) for c in cells) + " |")
 
 
+def ticks(n: int, recording: Path) -> None:
+    """--ticks: CPU per tick of the UI stepping a replay in App.run_test."""
+    import asyncio
+    import tempfile
+    import time
+
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp()  # (no saved settings)
+
+    from gputui.telemetry.recording import ReplaySource
+    from gputui.ui.app import GpuTuiApp
+
+    async def go() -> dict[str, float]:
+        app = GpuTuiApp(source=ReplaySource(recording), interval=3600.0, watch_terminal=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            while app.snapshot is None:
+                await pilot.pause(0.02)
+            for _ in range(5):  # past the first frame and the process list's mount
+                app.poller.step(1)
+                await pilot.pause(0.05)
+            await pilot.pause(0.3)
+            t0 = time.process_time()
+            for _ in range(20):
+                await pilot.pause(0.03)
+            idle = (time.process_time() - t0) / 20
+            t0 = time.process_time()
+            for _ in range(n):
+                app.poller.step(1)
+                await pilot.pause(0.03)
+            per = (time.process_time() - t0) / n
+        return {"ms_per_tick": round(1e3 * (per - idle), 2), "ms_with_pause": round(1e3 * per, 2)}
+
+    result = asyncio.run(go())
+    import gputui
+
+    print(json.dumps({"checkout": str(Path(gputui.__file__).resolve().parents[1]), "ticks": n, **result}))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30)
@@ -149,7 +193,14 @@ def main() -> None:
     ap.add_argument("--screens", action="store_true", help="the Topology tab and the detail view")
     ap.add_argument("--short", type=float, default=15, help="--screens: the short run's seconds")
     ap.add_argument("--long", type=float, default=45, help="--screens: the long run's seconds")
+    ap.add_argument("--ticks", type=int, help="the UI's CPU per tick in App.run_test, over this many ticks")
+    ap.add_argument(
+        "--recording", type=Path, default=FIX / "h100-gpm" / "recording.jsonl.gz", help="--ticks: replay"
+    )
     a = ap.parse_args()
+    if a.ticks:
+        ticks(a.ticks, a.recording)
+        return
     if a.screens:
         screens(a)
         return
