@@ -867,7 +867,7 @@ MUTATIONS: list[Mutation] = [
     # ---- GPM figures out of range (issue 24 item 6) -------------------------------------
     Mutation(
         "gpm-range-percent",
-        "gputui/telemetry/nvml/gpm.py",
+        "gputui/telemetry/gpm_check.py",
         'ok = 0.0 <= v <= 100.0 if m.unit == "%" else',
         'ok = True if m.unit == "%" else',
         ("tests/test_gpm_range.py",),
@@ -875,7 +875,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "gpm-range-rate",
-        "gputui/telemetry/nvml/gpm.py",
+        "gputui/telemetry/gpm_check.py",
         "else (math.isfinite(v) and v >= 0)",
         "else True",
         ("tests/test_gpm_range.py",),
@@ -1054,7 +1054,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "filters-carried-across-runs",
-        "gputui/ui/app.py",
+        "gputui/state.py",
         "    return Filters(mine=filters.mine, compute_only=filters.compute_only)",
         "    return filters",
         ("tests/test_keys_and_settings.py",),
