@@ -818,9 +818,9 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "named-data-fifo-opened",
         "gputui/safefile.py",
-        "    _regular(path, os.stat(path))\n    fd = os.open(path, _DATA_READ_FLAGS)\n    try:\n"
-        "        _regular(path, os.fstat(fd))\n",
-        "    fd = os.open(path, _DATA_READ_FLAGS)\n    try:\n",
+        "    _regular(path, os.stat(path))\n    fd = os.open(path, _DATA_READ_FLAGS)\n"
+        "    return _regular_blocking(path, fd)\n",
+        "    fd = os.open(path, _DATA_READ_FLAGS)\n    os.set_blocking(fd, True)\n    return fd\n",
         (NAMED,),
         "--replay FIFO or /dev/zero is opened and read (a hang, or 8 MiB of zeros)",
     ),

@@ -303,6 +303,12 @@ def open_data(path: str | os.PathLike[str]) -> int:
     regular file"), FileNotFoundError or another OSError."""
     _regular(path, os.stat(path))
     fd = os.open(path, _DATA_READ_FLAGS)
+    return _regular_blocking(path, fd)
+
+
+def _regular_blocking(path: str | os.PathLike[str], fd: int) -> int:
+    """`fd` checked on the descriptor to be a regular file and made blocking (closed and
+    `Refused` if it is not)."""
     try:
         _regular(path, os.fstat(fd))
         os.set_blocking(fd, True)
@@ -340,13 +346,7 @@ def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
         if exc.errno == errno.ENXIO:  # a FIFO planted since, with nobody reading it
             raise Refused(path, "a FIFO, not a regular file") from None
         raise
-    try:
-        _regular(path, os.fstat(fd))
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return _regular_blocking(path, fd)
 
 
 # --------------------------------------------------------------------------------------
