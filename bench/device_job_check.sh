@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 26's "done when", live on a GPU machine, from the repo root (about 2 minutes; python3
 # with torch, nvidia-ml-py and psutil; py-spy on PATH for the stacks):
-#   bash bench/device_job_check.sh OUT
-# A torchrun job (3 ranks, gloo, bench/load/jobrank.py) whose rank 1 is SIGSTOPped; with
+#   [BACKEND=nccl NPROC=2] bash bench/device_job_check.sh OUT
+# A torchrun job (NPROC ranks, default 3, BACKEND gloo or nccl: one GPU per rank,
+# bench/load/jobrank.py) whose rank 1 is SIGSTOPped, recorded at 1 s for the first 75 s
+# (OUT/job.jsonl.gz); with
 # [health] stuck_seconds = 30, within ~40 s: `gputui watch` fires job_stuck naming rank 1,
 # `gputui snapshot --processes --json --watch` gives verdict kind "culprit", /metrics has
 # gputui_job_stuck 1, `gputui stacks --job` shows the waiting ranks' all_reduce and says the
@@ -18,6 +20,8 @@ cd "$(dirname "$0")/.." || exit 2
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 py=$(command -v "${PYTHON:-python3}")
+backend=${BACKEND:-gloo}; nproc=${NPROC:-3}
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 sum="$out/summary.txt"; : > "$sum"
 say() { echo "$*" | tee -a "$sum"; }
 check() { if eval "$2"; then say "PASS $1"; else say "FAIL $1"; fi; }
@@ -25,12 +29,15 @@ cfg="$out/fast.toml"
 printf '[health]\nstuck_seconds = 30\n' > "$cfg"
 chmod 600 "$cfg"
 
-"$py" -m torch.distributed.run --standalone --nproc-per-node 3 bench/load/jobrank.py --seconds 400 \
+"$py" -m torch.distributed.run --standalone --nproc-per-node "$nproc" bench/load/jobrank.py --backend "$backend" --seconds 400 \
   > "$out/job.log" 2>&1 &
 job=$!
-for _ in $(seq 600); do [ "$(grep -c ready "$out/job.log")" -ge 3 ] && break; sleep 0.1; done
+for _ in $(seq 900); do [ "$(grep -c ready "$out/job.log")" -ge "$nproc" ] && break; sleep 0.1; done
 r0=$(awk '/^rank 0 pid/ {print $4}' "$out/job.log"); r1=$(awk '/^rank 1 pid/ {print $4}' "$out/job.log")
-say "job: launcher $job, rank 0 pid $r0, rank 1 pid $r1"
+say "job: $nproc $backend ranks, launcher $job, rank 0 pid $r0, rank 1 pid $r1"
+"$py" -m gputui record "$out/job.jsonl.gz" --force --duration 75 --interval 1 \
+  --note "real $gpu: torchrun $nproc ranks ($backend, bench/load/jobrank.py); rank 1 (PID $r1) SIGSTOPped at ~8 s (bench/device_job_check.sh)" \
+  > "$out/record.log" 2>&1 &
 "$py" -m gputui --config "$cfg" watch --duration 75 > "$out/watch.jsonl" 2> "$out/watch.err" &
 watch=$!
 "$py" -m gputui --config "$cfg" snapshot --processes --json --watch 5 > "$out/snapshots.jsonl" 2> "$out/snapshots.err" &
@@ -45,7 +52,9 @@ sleep 8
 scrape "$out/metrics-before.txt"
 kill -STOP "$r1"
 say "rank 1 stopped at $(date +%T)"
-sleep 50
+sleep 25
+{ ps -o pid,stat,pcpu,nlwp,wchan:32,args -p "$(pgrep -d, -f bench/load/jobrank.py)"; nvidia-smi; } > "$out/procs.txt" 2>&1
+sleep 25
 scrape "$out/metrics.txt"
 timeout 60 "$py" -m gputui stacks --job "$job" > "$out/stacks.txt" 2>&1; echo "exit $?" >> "$out/stacks.txt"
 timeout 60 "$py" -m gputui stacks --job "$job" --json > "$out/stacks.json" 2> "$out/stacks.err"
