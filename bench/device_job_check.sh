@@ -21,6 +21,9 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 py=$(command -v "${PYTHON:-python3}")
 backend=${BACKEND:-gloo}; nproc=${NPROC:-3}
+# where a waiting rank's stack is: gloo blocks in all_reduce; NCCL's all_reduce returns at once
+# and the host waits for the kernel in the synchronize after it
+waitfn=all_reduce; [ "$backend" = nccl ] && waitfn=synchronize
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 sum="$out/summary.txt"; : > "$sum"
 say() { echo "$*" | tee -a "$sum"; }
@@ -72,11 +75,11 @@ kill -CONT "$r1"; kill "$job" 2>/dev/null; sleep 1; pkill -f bench/load/jobrank.
 check "watch: job_stuck fired naming rank 1's PID" "grep -q '\"kind\": *\"job_stuck\"' '$out/watch.jsonl' && grep 'job_stuck' '$out/watch.jsonl' | grep -q 'PID $r1'"
 check "snapshot: verdict culprit" "grep -q '\"culprit\"' '$out/snapshots.jsonl'"
 check "metrics: gputui_job_stuck 1" "grep -E '^gputui_job_stuck\\{.*\\} 1(\\.0)?$' '$out/metrics.txt' >/dev/null"
-check "stacks: all_reduce in the waiting ranks" "grep -q all_reduce '$out/stacks.txt'"
+check "stacks: $waitfn in the waiting ranks" "grep -q $waitfn '$out/stacks.txt'"
 check "stacks: the stopped rank is said stopped" "grep -i 'stopped' '$out/stacks.txt' | grep -q '$r1'"
 check "diag --pid: the rank's interpreter" "grep -q 'PID $r0' '$out/diag-pid.md'"
 check "diag --pid: run by the path the rank was started by ($r0argv0), torch found" "grep -qF '\`$r0argv0\`' '$out/diag-pid.md' && ! grep -q 'torch is not installed' '$out/diag-pid.md'"
 check "TUI: the Overview names the stopped rank" "grep -q 'PID $r1' '$out/tui-overview.txt'"
-check "TUI: J, P shows the waiting ranks' all_reduce" "grep -q all_reduce '$out/tui-stacks.txt'"
+check "TUI: J, P shows the waiting ranks' $waitfn" "grep -q $waitfn '$out/tui-stacks.txt'"
 check "TUI: g diagnoses a rank's interpreter" "grep -Eq 'interpreter: PID ($r0|$r1|[0-9]+)' '$out/tui-diag.txt' && ! grep -q 'torch is not installed' '$out/tui-diag.txt'"
 cat "$sum"

@@ -216,11 +216,10 @@ def test_spin_threshold_is_the_configs() -> None:
     assert before and max(before) < 10
 
 
-@pytest.mark.parametrize("path", [SPIN_WIDE, TINY, IDLE, STOPPED], ids=lambda p: p.name)
-def test_real_loads_that_are_not_one_spinning_kernel_are_never_called_spinning(path: Path) -> None:
-    """Measured on the H100: 32x512 blocks spinning (SM 24 %: not the one-kernel signature,
-    no false claim), tiny kernels (GR 18 %), idle, and a gloo job (its GPU idle): never the
-    signature, not even for a moment."""
+@pytest.mark.parametrize("path", [TINY, IDLE, STOPPED], ids=lambda p: p.name)
+def test_real_loads_that_are_not_a_spinning_kernel_are_never_called_spinning(path: Path) -> None:
+    """Measured on the H100: tiny kernels (GR 18 %), idle, and a gloo job (its GPU idle):
+    never the signature, not even for a moment (the wide spin is: tests/test_health_nccl.py)."""
     assert all(r.gpus == {} for r in run(ticks(path), HealthConfig(spin_seconds=0)))
 
 
@@ -238,7 +237,8 @@ def test_a_spinning_kernel_beside_real_work_is_not_called_spinning() -> None:
 
 
 def test_the_wide_spin_reads_sm_24_percent() -> None:
-    """Why spin-wide is not matched: its SM activity, as documented in docs/job-health.md."""
+    """The wide spin's figures, as documented in docs/job-health.md (matched: SM under 50 %,
+    no arithmetic)."""
     w = ticks(SPIN_WIDE)[-1].gpus[0].activity
     assert w is not None and w.graphics_active == pytest.approx(100, abs=0.1)
     assert w.sm_active == pytest.approx(24.24, abs=0.01) and w.dram_active == 0

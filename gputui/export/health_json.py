@@ -13,6 +13,7 @@ import dataclasses
 from typing import Any
 
 from gputui.rules import iso_utc
+from gputui.telemetry.health import arithmetic_active
 from gputui.telemetry.health_report import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Snapshot
@@ -105,6 +106,7 @@ def _gpu(h: GpuHealth, snap: Snapshot) -> dict[str, Any]:
         "gr_engine_active": w.graphics_active if w is not None else None,
         "sm_active": w.sm_active if w is not None else None,
         "dram_active": w.dram_active if w is not None else None,
+        "arithmetic_active": arithmetic_active(w),
         "power": g.power_draw if g is not None else None,
         "idle_power_max": h.idle_power_max,
     }
@@ -181,6 +183,10 @@ def health_schema() -> dict[str, Any]:
                         "gr_engine_active": {**num, "description": "GPM [%]"},
                         "sm_active": {**num, "description": "GPM [%]"},
                         "dram_active": {**num, "description": "GPM [%]"},
+                        "arithmetic_active": {
+                            **num,
+                            "description": "GPM [%]: the busiest of the tensor, FP64, FP32 and FP16 pipes",
+                        },
                         "power": {**num, "description": "[W]"},
                         "idle_power_max": {**num, "description": "[W] the most that counts as idle"},
                     },

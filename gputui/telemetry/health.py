@@ -6,10 +6,13 @@ Pure data, like the hint and alert engines: `HealthEngine.update(snapshot)` give
 the live run gave.  Thresholds are the config file's `[health]` table (`HealthConfig`).
 
 The spinning signature (per GPU).  A rank waiting in an NCCL collective runs one kernel
-that polls a flag in memory: the graphics engine is busy all the time (GPM's
-graphics_active, and NVML's utilization, ~100 %) while the SMs do nothing (SM active under
-~2 %: one block of one kernel), DRAM is idle and the power is the GPU's idle power (on an
-H100: 100 % utilization at 131 W, idle 131 W, busy 700 W).  Held longer than
+that polls a flag in memory, one block per channel: the graphics engine is busy all the
+time (GPM's graphics_active, and NVML's utilization, ~100 %) while a few SMs poll and none
+computes (SM active under `spin_max_sm`, 50 %: measured 16.7 % for a real NCCL wait on two
+H200s, 0.8 % for one block; the tensor, FP64, FP32 and FP16 pipes all under
+`spin_max_pipe`, 1 %), DRAM is idle and the power is near the GPU's idle power (an H100:
+100 % utilization at 131 W, idle 131 W, busy 700 W; the NCCL wait: 152 W, idle 121 W).
+Held longer than
 `spin_seconds`, a GPU is "waiting in a collective".  Without GPM only utilization and power
 are known: 100 % utilization at idle power is a spinning kernel or a stream of tiny
 kernels, and that is what is said.
@@ -70,7 +73,7 @@ from gputui.telemetry.health_report import (
     RankHealth,
 )
 from gputui.telemetry.job_energy import EnergyMeter, hms
-from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
+from gputui.telemetry.model import GpmSample, GpuProcess, GpuSample, Snapshot
 
 # --------------------------------------------------------------------------------------
 # Pure parts
@@ -116,6 +119,16 @@ def idle_power(lowest: float | None, limit: float | None, cfg: HealthConfig) -> 
     return base + limit * cfg.idle_power_margin
 
 
+def arithmetic_active(w: GpmSample | None) -> float | None:
+    """The busiest of GPM's tensor, FP64, FP32 and FP16 pipes [%]; None where any is unknown
+    (a pipe not measured is not a pipe at 0)."""
+    if w is None:
+        return None
+    pipes = (w.tensor_active, w.fp64_active, w.fp32_active, w.fp16_active)
+    known = [v for v in pipes if v is not None]
+    return max(known) if len(known) == len(pipes) else None
+
+
 def spin_signature(g: GpuSample, idle_max: float | None, cfg: HealthConfig) -> bool | None:
     """True: the GPU shows the spinning signature now (GPM says so); None: it might (no GPM:
     utilization ~100 % at idle power, which tiny kernels also give); False: it does not, or
@@ -126,9 +139,15 @@ def spin_signature(g: GpuSample, idle_max: float | None, cfg: HealthConfig) -> b
     if w is not None:
         busy = w.graphics_active if w.graphics_active is not None else g.gpu_util
         sm, dram = w.sm_active, w.dram_active
-        if busy is None or sm is None or dram is None:
+        pipes = arithmetic_active(w)
+        if busy is None or sm is None or dram is None or pipes is None:
             return False
-        return busy >= cfg.spin_min_util and sm < cfg.spin_max_sm and dram < cfg.spin_max_dram
+        return (
+            busy >= cfg.spin_min_util
+            and sm < cfg.spin_max_sm
+            and dram < cfg.spin_max_dram
+            and pipes < cfg.spin_max_pipe
+        )
     if g.gpu_util is not None and g.gpu_util >= cfg.spin_min_util:
         return None
     return False
@@ -227,8 +246,8 @@ class HealthEngine:
                     else f"one kernel spinning for {duration(seconds)}"
                 )
                 evidence = (
-                    f"GR engine {_pct(w.graphics_active)} · SM {_pct(w.sm_active)} · DRAM "
-                    f"{_pct(w.dram_active)} · {power} since {hms(since)}: one kernel polls while "
+                    f"GR engine {_pct(w.graphics_active)} · SM {_pct(w.sm_active)}, no arithmetic · "
+                    f"DRAM {_pct(w.dram_active)} · {power} since {hms(since)}: a kernel polls while "
                     "nothing computes (NCCL waiting for a peer looks like this)"
                 )
             else:
@@ -485,7 +504,7 @@ def _how_waiting(ranks: Sequence[RankHealth]) -> str:
     blocked = len(ranks) - spin
     parts = []
     if spin:
-        parts.append(f"{spin} spinning on its GPU (busy engine, idle SMs, idle power)")
+        parts.append(f"{spin} spinning on its GPU (busy engine, SMs polling without arithmetic, idle power)")
     if blocked:
         parts.append(f"{blocked} blocked (state S, ~0 % CPU, GPU idle)")
     return ", ".join(parts)

@@ -26,7 +26,20 @@ class HealthConfig:
         min=0.0,
         max=100.0,
     )
-    spin_max_sm: float = option("spinning: GPM's SM activity below this percent", 2.0, min=0.0, max=100.0)
+    spin_max_sm: float = option(
+        "spinning: GPM's SM activity below this percent (NCCL's wait runs one block per channel: "
+        "16.7 % on 2 H200s, 24 % for 32 blocks on an H100)",
+        50.0,
+        min=0.0,
+        max=100.0,
+    )
+    spin_max_pipe: float = option(
+        "spinning: GPM's tensor, FP64, FP32 and FP16 pipe activity each below this percent "
+        "(a kernel polling a flag does no arithmetic)",
+        1.0,
+        min=0.0,
+        max=100.0,
+    )
     spin_max_dram: float = option(
         "spinning: GPM's DRAM bandwidth below this percent of the maximum", 1.0, min=0.0, max=100.0
     )

@@ -1,0 +1,147 @@
+"""Job health on a REAL NCCL job: two H200s, one rank per GPU (tests/fixtures/h200-x2-nccl,
+recorded by `BACKEND=nccl NPROC=2 bench/device_job_check.sh`), rank 1 SIGSTOPped 8 s in.
+
+What the waiting rank looked like, live: its GPU's graphics engine 100 %, SM activity 16.67 %
+(NCCL's wait kernel, one block per channel), SM occupancy 4.17 %, no tensor/FP64/FP32/FP16
+work, DRAM 0 %, 152 W (the stopped rank's idle GPU: 121 W); its host thread busy-waiting in
+`torch.cuda.synchronize` (state R, 100 % CPU).  The spinning signature must match that (not
+only a one-block kernel), and the spinning GPU, not the host thread's CPU, says the rank waits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from conftest import FIXTURES, H100_GPM, gputui
+
+from gputui.telemetry.health import HealthEngine, idle_power, spin_signature
+from gputui.telemetry.health_report import HealthConfig, HealthReport
+from gputui.telemetry.model import Snapshot
+from gputui.telemetry.recording import read_recording
+
+NCCL = FIXTURES / "h200-x2-nccl" / "stopped.jsonl.gz"
+HEALTH = FIXTURES / "h100-health"
+INPUT_BOUND = FIXTURES / "h100-input-bound"
+H200_X2_GPM = FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz"
+REAL_CFG = HealthConfig(spin_seconds=30, stuck_seconds=30)
+LAUNCHER, R0, R1 = 654, 814, 815
+
+
+def ticks(path) -> list[Snapshot]:
+    return read_recording(path)[1]
+
+
+def run(snaps: list[Snapshot], cfg: HealthConfig) -> list[HealthReport]:
+    engine = HealthEngine(cfg)
+    return [engine.update(s) for s in snaps]
+
+
+def stop_ts(snaps: list[Snapshot]) -> float:
+    return next(s.timestamp for s in snaps if any(p.state == "T" for p in s.processes))
+
+
+def test_the_recording_is_real() -> None:
+    header = read_recording(NCCL)[0]
+    assert header.derived is None and header.note.startswith("real NVIDIA H200: torchrun 2 ranks (nccl")
+    assert header.machine.system.device_count == 2
+
+
+def test_the_nccl_wait_is_the_spinning_signature() -> None:
+    """The waiting rank's GPU (0) from the first GPM window after the stop; the stopped rank's
+    idle GPU (1) never; and not a tick of the job computing before the stop."""
+    snaps = ticks(NCCL)
+    stop = stop_ts(snaps)
+    engine = HealthEngine(HealthConfig(spin_seconds=0))
+    spun: dict[int, list[float]] = {0: [], 1: []}
+    for s in snaps:
+        r = engine.update(s)
+        for i in r.gpus:
+            spun[i].append(s.timestamp - stop)
+    assert spun[1] == []
+    assert spun[0] and 0 < spun[0][0] <= 4  # GPM's 2 s window lags the stop
+    assert len(spun[0]) >= len(snaps) - 12  # every tick from then on
+
+
+def test_the_stopped_rank_is_the_one_the_nccl_rank_waits_for() -> None:
+    """Rank 0 spins (its host thread busy at 100 % CPU does not make it "computing"), rank 1
+    is stopped: after 30 s rank 1 is named, as for the gloo job."""
+    snaps = ticks(NCCL)
+    reports = run(snaps, REAL_CFG)
+    (job,) = reports[-1].jobs
+    assert job.key == ("launcher", str(LAUNCHER))
+    assert [(r.rank, r.pid, r.gpu, r.state, r.condition) for r in job.ranks] == [
+        (0, R0, 0, "R", "spinning"),
+        (1, R1, 1, "T", "stopped"),
+    ]
+    assert job.ranks[0].cpu_percent is not None and job.ranks[0].cpu_percent > 90
+    v = job.verdict
+    assert v is not None and v.kind == "culprit" and v.pids == (R1,)
+    assert v.short == f"rank 1 (PID {R1}, GPU 1) is the one the others wait for"
+    assert "1 spinning on its GPU" in v.why
+    stop = stop_ts(snaps)
+    named = [s.timestamp - stop for s, r in zip(snaps, reports, strict=True) if r.jobs and r.jobs[0].verdict]
+    assert named and 30 <= named[0] <= 30 + 4 + 1, named[:1]  # the threshold + GPM's lag
+
+
+def test_the_nccl_job_in_snapshot_and_exporter(tmp_path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[health]\nstuck_seconds = 30\nspin_seconds = 30\n")
+    r = gputui("snapshot", "--replay", str(NCCL), "--tick", "75", "--json", "--processes", "--config", str(cfg))
+    assert r.returncode == 0, r.stderr
+    import json
+
+    h = json.loads(r.stdout)["health"]
+    (job,) = h["jobs"]
+    assert job["verdict"]["kind"] == "culprit" and job["verdict"]["culprits"] == [{"pid": R1, "rank": 1, "gpu": 1}]
+    assert [g["index"] for g in h["gpus"]] == [0]
+
+
+def test_the_h100_wide_spin_is_the_signature_too() -> None:
+    """32 blocks x 512 threads polling a flag on the H100 (SM 24.24 %): NCCL's shape."""
+    reports = run(ticks(HEALTH / "spin-wide.jsonl.gz"), HealthConfig(spin_seconds=0))
+    assert sum(0 in r.gpus for r in reports) >= 30
+
+
+def _waiting_tick():
+    g = ticks(NCCL)[-1].gpus[0]
+    assert spin_signature(g, idle_power(121.0, 700.0, HealthConfig()), HealthConfig()) is True
+    return g
+
+
+@pytest.mark.parametrize("pipe", ["tensor_active", "fp64_active", "fp32_active", "fp16_active"])
+def test_arithmetic_in_any_pipe_is_work_not_a_spin(pipe: str) -> None:
+    """DERIVED from the real waiting tick: the same figures with one pipe at 5 % are a kernel
+    that computes (a reduction, a small GEMM), not one polling a flag."""
+    g = _waiting_tick()
+    busy = dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, **{pipe: 5.0}))
+    assert spin_signature(busy, idle_power(121.0, 700.0, HealthConfig()), HealthConfig()) is False
+
+
+@pytest.mark.parametrize("pipe", ["tensor_active", "fp64_active", "fp32_active", "fp16_active"])
+def test_a_missing_pipe_figure_is_not_zero(pipe: str) -> None:
+    g = _waiting_tick()
+    blind = dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, **{pipe: None}))
+    assert spin_signature(blind, idle_power(121.0, 700.0, HealthConfig()), HealthConfig()) is False
+
+
+def test_the_sm_bound_is_strict_and_the_configs() -> None:
+    g = _waiting_tick()
+    idle = idle_power(121.0, 700.0, HealthConfig())
+    at = HealthConfig(spin_max_sm=g.gpm.sm_active)
+    assert spin_signature(g, idle, at) is False
+    assert spin_signature(g, idle, HealthConfig(spin_max_sm=g.gpm.sm_active + 0.01)) is True
+    wide = dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, sm_active=HealthConfig().spin_max_sm))
+    assert spin_signature(wide, idle, HealthConfig()) is False
+
+
+@pytest.mark.parametrize(
+    "path",
+    [H100_GPM, H200_X2_GPM, INPUT_BOUND / "input-bound.jsonl.gz", INPUT_BOUND / "gpu-bound.jsonl.gz",
+     HEALTH / "tiny.jsonl.gz", HEALTH / "idle.jsonl.gz", HEALTH / "jobrank-stopped.jsonl.gz"],
+    ids=lambda p: f"{p.parent.name}/{p.name}",
+)
+def test_real_work_is_never_the_wide_signature(path) -> None:
+    """Every real recording of work (bf16, float32, copies, tiny kernels, a DataLoader-bound
+    loop, a GPU-bound one, idle, a gloo job): not one tick reads as spinning."""
+    assert all(r.gpus == {} for r in run(ticks(path), HealthConfig(spin_seconds=0)))
