@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
 from conftest import H100_GPM
 from gpm_support import FP32, phase_ticks
 
@@ -171,3 +172,16 @@ def test_gpm_figures_can_be_card_sparklines() -> None:
     rows = {line.split()[1]: line for line in lines if line.startswith("│ ") and len(line.split()) > 2}
     assert "SMACT" in rows and "TENSR" in rows and "DRAM" in rows
     assert rows["TENSR"].rstrip(" │").endswith("0%")
+
+
+@pytest.mark.parametrize("rx", [None, 0, 999, 41_070_000, 14_200_000_000, 99_950_000_000])
+def test_pcie_rates_keep_the_info_row_still(rx) -> None:  # type: ignore[no-untyped-def]
+    """PCIe RX/TX are a 20 ms window: they jump between MB/s and GB/s from one pass to the
+    next. The items after them must not move (moving, the whole rest of the row is redrawn
+    and sent to the terminal each time: 170 B/s live on the H100)."""
+    info, snap = gpm_tick()
+    g = dataclasses.replace(snap.gpus[0], pcie_rx=14_200_000_000, pcie_tx=734_000_000)
+    ref = next(text(x) for x in gpu_card(info.devices[0], g, [], no_series, 160, 1) if " TX " in text(x))
+    g = dataclasses.replace(g, pcie_rx=rx)
+    row = next(text(x) for x in gpu_card(info.devices[0], g, [], no_series, 160, 1) if " TX " in text(x))
+    assert row.index(" TX ") == ref.index(" TX ") and row.index("ENC") == ref.index("ENC")

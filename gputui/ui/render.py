@@ -161,6 +161,10 @@ def fmt_gib(value: int | None, total: int | None = None) -> str:
     return f"{value / GIB:.1f}/{total / GIB:.1f} GiB"
 
 
+RATE_WIDTH = 9
+"""The widest `fmt_rate` text ("99.9 GB/s"): a rate right-aligned in it keeps what follows still."""
+
+
 def fmt_rate(bytes_per_s: float | None) -> str:
     """Decimal units, as link speeds are quoted: 14.5 GB/s."""
     if bytes_per_s is None:

@@ -21,6 +21,7 @@ from gputui.ui.render import (
     BLUE,
     GREEN,
     NA,
+    RATE_WIDTH,
     TINT_STYLE,
     Line,
     S,
@@ -147,6 +148,8 @@ def gpu_card(
         m = CARD_ITEMS[key]
         value = m.value(g)
         text = link if key == "pcie" else fmt_value(m.unit, value)
+        if m.unit == "B/s":  # a 20 ms window that jumps between MB/s and GB/s: the rest stays put
+            text = pad(text, RATE_WIDTH, ">")
         items.append(kv(m.label, text, S.bad if m.alarm and value else None))
     if g.xid_count and g.xid_last is not None:  # the driver reported a critical error: first
         more = f" ×{g.xid_count}" if g.xid_count > 1 else ""
