@@ -11,6 +11,7 @@ only a one-block kernel), and the spinning GPU, not the host thread's CPU, says 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 from conftest import FIXTURES, H100_GPM, gputui
@@ -87,13 +88,13 @@ def test_the_stopped_rank_is_the_one_the_nccl_rank_waits_for() -> None:
 def test_the_nccl_job_in_snapshot_and_exporter(tmp_path) -> None:
     cfg = tmp_path / "c.toml"
     cfg.write_text("[health]\nstuck_seconds = 30\nspin_seconds = 30\n")
-    r = gputui("snapshot", "--replay", str(NCCL), "--tick", "75", "--json", "--processes", "--config", str(cfg))
+    args = ("--tick", "75", "--json", "--processes", "--config", str(cfg))
+    r = gputui("snapshot", "--replay", str(NCCL), *args)
     assert r.returncode == 0, r.stderr
-    import json
-
     h = json.loads(r.stdout)["health"]
     (job,) = h["jobs"]
-    assert job["verdict"]["kind"] == "culprit" and job["verdict"]["culprits"] == [{"pid": R1, "rank": 1, "gpu": 1}]
+    v = job["verdict"]
+    assert v["kind"] == "culprit" and v["culprits"] == [{"pid": R1, "rank": 1, "gpu": 1}]
     assert [g["index"] for g in h["gpus"]] == [0]
 
 
@@ -137,8 +138,15 @@ def test_the_sm_bound_is_strict_and_the_configs() -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [H100_GPM, H200_X2_GPM, INPUT_BOUND / "input-bound.jsonl.gz", INPUT_BOUND / "gpu-bound.jsonl.gz",
-     HEALTH / "tiny.jsonl.gz", HEALTH / "idle.jsonl.gz", HEALTH / "jobrank-stopped.jsonl.gz"],
+    [
+        H100_GPM,
+        H200_X2_GPM,
+        INPUT_BOUND / "input-bound.jsonl.gz",
+        INPUT_BOUND / "gpu-bound.jsonl.gz",
+        HEALTH / "tiny.jsonl.gz",
+        HEALTH / "idle.jsonl.gz",
+        HEALTH / "jobrank-stopped.jsonl.gz",
+    ],
     ids=lambda p: f"{p.parent.name}/{p.name}",
 )
 def test_real_work_is_never_the_wide_signature(path) -> None:
