@@ -55,6 +55,7 @@ NAMED = "tests/test_named_files.py"
 JOB_GUARDS = "tests/test_job_kill_guards.py"
 ATTRIBUTION = "tests/test_job_attribution.py"
 CPU_WINDOW = "tests/test_health_cpu_window.py"
+NCCL = "tests/test_health_nccl.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -1498,6 +1499,55 @@ MUTATIONS: list[Mutation] = [
         "        window = self._cpu.get(ident) or next((w for k, w in self._cpu.items() if k[0] == ident[0]), None)\n",
         (f"{CPU_WINDOW}::test_a_reused_pid_never_shares_the_old_processs_window",),
         "a reused PID's new process is judged on the old process's CPU",
+    ),
+    # ---- the spinning signature (NCCL's real wait: tests/fixtures/h200-x2-nccl) ----------
+    Mutation(
+        "spin-ignores-arithmetic",
+        "gputui/telemetry/health.py",
+        "            and pipes < cfg.spin_max_pipe\n",
+        "",
+        (f"{NCCL}::test_arithmetic_in_any_pipe_is_work_not_a_spin",),
+        "a kernel that computes (a reduction, a small GEMM) at low SM activity is called spinning",
+    ),
+    Mutation(
+        "spin-missing-pipe-is-zero",
+        "gputui/telemetry/health.py",
+        "    return max(known) if len(known) == len(pipes) else None",
+        "    return max(known, default=0.0)",
+        (f"{NCCL}::test_a_missing_pipe_figure_is_not_zero",),
+        "a pipe figure that was not measured reads as 0 % (None is not 0)",
+    ),
+    Mutation(
+        "spin-sm-bound-inclusive",
+        "gputui/telemetry/health.py",
+        "            and sm < cfg.spin_max_sm\n",
+        "            and sm <= cfg.spin_max_sm\n",
+        (f"{NCCL}::test_the_sm_bound_is_strict_and_the_configs",),
+        "SM activity at the bound counts as spinning",
+    ),
+    Mutation(
+        "spin-ignores-dram",
+        "gputui/telemetry/health.py",
+        "            and dram < cfg.spin_max_dram\n",
+        "",
+        ("tests/test_health.py::test_dram_traffic_is_not_spinning",),
+        "a kernel moving memory is called spinning",
+    ),
+    Mutation(
+        "spin-ignores-power",
+        "gputui/telemetry/health.py",
+        "    if g.lost or g.power_draw is None or idle_max is None or g.power_draw > idle_max:",
+        "    if g.lost or g.power_draw is None or idle_max is None:",
+        ("tests/test_health.py::test_spinning_at_busy_power_is_not_the_signature",),
+        "a GPU at busy power is called spinning",
+    ),
+    Mutation(
+        "spin-host-cpu-wins",
+        "gputui/telemetry/health.py",
+        "        elif spin.get(p.gpu_index) is not False and p.gpu_index in spin:",
+        '        elif p.state != "R" and spin.get(p.gpu_index) is not False and p.gpu_index in spin:',
+        (f"{NCCL}::test_the_stopped_rank_is_the_one_the_nccl_rank_waits_for",),
+        "an NCCL rank busy-waiting in synchronize (state R, 100 % CPU) reads as computing: no verdict",
     ),
     # ---- the input_bound hint (issue 26 item 5) -----------------------------------------
     Mutation(
