@@ -1546,7 +1546,7 @@ MUTATIONS: list[Mutation] = [
         "gputui/telemetry/health.py",
         "        elif spin.get(p.gpu_index) is not False and p.gpu_index in spin:",
         '        elif p.state != "R" and spin.get(p.gpu_index) is not False and p.gpu_index in spin:',
-        (f"{NCCL}::test_the_stopped_rank_is_the_one_the_nccl_rank_waits_for",),
+        (f"{NCCL}::test_the_stopped_rank_is_the_one_the_nccl_ranks_wait_for",),
         "an NCCL rank busy-waiting in synchronize (state R, 100 % CPU) reads as computing: no verdict",
     ),
     # ---- the input_bound hint (issue 26 item 5) -----------------------------------------

@@ -1,11 +1,13 @@
-"""Job health on a REAL NCCL job: two H200s, one rank per GPU (tests/fixtures/h200-x2-nccl,
-recorded by `BACKEND=nccl NPROC=2 bench/device_job_check.sh`), rank 1 SIGSTOPped 8 s in.
+"""Job health on REAL NCCL jobs, one rank per GPU, rank 1 SIGSTOPped 8 s in, recorded by
+`BACKEND=nccl NPROC=N bench/device_job_check.sh`: two H200s (tests/fixtures/h200-x2-nccl)
+and four (tests/fixtures/h200-x4-nccl).
 
-What the waiting rank looked like, live: its GPU's graphics engine 100 %, SM activity 16.67 %
-(NCCL's wait kernel, one block per channel), SM occupancy 4.17 %, no tensor/FP64/FP32/FP16
-work, DRAM 0 %, 152 W (the stopped rank's idle GPU: 121 W); its host thread busy-waiting in
-`torch.cuda.synchronize` (state R, 100 % CPU).  The spinning signature must match that (not
-only a one-block kernel), and the spinning GPU, not the host thread's CPU, says the rank waits.
+What a waiting rank looked like, live: its GPU's graphics engine 100 %, SM activity 16.67 %
+on 2 GPUs and 12.12 % on 4 (NCCL's wait kernel, one block per channel), SM occupancy 4.17 % /
+3.03 %, no tensor/FP64/FP32/FP16 work, DRAM 0 %, 140-152 W (the stopped rank's idle GPU:
+121-125 W); its host thread busy-waiting in `torch.cuda.synchronize` (state R, 100 % CPU).
+The spinning signature must match that (not only a one-block kernel), and the spinning GPU,
+not the host thread's CPU, says the rank waits.
 """
 
 from __future__ import annotations
@@ -22,11 +24,17 @@ from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import read_recording
 
 NCCL = FIXTURES / "h200-x2-nccl" / "stopped.jsonl.gz"
+NCCL4 = FIXTURES / "h200-x4-nccl" / "stopped.jsonl.gz"
 HEALTH = FIXTURES / "h100-health"
 INPUT_BOUND = FIXTURES / "h100-input-bound"
 H200_X2_GPM = FIXTURES / "h200-x2-gpm" / "recording.jsonl.gz"
 REAL_CFG = HealthConfig(spin_seconds=30, stuck_seconds=30)
-LAUNCHER, R0, R1 = 654, 814, 815
+JOBS = {
+    # recording: (launcher, [(rank, PID, GPU)]), rank 1 stopped
+    NCCL: (654, [(0, 814, 0), (1, 815, 1)]),
+    NCCL4: (943, [(0, 1127, 0), (1, 1129, 1), (2, 1130, 2), (3, 1131, 3)]),
+}
+BOTH = pytest.mark.parametrize("path", list(JOBS), ids=lambda p: p.parent.name)
 
 
 def ticks(path) -> list[Snapshot]:
@@ -42,60 +50,71 @@ def stop_ts(snaps: list[Snapshot]) -> float:
     return next(s.timestamp for s in snaps if any(p.state == "T" for p in s.processes))
 
 
-def test_the_recording_is_real() -> None:
-    header = read_recording(NCCL)[0]
-    assert header.derived is None and header.note.startswith("real NVIDIA H200: torchrun 2 ranks (nccl")
-    assert header.machine.system.device_count == 2
+@BOTH
+def test_the_recording_is_real(path) -> None:
+    header = read_recording(path)[0]
+    n = len(JOBS[path][1])
+    assert header.derived is None and header.note.startswith(f"real NVIDIA H200: torchrun {n} ranks (nccl")
+    assert header.machine.system.device_count == n
 
 
-def test_the_nccl_wait_is_the_spinning_signature() -> None:
-    """The waiting rank's GPU (0) from the first GPM window after the stop; the stopped rank's
+@BOTH
+def test_the_nccl_wait_is_the_spinning_signature(path) -> None:
+    """Each waiting rank's GPU from the first GPM window after the stop; the stopped rank's
     idle GPU (1) never; and not a tick of the job computing before the stop."""
-    snaps = ticks(NCCL)
+    snaps = ticks(path)
     stop = stop_ts(snaps)
     engine = HealthEngine(HealthConfig(spin_seconds=0))
-    spun: dict[int, list[float]] = {0: [], 1: []}
+    spun: dict[int, list[float]] = {gpu: [] for _, _, gpu in JOBS[path][1]}
     for s in snaps:
         r = engine.update(s)
         for i in r.gpus:
             spun[i].append(s.timestamp - stop)
-    assert spun[1] == []
-    assert spun[0] and 0 < spun[0][0] <= 4  # GPM's 2 s window lags the stop
-    assert len(spun[0]) >= len(snaps) - 12  # every tick from then on
+    assert spun.pop(1) == []
+    for seen in spun.values():
+        assert seen and 0 < seen[0] <= 4  # GPM's 2 s window lags the stop
+        assert len(seen) >= len(snaps) - 12  # every tick from then on
 
 
-def test_the_stopped_rank_is_the_one_the_nccl_rank_waits_for() -> None:
-    """Rank 0 spins (its host thread busy at 100 % CPU does not make it "computing"), rank 1
-    is stopped: after 30 s rank 1 is named, as for the gloo job."""
-    snaps = ticks(NCCL)
+@BOTH
+def test_the_stopped_rank_is_the_one_the_nccl_ranks_wait_for(path) -> None:
+    """The other ranks spin (their host threads busy at 100 % CPU do not make them
+    "computing"), rank 1 is stopped: after 30 s rank 1 is named, as for the gloo job."""
+    launcher, ranks = JOBS[path]
+    snaps = ticks(path)
     reports = run(snaps, REAL_CFG)
     (job,) = reports[-1].jobs
-    assert job.key == ("launcher", str(LAUNCHER))
+    assert job.key == ("launcher", str(launcher))
     assert [(r.rank, r.pid, r.gpu, r.state, r.condition) for r in job.ranks] == [
-        (0, R0, 0, "R", "spinning"),
-        (1, R1, 1, "T", "stopped"),
+        (rank, pid, gpu, "T" if rank == 1 else "R", "stopped" if rank == 1 else "spinning")
+        for rank, pid, gpu in ranks
     ]
-    assert job.ranks[0].cpu_percent is not None and job.ranks[0].cpu_percent > 90
+    assert all(r.cpu_percent is not None and r.cpu_percent > 90 for r in job.ranks if r.rank != 1)
+    stopped = ranks[1][1]
     v = job.verdict
-    assert v is not None and v.kind == "culprit" and v.pids == (R1,)
-    assert v.short == f"rank 1 (PID {R1}, GPU 1) is the one the others wait for"
-    assert "1 spinning on its GPU" in v.why
+    assert v is not None and v.kind == "culprit" and v.pids == (stopped,)
+    assert v.short == f"rank 1 (PID {stopped}, GPU 1) is the one the others wait for"
+    assert f"{len(ranks) - 1} spinning on its GPU" in v.why
     stop = stop_ts(snaps)
     named = [s.timestamp - stop for s, r in zip(snaps, reports, strict=True) if r.jobs and r.jobs[0].verdict]
     assert named and 30 <= named[0] <= 30 + 4 + 1, named[:1]  # the threshold + GPM's lag
 
 
-def test_the_nccl_job_in_snapshot_and_exporter(tmp_path) -> None:
+@BOTH
+def test_the_nccl_job_in_the_snapshot(tmp_path, path) -> None:
+    launcher, ranks = JOBS[path]
     cfg = tmp_path / "c.toml"
     cfg.write_text("[health]\nstuck_seconds = 30\nspin_seconds = 30\n")
     args = ("--tick", "75", "--json", "--processes", "--config", str(cfg))
-    r = gputui("snapshot", "--replay", str(NCCL), *args)
+    r = gputui("snapshot", "--replay", str(path), *args)
     assert r.returncode == 0, r.stderr
     h = json.loads(r.stdout)["health"]
     (job,) = h["jobs"]
     v = job["verdict"]
-    assert v["kind"] == "culprit" and v["culprits"] == [{"pid": R1, "rank": 1, "gpu": 1}]
-    assert [g["index"] for g in h["gpus"]] == [0]
+    assert job["launcher"] == launcher
+    assert v["kind"] == "culprit" and v["culprits"] == [{"pid": ranks[1][1], "rank": 1, "gpu": 1}]
+    assert [g["index"] for g in h["gpus"]] == [gpu for rank, _, gpu in ranks if rank != 1]
+    assert all(g["arithmetic_active"] == 0.0 for g in h["gpus"])
 
 
 def test_the_h100_wide_spin_is_the_signature_too() -> None:
