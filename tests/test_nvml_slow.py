@@ -298,3 +298,27 @@ def test_field_int_reads_each_value_type_and_errors() -> None:
     value.valueType, value.nvmlReturn = pynvml.NVML_VALUE_TYPE_UNSIGNED_INT, pynvml.NVML_ERROR_NOT_SUPPORTED
     assert field_int(value) is None
     assert field_int(None) is None
+
+
+def test_mig_mode_is_asked_on_the_rare_cadence_until_it_is_on() -> None:
+    """nvmlDeviceGetMigMode costs up to 1.8 ms (REFERENCE.md), and MIG mode changes only with
+    no process on the GPU: a GPU not in MIG mode is asked every RARE_EVERY-th pass (10 s),
+    not every pass; one in MIG mode has its instances read every pass; a GPU that turns MIG
+    on is found at the next rare pass."""
+    from gputui.telemetry.nvml.slow import RARE_EVERY
+
+    lib = ScriptedNvmlLib(nvmlDeviceGetMigMode=(0, 0))
+    source = make_source(lib)
+    for _ in range(2 * RARE_EVERY):
+        assert source._slow_sample(0, "handle-0").fields["mig_devices"] == ()
+        source.slow_passes += 1
+    assert lib.calls[("nvmlDeviceGetMigMode", "handle-0")] == 2
+    mig = MigNvml()
+    source = make_source(mig.lib)
+    source.slow_passes = 1  # not a rare pass: MIG is not known yet
+    assert source._slow_sample(0, "handle-0").fields["mig_devices"] == ()
+    source.slow_passes = RARE_EVERY  # the rare pass finds it on
+    assert len(source._slow_sample(0, "handle-0").fields["mig_devices"]) == 2
+    for k in range(1, RARE_EVERY):  # and from then on every pass reads the instances
+        source.slow_passes = RARE_EVERY + k
+        assert len(source._slow_sample(0, "handle-0").fields["mig_devices"]) == 2

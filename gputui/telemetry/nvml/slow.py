@@ -132,8 +132,9 @@ def nvlink_throughput(
 
 
 def mig_devices(nv: Nvml, i: int, h: Any) -> tuple[MigDevice, ...] | None:
-    """The MIG devices of a GPU in MIG mode (re-read every slow pass: an administrator
-    can create or destroy instances while gputui runs); None: the GPU is not in MIG mode."""
+    """The MIG devices of a GPU in MIG mode (read every slow pass of a GPU in MIG mode: an
+    administrator can create or destroy instances while gputui runs; a GPU not in it is
+    asked on the rare passes); None: the GPU is not in MIG mode."""
     mode = nv.query("nvmlDeviceGetMigMode", h, device=i)
     if not mode or not mode[0]:
         return None

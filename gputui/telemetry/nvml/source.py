@@ -424,7 +424,11 @@ class NvmlSource:
         counters = self._nvlink_counters.setdefault(i, NvLinkCounters())
         nvl_rx, nvl_tx, link_rx, link_tx = nvlink_throughput(nv, i, h, counters)
         fields = SlowFields(**self._reads(i, h, NVML_READS["slow"]))  # type: ignore[typeddict-item]
-        found = mig_devices(nv, i, h)  # (None: not in MIG mode)
+        rare_pass = self.slow_passes % RARE_EVERY == 0
+        # MIG mode changes only while no process uses the GPU, and asking costs up to 1.8 ms:
+        # a GPU not in MIG mode is asked on the rare passes; one in it has its instances
+        # (created and destroyed at any time) read every pass
+        found = mig_devices(nv, i, h) if rare_pass or i in self._mig_enabled else None
         if found is None:
             self._mig_enabled.discard(i)
         else:
@@ -440,7 +444,7 @@ class NvmlSource:
             }
         )
         rare = prev.rare
-        if rare is None or self.slow_passes % RARE_EVERY == 0:
+        if rare is None or rare_pass:
             rare = SlowFields(**self._reads(i, h, NVML_READS["rare"]))  # type: ignore[typeddict-item]
         fields.update(rare)  # (between their passes, the last values stand)
         if self.gpm is not None:
