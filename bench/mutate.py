@@ -46,6 +46,7 @@ class Mutation:
 
 GUARDS = "tests/test_safety_guards.py"
 CHILDREN = "tests/test_children.py"
+LIFELINE = "tests/test_child_lifeline.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
@@ -463,6 +464,38 @@ MUTATIONS: list[Mutation] = [
             f"{CHILDREN}::test_leaving_the_tui_while_a_diagnosis_runs_kills_it",
         ),
         "SIGTERM handled only by the event loop (ignored while output blocks)",
+    ),
+    Mutation(
+        "child-lifeline-no-pdeathsig",
+        "gputui/rules.py",
+        "            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)",
+        "            pass",
+        (f"{LIFELINE}::test_a_child_dies_with_gputui_killed_by_sigkill",),
+        "a stress run outlives a gputui killed by SIGKILL, loading the GPUs for its whole duration",
+    ),
+    Mutation(
+        "child-lifeline-not-named",
+        "gputui/diag/runner.py",
+        "            self.env[PARENT_VAR] = str(os.getpid())",
+        "            pass",
+        (f"{LIFELINE}::test_a_child_dies_with_gputui_killed_by_sigkill",),
+        "the child is never told which gputui to die with",
+    ),
+    Mutation(
+        "child-lifeline-var-inherited",
+        "gputui/rules.py",
+        '    value = os.environ.pop(PARENT_VAR, "")',
+        '    value = os.environ.get(PARENT_VAR, "")',
+        (f"{LIFELINE}::test_a_child_dies_with_gputui_killed_by_sigkill",),
+        "the child's own children (NCCL workers) inherit the variable and exit at their start",
+    ),
+    Mutation(
+        "child-lifeline-parent-gone-runs-on",
+        "gputui/diag/probe/protocol.py",
+        "    if not rules.tie_to_parent():\n        os._exit(0)",
+        "    rules.tie_to_parent()",
+        (f"{LIFELINE}::test_a_child_whose_gputui_is_gone_already_exits_at_hello",),
+        "a child whose gputui died before it asked runs on, unwatched",
     ),
     # ---- saved reports --------------------------------------------------------------------
     Mutation(

@@ -8,13 +8,18 @@ path (`load_rules()` in the probe package); the app imports it as `gputui.rules`
 - version strings (`version_tuple`);
 - the NVLink-multicast switches every child runs with (`MULTICAST_OFF`);
 - the NVML clock-event reasons that mean "slower than it should be" (`SLOWDOWN_REASONS`);
-- timestamps in UTC (`iso_utc`).
+- timestamps in UTC (`iso_utc`);
+- a child dying with the gputui that started it (`PARENT_VAR`, `die_with_parent`,
+  `tie_to_parent`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import re
+import signal
+import sys
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -280,3 +285,41 @@ def device_order(value: str | None) -> tuple[str, str | None]:
         f"CUDA_DEVICE_ORDER={value!r} is neither of the values CUDA documents "
         f"({', '.join(DEVICE_ORDERS)}): CUDA uses its default, {DEFAULT_DEVICE_ORDER}"
     )
+
+
+# --------------------------------------------------------------------------------------
+# a child dies with the gputui that started it
+# --------------------------------------------------------------------------------------
+
+PR_SET_PDEATHSIG = 1
+
+PARENT_VAR = "GPUTUI_PARENT_PID"
+"""Set by gputui in the environment of a child it starts (diagnosis, stress): the PID the
+child must not outlive."""
+
+
+def die_with_parent(parent: int) -> bool:
+    """Ask the kernel to SIGKILL this process when its parent dies (SIGKILL of the parent
+    included); False when the parent is not `parent` any more (it died before the request:
+    the caller exits now).  The kernel watches the *thread* that started this process:
+    gputui starts its children from its main thread.  Linux only; elsewhere only the parent
+    check is made."""
+    if sys.platform.startswith("linux"):
+        import ctypes  # here: only children use it (not the monitor's start)
+
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    return os.getppid() == parent
+
+
+def tie_to_parent() -> bool:
+    """In a child gputui started: die with it (`PARENT_VAR`), and take the variable out of
+    the environment so the child's own children (NCCL workers) are not tied to gputui.
+    False: gputui is gone already (exit now).  True without the variable (run by hand)."""
+    value = os.environ.pop(PARENT_VAR, "")
+    if not (value.isascii() and value.isdigit() and len(value) < 10):
+        return True
+    return die_with_parent(int(value))

@@ -45,6 +45,7 @@ from gputui.diag.reaper import (
     release_subreaper,
     start_ticks,
 )
+from gputui.rules import PARENT_VAR
 from gputui.startvars import start_suspects
 
 STDERR_TAIL_LINES = 40
@@ -133,6 +134,7 @@ class ChildRun:
         self.env, self.env_changes = child_env(python, env_overrides, base_env)
         self.token = uuid.uuid4().hex
         self.env[RUN_TOKEN_VAR] = self.token  # not a change the user made: not reported
+        self.env.pop(PARENT_VAR, None)
         self.on_event = on_event
         self.on_stray = on_stray
         self.on_exit = on_exit
@@ -163,6 +165,10 @@ class ChildRun:
 
     def start(self) -> ChildRun:
         self._t0 = time.monotonic()
+        if threading.current_thread() is threading.main_thread():
+            # the child dies with us, SIGKILL included (rules.tie_to_parent, at its hello); the
+            # kernel watches the thread that starts it, so only the main thread's children
+            self.env[PARENT_VAR] = str(os.getpid())
         become_subreaper()
         self._subreaper = True
         try:

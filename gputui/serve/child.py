@@ -1,7 +1,8 @@
 """What a browser session's gputui does about the server that started it.
 
 A session is a process that talks to its browser through pipes to `gputui serve`.  It must
-not outlive serve (killed by the kernel when serve dies, SIGKILL included: PR_SET_PDEATHSIG)
+not outlive serve (killed by the kernel when serve dies, SIGKILL included: PR_SET_PDEATHSIG,
+`gputui.rules.die_with_parent`)
 and must notice when serve stops listening to it (its pipes close or break): a session
 nobody reads would otherwise run on forever, blocked in a write to a full pipe where no
 signal handler of its event loop can run.  Standard library only.
@@ -11,10 +12,7 @@ from __future__ import annotations
 
 import os
 import select
-import signal
-import sys
 
-PR_SET_PDEATHSIG = 1
 SESSION_MODES = ("readonly", "signals")
 """`--serve-session MODE`: readonly (no signals to processes), or signals (--allow-signals)."""
 
@@ -23,21 +21,6 @@ def in_browser() -> bool:
     """True inside a textual-serve session: the app talks to a web page through pipes, and
     the page (not a terminal) ends it."""
     return os.environ.get("TEXTUAL_DRIVER", "").endswith(":WebDriver")
-
-
-def die_with_parent(parent: int) -> bool:
-    """Ask the kernel to SIGKILL this process when its parent dies; False when the parent
-    is not `parent` any more (it died before the request: the caller exits now).  Linux
-    only; elsewhere only the parent check is made."""
-    if sys.platform.startswith("linux"):
-        import ctypes  # here: only a browser session's child needs it (not the monitor's start)
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    return os.getppid() == parent
 
 
 def pipes_alive(stdin: int = 0, stdout: int = 1) -> bool:

@@ -47,7 +47,13 @@ def emit(event, **fields):
 
 
 def hello(tool, **extra):
-    """The first event of a child: which tool, in which interpreter, as which process."""
+    """The first event of a child: which tool, in which interpreter, as which process.  A
+    child of gputui is tied to it here first: it dies with gputui, SIGKILL included, and
+    exits at once if gputui is gone already (`rules.tie_to_parent`)."""
+    from . import rules  # (the package loads gputui/rules.py by its path)
+
+    if not rules.tie_to_parent():
+        os._exit(0)
     emit(
         "hello",
         tool=tool,
