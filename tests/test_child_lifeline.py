@@ -126,3 +126,19 @@ def test_without_the_variable_the_child_runs_as_before(tmp_path: Path) -> None:
         [sys.executable, str(child), str(out)], check=False, env=e, capture_output=True, timeout=30
     )
     assert r.returncode == 0 and out.exists() and b'"hello"' in r.stdout
+
+
+def test_an_nccl_worker_whose_probe_is_gone_exits_at_once(tmp_path: Path) -> None:
+    """The probe's NCCL workers are tied to the probe the same way: one whose probe died
+    before it asked exits before importing torch, printing nothing."""
+    e = env()
+    e[PARENT_VAR] = str(os.getpid() + 1_000_000)
+    probe = ROOT / "gputui" / "diag" / "probe"
+    r = subprocess.run(
+        [sys.executable, str(probe), "--nccl-worker", "0", "2", "1"],
+        check=False,
+        env=e,
+        capture_output=True,
+        timeout=30,
+    )
+    assert r.returncode == 0 and r.stdout == b""

@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 from . import protocol, rules
@@ -184,6 +185,8 @@ def start_nccl(p):
     env = dict(os.environ)
     env.update(MULTICAST_OFF)
     env.setdefault("NCCL_DEBUG", "WARN")
+    if threading.current_thread() is threading.main_thread():
+        env[rules.PARENT_VAR] = str(os.getpid())  # the workers die with the probe (SIGKILL too)
     p.worker_started = time.monotonic()
     for rank in range(n):
         p.workers.append(
@@ -350,6 +353,8 @@ def _free_port():
 
 def nccl_worker(rank, world, port):
     """One rank of the all-reduce check: prints one JSON line on (the real) stdout."""
+    if not rules.tie_to_parent():  # the probe that started it is gone already
+        os._exit(0)
     protocol.take_stdout()
     result = {"rank": rank, "ok": False}
     t0 = time.monotonic()
