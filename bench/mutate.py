@@ -490,6 +490,14 @@ MUTATIONS: list[Mutation] = [
         "the child's own children (NCCL workers) inherit the variable and exit at their start",
     ),
     Mutation(
+        "nccl-worker-untied",
+        "gputui/diag/probe/compute.py",
+        "    if not rules.tie_to_parent():  # the probe that started it is gone already\n        os._exit(0)\n",
+        "",
+        (f"{LIFELINE}::test_an_nccl_worker_whose_probe_is_gone_exits_at_once",),
+        "an NCCL worker whose probe is gone runs on (torch import, a rendezvous nobody joins)",
+    ),
+    Mutation(
         "child-lifeline-parent-gone-runs-on",
         "gputui/diag/probe/protocol.py",
         "    if not rules.tie_to_parent():\n        os._exit(0)",
