@@ -505,6 +505,14 @@ MUTATIONS: list[Mutation] = [
         (f"{LIFELINE}::test_a_child_whose_gputui_is_gone_already_exits_at_hello",),
         "a child whose gputui died before it asked runs on, unwatched",
     ),
+    Mutation(
+        "watch-interval-overwrites-global",
+        "gputui/commands/watch.py",
+        "        default=argparse.SUPPRESS,  # absent: the global -i/--interval stands",
+        "        default=None,",
+        ("tests/test_cli.py::test_the_global_interval_reaches_every_command",),
+        "`gputui -i 5 watch` samples every second: the subcommand's default overwrites the global option",
+    ),
     # ---- saved reports --------------------------------------------------------------------
     Mutation(
         "report-follows-links",

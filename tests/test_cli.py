@@ -122,3 +122,29 @@ def test_help_by_abbreviation_lists_the_subcommands():
         r = gputui(flag)
         assert r.returncode == 0
         assert "snapshot" in r.stdout and "cluster" in r.stdout
+
+
+@pytest.mark.parametrize("command", [["watch"], ["export"], ["record", "out.jsonl.gz"]])
+@pytest.mark.parametrize(
+    ("argv", "want"),
+    [
+        (["--interval", "3"], 3.0),  # before the command: the global option
+        (["-i", "3"], 3.0),
+        ([], None),  # neither: the command's own default (record: 1 s; the others: the config's)
+    ],
+)
+def test_the_global_interval_reaches_every_command(command, argv, want):
+    """`gputui -i 3 watch` must sample every 3 s: a subcommand's own --interval default once
+    overwrote the global one, silently (argparse's subparser defaults win)."""
+    from gputui.cli import _parse
+
+    args = _parse([*argv, *command])
+    assert getattr(args, "interval", None) == want
+
+
+@pytest.mark.parametrize("command", [["watch"], ["export"], ["record", "out.jsonl.gz"]])
+def test_the_commands_own_interval_wins_over_the_global_one(command):
+    from gputui.cli import _parse
+
+    assert _parse(["-i", "3", *command[:1], "--interval", "2", *command[1:]]).interval == 2.0
+

@@ -44,7 +44,11 @@ def add_parser(subparsers: Any) -> None:
         "processes and users)",
     )
     p.add_argument(
-        "--interval", type=positive, default=None, metavar="S", help="seconds between samples (default 1)"
+        "--interval",
+        type=positive,
+        default=argparse.SUPPRESS,
+        metavar="S",
+        help="seconds between samples (default 1)",
     )
     p.add_argument("--no-processes", action="store_true", help="leave out the per-process series")
     add_replay_options(p, "serve the metrics")

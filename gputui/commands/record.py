@@ -15,6 +15,9 @@ from gputui.commands.common import nvml_unavailable, positive
 NAME = "record"
 
 
+DEFAULT_INTERVAL_S = 1.0
+
+
 def add_parser(subparsers: Any) -> None:
     rec = subparsers.add_parser(
         "record",
@@ -32,7 +35,11 @@ def add_parser(subparsers: Any) -> None:
         help="stop after S seconds (default: until Ctrl-C)",
     )
     rec.add_argument(
-        "--interval", type=positive, default=1.0, metavar="S", help="seconds between ticks (default 1)"
+        "--interval",
+        type=positive,
+        default=argparse.SUPPRESS,
+        metavar="S",
+        help="seconds between ticks (default 1, or the global -i)",
     )
     rec.add_argument("--note", default=None, help="a note stored in the recording's header")
     rec.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
@@ -45,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.untrusted import escaped
 
     path = Path(args.file)
+    interval = args.interval or DEFAULT_INTERVAL_S  # its own --interval, else the global -i
     if os.path.lexists(path) and not args.force:  # (exists() follows a link: a dangling one "is not there")
         print(f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it", file=sys.stderr)
         return 2
@@ -64,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     info_with_topology = type(info)(info.system, info.devices, source.read_topology())
     try:
-        writer = RecordingWriter(path, info_with_topology, args.interval, note=args.note, replace=args.force)
+        writer = RecordingWriter(path, info_with_topology, interval, note=args.note, replace=args.force)
     except Refused as exc:  # a symbolic link, a FIFO or a device at the name: never written through
         print(f"gputui record: {exc}", file=sys.stderr)
         source.close()
@@ -84,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
             writer.write(source.sample())
             if args.duration is not None and time.monotonic() - start >= args.duration:
                 break
-            next_due = max(next_due + args.interval, time.monotonic())
+            next_due = max(next_due + interval, time.monotonic())
             while not stop and time.monotonic() < next_due:
                 time.sleep(min(0.1, next_due - time.monotonic()))
     source.close()

@@ -58,7 +58,7 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--interval",
         type=positive,
-        default=None,
+        default=argparse.SUPPRESS,  # absent: the global -i/--interval stands
         metavar="S",
         help="seconds between samples (default [ui] interval)",
     )
