@@ -513,6 +513,14 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_cli.py::test_the_global_interval_reaches_every_command",),
         "`gputui -i 5 watch` samples every second: the subcommand's default overwrites the global option",
     ),
+    Mutation(
+        "record-through-hard-link",
+        "gputui/safefile.py",
+        "        if os.fstat(fd).st_nlink > 1:",
+        "        if False:",
+        (f"{NAMED}::test_replace_never_writes_through_a_hard_link",),
+        "`record --force` over a hard link planted in /tmp overwrites the file it names",
+    ),
     # ---- saved reports --------------------------------------------------------------------
     Mutation(
         "report-follows-links",

@@ -324,7 +324,9 @@ def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
     Never through a symbolic link: one planted at the name (in a shared directory such as
     /tmp) is refused whatever it points to, dangling or not, and O_NOFOLLOW holds if one
     appears after the check.  Never a FIFO or a device.  An existing regular file raises
-    FileExistsError, or is truncated when `replace`.  A new file takes the umask's mode
+    FileExistsError, or is truncated when `replace`, but never one with another name (a
+    hard link planted there: truncating it would overwrite the file it names), checked on
+    the opened descriptor before it is truncated.  A new file takes the umask's mode
     (0666 & ~umask), as open() gave: a recording is meant to be shared.  Raises `Refused`,
     FileExistsError or another OSError."""
     try:
@@ -337,7 +339,7 @@ def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
         _regular(path, st)
         if not replace:
             raise FileExistsError(errno.EEXIST, "File exists", os.fspath(path))
-    flags = _DATA_WRITE_FLAGS | (os.O_TRUNC if replace else os.O_EXCL)
+    flags = _DATA_WRITE_FLAGS | (0 if replace else os.O_EXCL)  # (truncated once checked)
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
@@ -346,7 +348,17 @@ def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
         if exc.errno == errno.ENXIO:  # a FIFO planted since, with nobody reading it
             raise Refused(path, "a FIFO, not a regular file") from None
         raise
-    return _regular_blocking(path, fd)
+    fd = _regular_blocking(path, fd)
+    try:
+        if os.fstat(fd).st_nlink > 1:
+            why = "a hard link: another name shares this file (remove it or choose another name)"
+            raise Refused(path, why)
+        if replace:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 # --------------------------------------------------------------------------------------

@@ -147,4 +147,3 @@ def test_the_commands_own_interval_wins_over_the_global_one(command):
     from gputui.cli import _parse
 
     assert _parse(["-i", "3", *command[:1], "--interval", "2", *command[1:]]).interval == 2.0
-

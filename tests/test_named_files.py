@@ -295,6 +295,28 @@ def test_an_existing_file_is_replaced_only_when_asked(tmp_path):
     assert out.read_text().startswith('{"format":"gputui-recording"')
 
 
+def test_replace_never_writes_through_a_hard_link(tmp_path):
+    """`record --force OUT` where OUT is a hard link planted in a shared directory (another
+    name of a file its planter chose): truncating it in place would overwrite that file,
+    as you (as root, any file the kernel let them link).  Refused, the file untouched; and
+    checked on the opened descriptor, before anything is truncated."""
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    out = tmp_path / "out.jsonl.gz"
+    os.link(victim, out)
+    for replace in (True, False):
+        with pytest.raises((Refused, FileExistsError)) as caught:
+            RecordingWriter(out, machine(), 1.0, replace=replace)
+        if replace:
+            assert caught.type is Refused and "hard link" in str(caught.value)
+    assert victim.read_text() == "precious\n"
+    os.unlink(out)  # the lone name of its own file: replaced as asked
+    out.write_text("old\n")
+    with RecordingWriter(out, machine(), 1.0, replace=True):
+        pass
+    assert out.read_bytes()[:2] == b"\x1f\x8b" and victim.read_text() == "precious\n"
+
+
 def test_a_fifo_or_device_at_the_output_is_refused_without_opening_it(tmp_path):
     fifo = tmp_path / "out.jsonl"
     os.mkfifo(fifo)
