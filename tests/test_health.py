@@ -554,22 +554,21 @@ def test_texts_carry_nothing_from_the_process() -> None:
 # --------------------------------------------------------------------------------------
 
 
-def test_cost_at_8_gpus_240_processes_is_under_half_a_percent_of_a_core() -> None:
-    """The derived 8-GPU, 240-process recording with jobs (30 jobs of 8 ranks), states set:
-    update() must cost under 5 ms a tick (0.5 % of a core at 1 Hz); on this shared 2-core
-    machine the median is far below (`bench/bench_jobs.py health` reports it)."""
+def test_8_gpus_240_processes_30_jobs_are_judged_each() -> None:
+    """The derived 8-GPU recording with jobs (30 launchers; 240 processes at its busiest),
+    every rank asleep: at the busiest tick each of the 30 jobs is judged with its ranks (4 or 8
+    each, 212 in all).  What it
+    costs is a benchmark, not a timed test (`python bench/bench_jobs.py health`: 2.2-2.5 ms
+    a tick, bench/RESULTS.md)."""
     snaps = [
         dataclasses.replace(s, processes=tuple(dataclasses.replace(p, state="S") for p in s.processes))
         for s in ticks(JOBS_240)
     ]
-    assert max(len(s.processes) for s in snaps) == 240
-    engine = HealthEngine()
-    engine.update(snaps[0])  # imports and first-sight caches aside
-    t0 = time.process_time()  # this process's CPU: other work on a shared machine is not counted
-    for s in snaps:
-        engine.update(s)
-    per_tick = (time.process_time() - t0) / len(snaps)
-    assert per_tick < 0.005, per_tick
+    busiest = max(range(len(snaps)), key=lambda k: len(snaps[k].processes))
+    assert len(snaps[busiest].processes) == 240
+    report = run(snaps[: busiest + 1])[-1]
+    assert len(report.jobs) == 30 and {len(j.ranks) for j in report.jobs} == {4, 8}
+    assert sum(len(j.ranks) for j in report.jobs) == 212
     assert X8_240.exists()
 
 
