@@ -28,7 +28,7 @@ Files the user names as data (a recording to replay or to make) are another matt
 may own them (another user's shared recording is fine to read) and a symbolic link is
 followed when reading (the user chose the name), but `open_data` opens only a regular file
 (a FIFO or a device is never opened: no hang, no endless read), and `create_data` never
-writes through a symbolic link or into a FIFO or device.
+writes through a symbolic or hard link or into a FIFO or device.
 
 Standard library only; Linux (and other POSIX systems with openat).
 """
@@ -283,6 +283,7 @@ def write_private(path: str | os.PathLike[str], data: bytes) -> None:
 # --------------------------------------------------------------------------------------
 
 _DATA_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
+_SYMLINK_REFUSED = "a symbolic link (not followed: remove it or choose another name)"
 _DATA_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY
 
 
@@ -335,7 +336,7 @@ def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
         pass
     else:
         if stat.S_ISLNK(st.st_mode):
-            raise Refused(path, "a symbolic link (not followed: remove it or choose another name)")
+            raise Refused(path, _SYMLINK_REFUSED)
         _regular(path, st)
         if not replace:
             raise FileExistsError(errno.EEXIST, "File exists", os.fspath(path))
@@ -344,7 +345,7 @@ def create_data(path: str | os.PathLike[str], *, replace: bool) -> int:
         fd = os.open(path, flags, 0o666)
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # a link planted since the check
-            raise Refused(path, "a symbolic link (not followed: remove it or choose another name)") from None
+            raise Refused(path, _SYMLINK_REFUSED) from None
         if exc.errno == errno.ENXIO:  # a FIFO planted since, with nobody reading it
             raise Refused(path, "a FIFO, not a regular file") from None
         raise

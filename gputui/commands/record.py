@@ -53,8 +53,9 @@ def run(args: argparse.Namespace) -> int:
 
     path = Path(args.file)
     interval = args.interval or DEFAULT_INTERVAL_S  # its own --interval, else the global -i
+    exists = f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it"
     if os.path.lexists(path) and not args.force:  # (exists() follows a link: a dangling one "is not there")
-        print(f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it", file=sys.stderr)
+        print(exists, file=sys.stderr)
         return 2
     source = NvmlSource()
     info = source.open()
@@ -73,12 +74,9 @@ def run(args: argparse.Namespace) -> int:
     info_with_topology = type(info)(info.system, info.devices, source.read_topology())
     try:
         writer = RecordingWriter(path, info_with_topology, interval, note=args.note, replace=args.force)
-    except Refused as exc:  # a symbolic link, a FIFO or a device at the name: never written through
-        print(f"gputui record: {exc}", file=sys.stderr)
-        source.close()
-        return 2
-    except FileExistsError:  # made since the check above
-        print(f"gputui record: {escaped(str(path))} exists; pass --force to overwrite it", file=sys.stderr)
+    except (Refused, FileExistsError) as exc:  # a symbolic or hard link, a FIFO or a device at
+        # the name: never written through; or a file made there since the check above
+        print(exists if isinstance(exc, FileExistsError) else f"gputui record: {exc}", file=sys.stderr)
         source.close()
         return 2
     except OSError as exc:

@@ -5,17 +5,16 @@ Pure data, like the hint and alert engines: `HealthEngine.update(snapshot)` give
 `HealthReport` for that tick.  Time is the snapshots' own, so a replay gives the verdicts
 the live run gave.  Thresholds are the config file's `[health]` table (`HealthConfig`).
 
-The spinning signature (per GPU).  A rank waiting in an NCCL collective runs one kernel
+The spinning signature (per GPU).  A rank waiting in an NCCL collective runs a kernel
 that polls a flag in memory, one block per channel: the graphics engine is busy all the
 time (GPM's graphics_active, and NVML's utilization, ~100 %) while a few SMs poll and none
 computes (SM active under `spin_max_sm`, 50 %: measured 16.7 % for a real NCCL wait on two
 H200s, 0.8 % for one block; the tensor, FP64, FP32 and FP16 pipes all under
 `spin_max_pipe`, 1 %), DRAM is idle and the power is near the GPU's idle power (an H100:
 100 % utilization at 131 W, idle 131 W, busy 700 W; the NCCL wait: 152 W, idle 121 W).
-Held longer than
-`spin_seconds`, a GPU is "waiting in a collective".  Without GPM only utilization and power
-are known: 100 % utilization at idle power is a spinning kernel or a stream of tiny
-kernels, and that is what is said.
+Held longer than `spin_seconds`, a GPU is "waiting in a collective".  Without GPM only
+utilization and power are known: 100 % utilization at idle power is a spinning kernel or a
+stream of tiny kernels, and that is what is said.
 
 Idle power: the lowest power gputui has seen on the GPU, but never more than
 `idle_power_fraction` of its power limit (a GPU busy since gputui started has never shown
