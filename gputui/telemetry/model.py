@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputui.rules import SLOWDOWN_MASK
+from gputui.telemetry.nccl.model import NcclView
 
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
@@ -552,5 +553,10 @@ class Snapshot:
     host: HostSample | None = None
     launchers: tuple[LauncherProcess, ...] = ()
     """The launchers of the GPU processes (their `launcher` PIDs), and theirs."""
+    nccl: NcclView | None = None
+    """NCCL RAS's answers (gputui.telemetry.nccl), on the tick after a round of questions
+    ended (every ~10 s while a job of two ranks or more runs); None on the other ticks (the
+    Hub keeps the latest).  Where RAS was off or did not answer, the view's answers say why:
+    None never means "no problem"."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""
