@@ -165,6 +165,7 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
         slow=any(f.slow for f in sel.wanted),
         enrich_processes=processes,
         static=snap_fields.static_facts(sel.reads),
+        ras=False,  # a one-shot snapshot asks RAS itself, once (`nccl_for`)
     )
 
 

@@ -16,6 +16,7 @@ from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.nccl.model import NcclView
 
 
 class Hub:
@@ -36,6 +37,9 @@ class Hub:
         self.health = health
         """Job health, evaluated on every published snapshot when set (before the alerts,
         whose job_stuck rule reads its verdicts)."""
+        self.nccl: NcclView | None = None
+        """NCCL RAS's latest view: snapshots carry one only on the tick after a round of
+        questions (`Snapshot.nccl`); this keeps it for the ticks between."""
         self.lock = threading.Lock()
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
@@ -60,6 +64,11 @@ class Hub:
     def publish(self, snap: Snapshot) -> None:
         events: list[AlertEvent] = []
         with self.lock:
+            latest = self.latest
+            if snap.nccl is not None:
+                self.nccl = snap.nccl
+            elif latest is not None and snap.timestamp < latest.timestamp:
+                self.nccl = None  # a replay went back: a later tick's view is not this one's
             self.history.append(snap)
             self.latest = snap
             report = None
@@ -92,6 +101,10 @@ class Hub:
         """Each GPU's efficiency hints at the latest tick (immutable: replaced every tick)."""
         return self.hints.current if self.hints is not None else {}
 
+    def nccl_view(self) -> NcclView | None:
+        """NCCL RAS's latest view (an immutable object, replaced whole)."""
+        return self.nccl
+
     def health_report(self) -> HealthReport | None:
         """The job verdicts and spinning GPUs at the latest tick (immutable)."""
         return self.health.current if self.health is not None else None
@@ -113,6 +126,7 @@ class Hub:
             self.history.clear()
             self.latest = None
             self.info = None
+            self.nccl = None
             if self.alerts is not None:
                 self.alerts.reset()
             if self.hints is not None:
