@@ -263,7 +263,7 @@ def findings(view: NcclView | None, pids: Collection[int] | None = None) -> tupl
 # One job: what the job view and `snapshot --json` show
 # --------------------------------------------------------------------------------------
 
-NOT_ASKED = "RAS not asked yet"
+NOT_ASKED = "no RAS answer yet"
 NO_COMM = (
     "RAS answered, but none of its communicators has a rank with this job's PIDs (ranks in a "
     "container report their own PIDs)"
