@@ -243,3 +243,50 @@ def test_the_hub_keeps_the_latest_view():
     hub.publish(Snapshot(seq=4, timestamp=4.0, nccl=v1))
     hub.reset()
     assert hub.nccl_view() is None
+
+
+# --------------------------------------------------------------------------------------
+# NvmlSource: the view rides on the tick after the round
+# --------------------------------------------------------------------------------------
+
+
+class Inspector:
+    """Stands in for psutil's ProcessInspector: the processes as given (the job above)."""
+
+    launchers = ()
+
+    def __init__(self) -> None:
+        self.procs: list[GpuProcess] = list(JOB)
+
+    def enrich(self, raw, now):
+        return list(self.procs)
+
+
+def test_the_source_puts_the_view_on_one_tick_and_none_on_the_others():
+    from gputui.telemetry.nvml.source import NvmlSource
+
+    source = NvmlSource(slow=False, ras=True)
+    source.info = object()  # opened: no NVML here, no GPU handles
+    source._procs = Inspector()
+    asker = Asker()
+    source.ras = watch(asker)
+    first = source.sample()
+    assert first.nccl is None  # the round has only begun
+    assert source.ras.finished.wait(30)
+    snaps = [source.sample() for _ in range(3)]
+    assert snaps[0].nccl is not None and snaps[0].nccl.answers[0].pids == (2226, 2227)
+    assert [s.nccl for s in snaps[1:]] == [None, None]
+    source._procs.procs = []  # the job ended: one view says so
+    ended = source.sample()
+    assert ended.nccl == NcclView(ended.timestamp, reason=NO_JOB)
+    assert source.sample().nccl is None
+    source.close()
+    assert len(asker.targets) == 1
+
+
+def test_a_one_shot_reader_starts_no_ras_thread():
+    from gputui.telemetry.nvml.source import NvmlSource
+
+    assert NvmlSource(slow=False)._ras_enabled is False
+    assert NvmlSource()._ras_enabled is True
+    assert NvmlSource(enrich_processes=False)._ras_enabled is False
