@@ -16,6 +16,8 @@ NCCL's protocol goes); nothing here is NCCL's own timing.
    CPU time of the asking thread per query; what that costs at 1 Hz and at RasWatch's 10 s.
 3. the sampling thread: `RasWatch.offer` (what the source calls every tick) timed while a
    query is in flight against a service that never answers: the most any call took.
+4. `RasWatch.offer` at a tick with no round due, 240 processes in 30 jobs of 8 (the issue's
+   8-GPU, 240-process machine): CPU per tick.
 
 Prints one JSON object.
 """
@@ -161,6 +163,16 @@ def main() -> None:
     in_flight = watch._busy  # still asking: every offer above ran during the query
     watch.close(0.1)
 
+    many = [GpuProcess(gpu_index=k % 8, pid=1000 + k, launcher=k // 8, create_time=1.0) for k in range(240)]
+    idle = RasWatch(env=lambda pid: (False, None), addresses=lambda: ())
+    idle.offer(many, 0.0)  # the first round (RAS off: nothing asked); the next is 10 s away
+    ticks = []
+    for _ in range(2000):
+        t0 = time.thread_time()
+        idle.offer(many, 0.0)
+        ticks.append(time.thread_time() - t0)
+    idle.close(0.1)
+
     ms = 1e3
     print(
         json.dumps(
@@ -177,6 +189,7 @@ def main() -> None:
                     "core_percent_at_1hz": round(statistics.mean(qcpu) * 100, 3),
                     "core_percent_at_10s": round(statistics.mean(qcpu) * 10, 4),
                 },
+                "offer_per_tick_240_processes_us": round(statistics.mean(ticks) * 1e6, 1),
                 "offer_during_a_query": {
                     "calls": len(offers),
                     "query_in_flight_throughout": in_flight,
