@@ -14,8 +14,8 @@ from ras_support import MATRIX, ras_views, with_ras
 
 from gputui.export.nccl_json import nccl_job
 from gputui.telemetry.nccl.findings import NO_COMM, NOT_ASKED, job_nccl, text_only
-from gputui.telemetry.nccl.model import NcclView, RasAnswer
-from gputui.telemetry.nccl.watch import NO_JOB, OFF
+from gputui.telemetry.nccl.model import NO_JOB, NcclView, RasAnswer
+from gputui.telemetry.nccl.watch import OFF
 from gputui.telemetry.recording import read_recording
 
 SCHEMA = json.loads(

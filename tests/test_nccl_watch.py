@@ -12,8 +12,8 @@ from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.nccl.client import RasReply, RasTarget
 from gputui.telemetry.nccl.findings import findings
-from gputui.telemetry.nccl.model import NcclView, RasAnswer
-from gputui.telemetry.nccl.watch import MAX_ADDRESSES, NO_JOB, OFF, RasWatch, job_ranks, read_env
+from gputui.telemetry.nccl.model import NO_JOB, NcclView, RasAnswer
+from gputui.telemetry.nccl.watch import MAX_ADDRESSES, OFF, RasWatch, job_ranks, read_env
 
 REAL_JSON = first("3-mismatch-slow-gpu", "localhost:28028", "json", '"AllReduce": 150').body
 
@@ -290,3 +290,25 @@ def test_a_one_shot_reader_starts_no_ras_thread():
     assert NvmlSource(slow=False)._ras_enabled is False
     assert NvmlSource()._ras_enabled is True
     assert NvmlSource(enrich_processes=False)._ras_enabled is False
+
+
+def test_a_failing_round_says_so_and_the_next_one_runs():
+    asker = Asker()
+    clock = Clock()
+    calls = []
+
+    def env(pid):
+        calls.append(pid)
+        if len(calls) == 1:
+            raise RuntimeError("a bug")
+        return (True, None)
+
+    w = watch(asker, env=env, clock=clock)
+    failed = wait_view(w)
+    assert failed.reason == "the RAS round failed (RuntimeError)"
+    from gputui.telemetry.nccl.findings import job_nccl
+
+    assert job_nccl(failed, {2226}).reason == "the RAS round failed (RuntimeError)"
+    clock.now = w.interval
+    assert wait_view(w).answers[0].reason is None
+    w.close()

@@ -214,8 +214,8 @@ class _Judge:
 
     def _ask_ras(self, snap: Any) -> None:
         """Live: one round of RAS questions for the jobs of this snapshot, when due."""
-        from gputui.telemetry.nccl.model import NcclView
-        from gputui.telemetry.nccl.watch import NO_JOB, RasWatch, job_ranks
+        from gputui.telemetry.nccl.model import NO_JOB, NcclView
+        from gputui.telemetry.nccl.watch import RasWatch, job_ranks
 
         if self.ras is None:
             self.ras = RasWatch()

@@ -31,7 +31,15 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from gputui.telemetry.nccl.model import IN_PROGRESS, NcclComm, NcclRank, NcclView, RasAnswer, result_name
+from gputui.telemetry.nccl.model import (
+    IN_PROGRESS,
+    NO_JOB,
+    NcclComm,
+    NcclRank,
+    NcclView,
+    RasAnswer,
+    result_name,
+)
 
 KINDS = ("missing", "behind", "async_error", "abort", "init", "mismatch")
 MAX_PER_COMM = 32
@@ -293,8 +301,10 @@ class JobNccl:
 def job_nccl(view: NcclView | None, pids: Collection[int]) -> JobNccl:
     """The communicators and findings of the job whose local ranks are `pids`, and the one
     reason to say where RAS gives nothing or only part."""
-    if view is None or view.reason is not None:
+    if view is None or view.reason == NO_JOB:  # (a view before this job began)
         return JobNccl((), (), NOT_ASKED, None, None)
+    if view.reason is not None:
+        return JobNccl((), (), view.reason, None, view.asked_at)
     asked = answers_of(view, pids)
     comms = comms_of(view, pids)
     found = findings(view, pids) if comms else ()

@@ -63,6 +63,10 @@ UNNAMED_ERROR = -1
 """The code kept where the text form says "Unexpected error" (a code it does not name)."""
 
 
+NO_JOB = "no job of two ranks or more"
+"""`NcclView.reason` when the last job RAS was asked about has ended."""
+
+
 def result_name(code: int) -> str:
     return NCCL_RESULTS.get(code, "an unexpected error" if code == UNNAMED_ERROR else f"error {code}")
 

@@ -17,6 +17,7 @@ does not, so RAS turned off there shows as "nothing listens".
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,14 +27,15 @@ from gputui.telemetry.health import _job_key as job_key
 from gputui.telemetry.host.processes import environ_values
 from gputui.telemetry.model import GpuProcess
 from gputui.telemetry.nccl import client
-from gputui.telemetry.nccl.model import NcclView, RasAnswer, carry_since, clip, parse_json
+from gputui.telemetry.nccl.model import NO_JOB, NcclView, RasAnswer, carry_since, clip, parse_json
 from gputui.telemetry.nccl.text import parse_text
+
+log = logging.getLogger(__name__)
 
 INTERVAL_S = 10.0
 """Seconds between two rounds of questions (a round takes a few ms on a healthy job)."""
 MAX_ADDRESSES = 8
 """RAS addresses asked per round (one per job, usually); the rest are named, not asked."""
-NO_JOB = "no job of two ranks or more"
 OFF = "RAS is off for these ranks (NCCL_RAS_ENABLE is not 1 in their environment)"
 ENV_NAMES = (b"NCCL_RAS_ENABLE", b"NCCL_RAS_ADDR")
 
@@ -146,7 +148,12 @@ class RasWatch:
             with self._lock:
                 ranks = self._pending
             t0 = time.perf_counter()
-            view = self.round(ranks, time.time())
+            started = time.time()
+            try:
+                view = self.round(ranks, started)
+            except Exception as exc:  # a bug here must not end the questions for good
+                log.debug("RAS round failed", exc_info=exc)
+                view = NcclView(started, reason=f"the RAS round failed ({type(exc).__name__})")
             with self._lock:
                 self.last_cost = time.perf_counter() - t0
                 self.rounds += 1
