@@ -183,7 +183,8 @@ class NcclView:
     local_hosts: tuple[str, ...] = ()
     """This machine's IP addresses when asked: a rank whose host is one of them runs here."""
     reason: str | None = None
-    """Why nothing was asked ("no job of two ranks or more"); None when `answers` say."""
+    """Why there are no answers: `NO_JOB` (the last job ended), or the round failed; None
+    when `answers` say."""
 
 
 # --------------------------------------------------------------------------------------
