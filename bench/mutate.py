@@ -57,6 +57,10 @@ JOB_GUARDS = "tests/test_job_kill_guards.py"
 ATTRIBUTION = "tests/test_job_attribution.py"
 CPU_WINDOW = "tests/test_health_cpu_window.py"
 NCCL = "tests/test_health_nccl.py"
+SERVE = "tests/test_serve.py"
+SERVE_BROWSER = "tests/test_serve_browser.py"
+SERVE_AUTH = "tests/test_serve_auth.py"
+SERVE_FLOOD = "tests/test_serve_flood.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -1718,6 +1722,25 @@ MUTATIONS: list[Mutation] = [
         '            out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))\n        except OSError:\n            return [], forking',
         ("tests/test_workers.py",),
         "a rank that ended between two reads is shown as having no children, not None",
+    ),
+    # ---- serve: who may use its port (issue 31) ------------------------------------------
+    Mutation(
+        "serve-cookie-set-again",
+        "gputui/serve/server.py",
+        "        return await handler(request)\n",
+        "        response = await handler(request)\n"
+        '        response.set_cookie("gputui-serve", self.gate.token, httponly=True, samesite="Strict")\n'
+        "        return response\n",
+        (SERVE, SERVE_BROWSER),
+        "the page's responses set a cookie again: every other port of the host receives the token",
+    ),
+    Mutation(
+        "serve-referrer-kept",
+        "gputui/serve/server.py",
+        '    response.headers["Referrer-Policy"] = "no-referrer"\n',
+        "",
+        (SERVE,),
+        "responses lose Referrer-Policy: a page the app links to may learn the URL and its token",
     ),
 ]
 

@@ -109,7 +109,7 @@ def python_problem(path: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.export.address import checked_listen
-    from gputui.serve.auth import TOKEN_ENV, Gate, TokenError, choose_token, host_port
+    from gputui.serve.auth import TOKEN_ENV, Gate, TokenError, choose_token, host_port, secret_path
 
     def fail(message: str) -> int:
         print(f"{PROG}: {message}", file=sys.stderr)
@@ -160,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
     )
     shown = socket.gethostname() if host in ("0.0.0.0", "::") else host  # noqa: S104
     base = args.public_url.rstrip("/") if args.public_url else f"http://{host_port(shown, port)}"
-    print(f"{PROG}: open {base}/?token={token}", file=sys.stderr)
+    print(f"{PROG}: open {base}{secret_path(token)}", file=sys.stderr)
     if origin != "new":
         print(f"{PROG}: the token comes from {origin}", file=sys.stderr)
     if args.allow_remote:

@@ -1,9 +1,11 @@
 """Who may use a `gputui serve` port: the secret token, and the Origin and Host checks.
 
-Jupyter's model: a random token printed once in the URL to open; every request (page,
-assets, websocket) must carry it, in the query or in the cookie the page sets from it, and
-its Host and Origin must name an address serve listens on.  Pure standard library (psutil
-for the interface addresses of a wildcard listen), so the rules are tested without a server.
+Jupyter's model, less its cookie: a random token printed once in the URL to open; every
+request (page, assets, websocket) carries it as the first segment of its path (`/s/TOKEN/`,
+so the page's own URLs hold it), and its Host and Origin must name an address serve listens
+on.  No cookie: a browser hands cookies to every port of a host, so a cookie would give the
+token to any other local web server (issue 31).  Pure standard library (psutil for the
+interface addresses of a wildcard listen), so the rules are tested without a server.
 """
 
 from __future__ import annotations
@@ -22,7 +24,8 @@ from urllib.parse import urlsplit
 
 TOKEN_ENV = "GPUTUI_SERVE_TOKEN"  # noqa: S105 - a variable name
 """The environment variable a wall display's token can come from (instead of a new one)."""
-TOKEN_QUERY = "token"  # noqa: S105 - a query parameter name
+SECRET_PREFIX = "/s/"  # noqa: S105 - a path prefix
+"""Every path serve answers starts with SECRET_PREFIX + the token + "/"."""
 TOKEN_FILE_MAX = 4096
 """A token file larger than this is refused (it is one line)."""
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~-]{16,512}")
@@ -130,6 +133,20 @@ def origin_of(url: str) -> str | None:
     return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
 
 
+def secret_path(token: str) -> str:
+    """The path of the page: the token is the first segment of every URL the page uses."""
+    return f"{SECRET_PREFIX}{token}/"
+
+
+def split_secret(path: str) -> tuple[str | None, str]:
+    """(the token a request's path carries, the path after it): "/s/TOKEN/ws" -> ("TOKEN",
+    "/ws"); (None, path) when the path does not start with SECRET_PREFIX."""
+    if not path.startswith(SECRET_PREFIX):
+        return None, path
+    token, _slash, rest = path[len(SECRET_PREFIX) :].partition("/")
+    return token, "/" + rest
+
+
 @dataclass(frozen=True, slots=True)
 class Gate:
     """The checks every request passes before anything is served."""
@@ -139,9 +156,6 @@ class Gate:
     """Host headers accepted, "name:port" (and the bare name where the port is 80/443)."""
     origins: frozenset[str]
     """Origin headers accepted ("http://name:port")."""
-    cookie: str
-    """The cookie the page sets from the token (its name carries the port: cookies are not
-    kept per port)."""
 
     @classmethod
     def for_listen(
@@ -162,17 +176,16 @@ class Gate:
                 raise ValueError(f"not an http(s) URL: {url!r}")
             origins.add(origin)
             hosts.add(origin.split("://", 1)[1])  # a proxy may pass its own Host through
-        return cls(token, frozenset(hosts), frozenset(origins), f"gputui-serve-{port}")
+        return cls(token, frozenset(hosts), frozenset(origins))
 
-    def refusal(
-        self, host: str | None, origin: str | None, query: str | None, cookie: str | None
-    ) -> str | None:
-        """Why a request is refused (for the server's log, never for the client), or None."""
+    def refusal(self, host: str | None, origin: str | None, path: str) -> str | None:
+        """Why a request for `path` is refused (for the server's log, never for the client),
+        or None."""
         if host is None or host.lower() not in self.hosts:
             return "Host not served"
         if origin is not None and origin.lower().rstrip("/") not in self.origins:
             return "foreign Origin"
-        supplied = query if query is not None else cookie
+        supplied, _rest = split_secret(path)
         if supplied is None:
             return "no token"
         if not hmac.compare_digest(supplied.encode("utf-8", "replace"), self.token.encode()):
@@ -181,9 +194,9 @@ class Gate:
 
 
 class RedactTokens(logging.Filter):
-    """Takes tokens out of log lines (aiohttp's access log writes each request's query)."""
+    """Takes tokens out of log lines, should a path (or a query naming one) reach one."""
 
-    _PATTERN = re.compile(r"(token=)[^&\s\"']*")
+    _PATTERN = re.compile(r"(token=|/s/)[^&/\s\"']*")
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()

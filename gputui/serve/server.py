@@ -10,6 +10,7 @@ import logging
 import signal
 import socket
 import sys
+from pathlib import Path
 from typing import Any
 
 import aiohttp_jinja2
@@ -18,7 +19,7 @@ from aiohttp import WSMsgType, web
 from aiohttp.typedefs import Handler
 from textual_serve.server import Server
 
-from gputui.serve.auth import TOKEN_QUERY, Gate, RedactTokens
+from gputui.serve.auth import Gate, RedactTokens, secret_path
 from gputui.serve.sessions import Sessions, SessionService, clamp_size
 
 log = logging.getLogger("gputui.serve")
@@ -56,44 +57,36 @@ class GuardedServer(Server):
     # ---- the aiohttp application -----------------------------------------------------
 
     def make_app(self) -> web.Application:
-        """textual-serve's routes (less its file downloads, which gputui never offers),
-        behind the gate."""
+        """textual-serve's routes (less its file downloads, which gputui never offers), under
+        the secret path, behind the gate."""
         app = web.Application(middlewares=[self.guard], client_max_size=64 * 1024)
         aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
         app.add_routes(
             [
-                web.get("/", self.handle_index, name="index"),
-                web.get("/ws", self.handle_websocket, name="websocket"),
-                web.static("/static", self.statics_path, show_index=False, name="static"),
+                web.get("/s/{token}/", self.handle_index, name="index"),
+                web.get("/s/{token}", self.handle_index),  # (the link, its last "/" lost)
+                web.get("/s/{token}/ws", self.handle_websocket, name="websocket"),
+                web.get("/s/{token}/static/{name:.+}", self.handle_static, name="static"),
             ]
         )
+        app.on_response_prepare.append(private_headers)
         app.on_shutdown.append(self.on_shutdown)
         return app
 
     @web.middleware
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        query_token = request.query.get(TOKEN_QUERY)
-        reason = self.gate.refusal(
-            request.headers.get("Host"),
-            request.headers.get("Origin"),
-            query_token,
-            request.cookies.get(self.gate.cookie),
-        )
+        reason = self.gate.refusal(request.headers.get("Host"), request.headers.get("Origin"), request.path)
         if reason is not None:
-            log.warning("refused %s %s: %s", request.remote, request.path, reason)
-            return web.Response(status=403, text=FORBIDDEN)
-        response = await handler(request)
-        if not response.prepared:  # (a websocket's headers went out long ago)
-            response.headers["Referrer-Policy"] = "no-referrer"  # the URL holds the token
-            if query_token is not None and request.path == "/":
-                response.set_cookie(
-                    self.gate.cookie, self.gate.token, httponly=True, samesite="Strict", path="/"
-                )
-        return response
+            log.warning("refused %s: %s", request.remote, reason)  # (never the path: it may hold a token)
+            response = web.Response(status=403, text=FORBIDDEN)
+            response.force_close()
+            return response
+        return await handler(request)
 
     def base_url(self, request: web.Request) -> str:
+        """Where the page's links point, the secret path included."""
         # the Host passed the gate: it is one of ours
-        return self.given_public_url or f"http://{request.host}"
+        return (self.given_public_url or f"http://{request.host}") + secret_path(self.gate.token)
 
     async def handle_index(self, request: web.Request) -> web.Response:
         base = self.base_url(request)
@@ -101,14 +94,19 @@ class GuardedServer(Server):
         font_size = clamp_size(request.query.get("fontsize", "16"), 24)[0]
         context: dict[str, Any] = {
             "font_size": max(6, min(64, font_size)),
-            "app_websocket_url": ("wss:" if scheme == "https" else "ws:") + rest + "/ws",
-            "config": {"static": {"url": base + "/static/"}},
+            "app_websocket_url": ("wss:" if scheme == "https" else "ws:") + rest + "ws",
+            "config": {"static": {"url": base + "static/"}},
             "application": {"name": self.title},
             "ping_url": "",
         }
-        response = aiohttp_jinja2.render_template("app_index.html", request, context)
-        response.headers["Cache-Control"] = "no-store"
-        return response
+        return aiohttp_jinja2.render_template("app_index.html", request, context)
+
+    async def handle_static(self, request: web.Request) -> web.StreamResponse:
+        """A file of textual-serve's static folder (its scripts, styles and images)."""
+        path = static_file(Path(self.statics_path), request.match_info["name"])
+        if path is None:
+            raise web.HTTPNotFound()
+        return web.FileResponse(path)
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
         width, height = clamp_size(request.query.get("width", 80), request.query.get("height", 24))
@@ -164,7 +162,25 @@ class GuardedServer(Server):
             loop=loop,
             print=None,
             shutdown_timeout=SHUTDOWN_S,
+            access_log=None,  # (a line a request, its path holding the token)
         )
+
+
+async def private_headers(request: web.Request, response: web.StreamResponse) -> None:
+    """On every response: its URL holds the token, so neither a Referer nor a cache keeps it."""
+    response.headers["Referrer-Policy"] = "no-referrer"
+    response.headers["Cache-Control"] = "no-store"
+
+
+def static_file(folder: Path, name: str) -> Path | None:
+    """`name` in `folder` if it is a regular file there (no "..", no hidden names, nothing a
+    symbolic link takes outside), else None."""
+    parts = name.split("/")
+    if any(part in ("", ".", "..") or part.startswith(".") for part in parts):
+        return None
+    root = folder.resolve()
+    path = root.joinpath(*parts).resolve()
+    return path if path.is_relative_to(root) and path.is_file() else None
 
 
 async def relay(websocket: web.WebSocketResponse, service: SessionService) -> None:
