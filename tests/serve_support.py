@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -91,14 +92,24 @@ def wait_sessions(served: Served, count: int, timeout: float = 30) -> list[psuti
 
 
 def start_serve(
-    *serve_args: str, app_args: tuple[str, ...] = ("--demo",), env: dict[str, str] | None = None
+    *serve_args: str,
+    app_args: tuple[str, ...] = ("--demo",),
+    env: dict[str, str] | None = None,
+    open_files: int | None = None,
 ) -> Served:
+    """`open_files`: serve's RLIMIT_NOFILE (soft and hard), to run out of descriptors cheaply."""
+
+    def limit() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", *serve_args, "--", *app_args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        preexec_fn=limit if open_files is not None else None,  # noqa: PLW1509 - before any thread
     )
     assert proc.stderr is not None
     log: list[str] = []

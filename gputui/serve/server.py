@@ -19,7 +19,9 @@ from aiohttp import WSMsgType, web
 from aiohttp.typedefs import Handler
 from textual_serve.server import Server
 
+from gputui.serve.admission import Admission, waiting_cap
 from gputui.serve.auth import Gate, RedactTokens, secret_path
+from gputui.serve.quietlog import QuietLog
 from gputui.serve.sessions import Sessions, SessionService, clamp_size
 
 log = logging.getLogger("gputui.serve")
@@ -28,6 +30,8 @@ HEARTBEAT_S = 5.0
 """Websocket pings this often; a browser that does not answer within half of it is gone."""
 SHUTDOWN_S = 2.0
 """How long a stopping serve waits for its request handlers (the sessions are signalled first)."""
+KEEPALIVE_S = 10.0
+"""An idle keep-alive connection (of a page whose requests passed the gate) is closed after this."""
 MAX_MESSAGE = 256 * 1024
 """The largest websocket message taken from a browser (a paste is a few KiB)."""
 FORBIDDEN = "403: Forbidden\n"
@@ -53,6 +57,9 @@ class GuardedServer(Server):
         self.sessions = sessions
         self.given_public_url = public_url.rstrip("/") if public_url else None
         """--public-url: where the page's links point; else the address the browser used."""
+        self.admission: Admission
+        """Connections not admitted yet (made once the loop runs)."""
+        self.quiet: QuietLog
 
     # ---- the aiohttp application -----------------------------------------------------
 
@@ -81,6 +88,7 @@ class GuardedServer(Server):
             response = web.Response(status=403, text=FORBIDDEN)
             response.force_close()
             return response
+        self.admission.admitted(request.transport)
         return await handler(request)
 
     def base_url(self, request: web.Request) -> str:
@@ -151,19 +159,33 @@ class GuardedServer(Server):
 
     def serve(self, debug: bool = False) -> None:
         self.initialize_logging()
-        loop = asyncio.new_event_loop()
-        asyncio.set_event_loop(loop)
+        asyncio.run(self.run())
+
+    async def run(self) -> None:
+        """Until SIGINT, SIGTERM or SIGHUP: connections accepted by `Admission`, requests
+        answered by aiohttp's web server; then the sessions end and so does serve."""
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, self.request_exit)
-        web.run_app(
+            loop.add_signal_handler(sig, stop.set)
+        runner = web.AppRunner(
             self.make_app(),
-            sock=self.sock,
             handle_signals=False,
-            loop=loop,
-            print=None,
             shutdown_timeout=SHUTDOWN_S,
+            keepalive_timeout=KEEPALIVE_S,
             access_log=None,  # (a line a request, its path holding the token)
         )
+        await runner.setup()
+        assert runner.server is not None
+        self.quiet = QuietLog(log, loop.call_later)
+        self.admission = Admission(self.sock, runner.server, waiting_cap(self.sessions.limit), self.quiet)
+        self.admission.start()
+        try:
+            await stop.wait()
+        finally:
+            self.admission.stop()
+            self.sock.close()
+            await runner.cleanup()
 
 
 async def private_headers(request: web.Request, response: web.StreamResponse) -> None:
