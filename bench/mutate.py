@@ -1790,6 +1790,14 @@ MUTATIONS: list[Mutation] = [
         (f"{SERVE_FLOOD}::test_a_refused_request_closes_its_connection",),
         "a refused request's connection stays open for the next try",
     ),
+    Mutation(
+        "serve-refusals-not-quiet",
+        "gputui/serve/server.py",
+        'self.quiet.note(f"refused: {reason}", f"refused {request.remote}: {reason}")',
+        'log.warning("refused %s: %s", request.remote, reason)',
+        (f"{SERVE}::test_the_log_has_a_line_when_a_session_starts_and_ends_and_refusals_are_quiet",),
+        "a line a refused request: anyone can flood serve's log",
+    ),
 ]
 
 

@@ -7,6 +7,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import stat
 import time
 
@@ -186,14 +187,53 @@ def test_the_token_is_the_first_segment_of_the_path() -> None:
         assert gate.refusal(path=path, **ok) is not None, path
 
 
-def test_log_lines_lose_their_tokens() -> None:
+def test_log_lines_lose_their_tokens_and_controls() -> None:
     import logging
 
-    record = logging.LogRecord(
-        "x", logging.INFO, "f", 1, "GET %s and %s", ("/s/SECRET/ws", "/?token=SECRET"), None
-    )
-    auth.RedactTokens().filter(record)
-    assert "SECRET" not in record.getMessage()
+    from gputui.serve.logs import SafeLines
+
+    args = ("/s/SECRET/ws", "/?token=SECRET", "\x1b[2J")
+    record = logging.LogRecord("x", logging.INFO, "f", 1, "GET %s and %s %s", args, None)
+    line = SafeLines().format(record)
+    assert "SECRET" not in line and "\x1b" not in line and "\\x1b[2J" in line, line
+
+
+def test_the_log_has_a_line_when_a_session_starts_and_ends_and_refusals_are_quiet() -> None:
+    """docs/serve.md: one line when a session starts, one when it ends, none a request;
+    refusals (which anyone can cause) one line an interval, malformed requests too, without
+    a traceback or the request's bytes."""
+    s = start_serve()
+    try:
+
+        async def go() -> None:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(3):
+                    for url in (s.url, s.path("static/js/textual.js")):
+                        async with session.get(url) as r:
+                            assert r.status == 200
+                async with session.ws_connect(s.ws()) as ws:
+                    await app_output(ws, b"Overview")
+            for _ in range(30):
+                assert (await _get(s.path("", "wrong-token-0123456789abcdef")))[0] == 403
+
+        _run(go())
+        host, port = s.host.rsplit(":", 1)
+        for junk in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nContent-Length: \x1b[31mx\r\n\r\n") * 5:
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(junk)
+                sock.settimeout(30)
+                assert sock.recv(100).startswith(b"HTTP/1.")  # (answered: logged already)
+        log = wait_log(s, " ended ")
+        lines = log.splitlines()[1:]  # (after the URL)
+        started = [line for line in lines if " started" in line]
+        ended = [line for line in lines if " ended " in line]
+        refused = [line for line in lines if "wrong token" in line]
+        malformed = [line for line in lines if "malformed" in line]
+        assert (len(started), len(ended), len(refused), len(malformed)) == (1, 1, 1, 1), log
+        assert len(lines) == 4, log
+        assert "Traceback" not in log and "\x1b" not in log, log
+    finally:
+        s.stop()
 
 
 # ---- the token's sources -----------------------------------------------------------------

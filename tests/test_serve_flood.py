@@ -188,7 +188,7 @@ def test_the_waiting_cap_leaves_room_for_the_sessions() -> None:
 def test_the_quiet_log_writes_one_line_an_interval_with_a_count() -> None:
     import logging
 
-    from gputui.serve.quietlog import QuietLog
+    from gputui.serve.logs import QuietLog
 
     lines: list[str] = []
     timers: list = []

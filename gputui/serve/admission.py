@@ -29,7 +29,7 @@ import socket
 import weakref
 from collections.abc import Callable
 
-from gputui.serve.quietlog import QuietLog
+from gputui.serve.logs import QuietLog
 
 HEADER_DEADLINE_S = 5.0
 """A connection's first request must have passed the gate this long after it was accepted."""

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-import logging
 import os
 import re
 import secrets
@@ -191,16 +190,3 @@ class Gate:
         if not hmac.compare_digest(supplied.encode("utf-8", "replace"), self.token.encode()):
             return "wrong token"
         return None
-
-
-class RedactTokens(logging.Filter):
-    """Takes tokens out of log lines, should a path (or a query naming one) reach one."""
-
-    _PATTERN = re.compile(r"(token=|/s/)[^&/\s\"']*")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = self._PATTERN.sub(r"\1…", message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True

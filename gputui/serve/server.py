@@ -20,9 +20,9 @@ from aiohttp.typedefs import Handler
 from textual_serve.server import Server
 
 from gputui.serve.admission import Admission, waiting_cap
-from gputui.serve.auth import Gate, RedactTokens, secret_path
-from gputui.serve.quietlog import QuietLog
-from gputui.serve.sessions import Sessions, SessionService, clamp_size
+from gputui.serve.auth import Gate, secret_path
+from gputui.serve.logs import HttpErrors, QuietLog, SafeLines
+from gputui.serve.sessions import Sessions, SessionService, clamp_size, session_process
 
 log = logging.getLogger("gputui.serve")
 
@@ -60,6 +60,8 @@ class GuardedServer(Server):
         self.admission: Admission
         """Connections not admitted yet (made once the loop runs)."""
         self.quiet: QuietLog
+        self.session_count = 0
+        """Sessions started so far (their names in the log)."""
 
     # ---- the aiohttp application -----------------------------------------------------
 
@@ -84,7 +86,8 @@ class GuardedServer(Server):
     async def guard(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         reason = self.gate.refusal(request.headers.get("Host"), request.headers.get("Origin"), request.path)
         if reason is not None:
-            log.warning("refused %s: %s", request.remote, reason)  # (never the path: it may hold a token)
+            # (never the path: it may hold a token)
+            self.quiet.note(f"refused: {reason}", f"refused {request.remote}: {reason}")
             response = web.Response(status=403, text=FORBIDDEN)
             response.force_close()
             return response
@@ -131,17 +134,37 @@ class GuardedServer(Server):
             download_manager=self.download_manager,
         )
         if not self.sessions.reserve(service):
-            log.warning("refused %s: %d sessions open (--max-sessions)", request.remote, self.sessions.limit)
-            return web.Response(status=503, text=f"503: {self.sessions.limit} sessions are open already\n")
+            limit = self.sessions.limit
+            self.quiet.note("refused: sessions", f"refused a session: {limit} are open (--max-sessions)")
+            response = web.Response(status=503, text=f"503: {limit} sessions are open already\n")
+            response.force_close()
+            return response
+        self.session_count += 1
+        name = f"session {self.session_count}"
+        started = asyncio.get_running_loop().time()
+        why = "serve stopped"
         try:
             await websocket.prepare(request)
             await service.start(width, height)
+            process = session_process(service)
+            if process is not None:
+                name += f" (pid {process.pid})"
+            log.info(
+                "%s started for %s: %d of %d open",
+                name,
+                request.remote,
+                len(self.sessions.running),
+                self.sessions.limit,
+            )
             await relay(websocket, service)
+            why = "its page closed or stopped answering"
         except Exception as exc:  # (a browser gone mid-write, a process that would not start)
-            log.warning("session ended: %s: %s", type(exc).__name__, exc)
+            why = f"{type(exc).__name__}: {exc}"
         finally:
             await asyncio.shield(self.sessions.end(service))
             await websocket.close()
+            took = asyncio.get_running_loop().time() - started
+            log.info("%s ended after %.0f s: %s", name, took, why)
         return websocket
 
     async def on_shutdown(self, app: web.Application) -> None:
@@ -150,11 +173,10 @@ class GuardedServer(Server):
     # ---- running ---------------------------------------------------------------------
 
     def initialize_logging(self) -> None:
-        """Plain lines on stderr, tokens taken out (aiohttp's access log writes queries;
-        textual-serve's own handler would print tracebacks with their local variables)."""
+        """Plain lines on stderr (`gputui.serve.logs`); textual-serve's own handler would
+        print tracebacks with their local variables."""
         handler = logging.StreamHandler(sys.stderr)
-        handler.addFilter(RedactTokens())
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s: %(message)s", "%H:%M:%S"))
+        handler.setFormatter(SafeLines())
         logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
     def serve(self, debug: bool = False) -> None:
@@ -168,16 +190,17 @@ class GuardedServer(Server):
         stop = asyncio.Event()
         for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
             loop.add_signal_handler(sig, stop.set)
+        self.quiet = QuietLog(log, loop.call_later)
         runner = web.AppRunner(
             self.make_app(),
             handle_signals=False,
             shutdown_timeout=SHUTDOWN_S,
             keepalive_timeout=KEEPALIVE_S,
             access_log=None,  # (a line a request, its path holding the token)
+            logger=HttpErrors(self.quiet),
         )
         await runner.setup()
         assert runner.server is not None
-        self.quiet = QuietLog(log, loop.call_later)
         self.admission = Admission(self.sock, runner.server, waiting_cap(self.sessions.limit), self.quiet)
         self.admission.start()
         try:
