@@ -91,9 +91,9 @@ def app_args_problem(app_args: list[str]) -> str | None:
     for arg in rest:
         if arg.split("=", 1)[0] in RESERVED:
             return f"{arg.split('=', 1)[0]} is serve's to give"
-    from gputui.cli import _top_level_parser, named_command
+    from gputui.cmdline import named_command, top_level_parser
 
-    command = named_command(_top_level_parser(), rest)
+    command = named_command(top_level_parser(), rest)
     if command not in (None, "cluster"):
         return f"`{command}` is no app: serve runs the monitor (`-- --demo`) or `-- cluster ...`"
     return None
