@@ -1798,6 +1798,14 @@ MUTATIONS: list[Mutation] = [
         (f"{SERVE}::test_the_log_has_a_line_when_a_session_starts_and_ends_and_refusals_are_quiet",),
         "a line a refused request: anyone can flood serve's log",
     ),
+    Mutation(
+        "serve-upstream-probe-blind",
+        "gputui/serve/upstream.py",
+        "    missing = [word for word in SCRIPT_MUST_HAVE if word not in script]",
+        "    missing = []",
+        ("tests/test_serve_upstream.py",),
+        "a textual-serve whose script no longer fits is served anyway (a page that does not work)",
+    ),
 ]
 
 

@@ -137,11 +137,17 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     os.environ.pop(TOKEN_ENV, None)  # sessions (and what they run) never see it
     try:
+        from gputui.serve import upstream
         from gputui.serve.server import GuardedServer
         from gputui.serve.sessions import Sessions
     except ImportError:
         return fail(
             "the textual-serve package is missing: pip install 'gputui[serve]' (or pip install textual-serve)"
+        )
+    if (problem := upstream.probe()) is not None:
+        return fail(
+            f"textual-serve {upstream.version()} does not fit: {problem} "
+            f"(gputui serve works with textual-serve {upstream.TESTED})"
         )
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET

@@ -1,28 +1,25 @@
-"""textual-serve's Server, guarded: every request passes `auth.Gate` (token, Host, Origin)
-before a route sees it, sessions are capped and ended with their browser (`sessions`), and
-serve stops in well under 3 s with sessions open."""
+"""serve's web application (aiohttp): textual-serve's page, scripts and app sessions
+(`upstream`) under the secret path, every request through `auth.Gate` (token, Host, Origin)
+before a route sees it, connections accepted by `admission`, sessions capped and ended with
+their browser (`sessions`), and a stop in well under 3 s with sessions open."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import signal
 import socket
 import sys
 from pathlib import Path
-from typing import Any
 
-import aiohttp_jinja2
-import jinja2
-from aiohttp import WSMsgType, web
+from aiohttp import web
 from aiohttp.typedefs import Handler
-from textual_serve.server import Server
 
 from gputui.serve.admission import Admission, waiting_cap
 from gputui.serve.auth import Gate, secret_path
 from gputui.serve.logs import HttpErrors, QuietLog, SafeLines
-from gputui.serve.sessions import Sessions, SessionService, clamp_size, session_process
+from gputui.serve.sessions import Sessions, clamp_size
+from gputui.serve.upstream import STATICS, AppSession, index_page
 
 log = logging.getLogger("gputui.serve")
 
@@ -37,7 +34,7 @@ MAX_MESSAGE = 256 * 1024
 FORBIDDEN = "403: Forbidden\n"
 
 
-class GuardedServer(Server):
+class GuardedServer:
     """Serve `command` (one process per browser) to those who pass `gate`."""
 
     def __init__(
@@ -50,8 +47,8 @@ class GuardedServer(Server):
         public_url: str | None = None,
         title: str = "gputui",
     ) -> None:
-        host, port = sock.getsockname()[:2]
-        super().__init__(command, host=host, port=port, title=title, public_url=public_url)
+        self.command = command
+        self.title = title
         self.sock = sock
         self.gate = gate
         self.sessions = sessions
@@ -69,7 +66,6 @@ class GuardedServer(Server):
         """textual-serve's routes (less its file downloads, which gputui never offers), under
         the secret path, behind the gate."""
         app = web.Application(middlewares=[self.guard], client_max_size=64 * 1024)
-        aiohttp_jinja2.setup(app, loader=jinja2.FileSystemLoader(self.templates_path))
         app.add_routes(
             [
                 web.get("/s/{token}/", self.handle_index, name="index"),
@@ -102,38 +98,22 @@ class GuardedServer(Server):
     async def handle_index(self, request: web.Request) -> web.Response:
         base = self.base_url(request)
         scheme, rest = base.split(":", 1)
-        font_size = clamp_size(request.query.get("fontsize", "16"), 24)[0]
-        context: dict[str, Any] = {
-            "font_size": max(6, min(64, font_size)),
-            "app_websocket_url": ("wss:" if scheme == "https" else "ws:") + rest + "ws",
-            "config": {"static": {"url": base + "static/"}},
-            "application": {"name": self.title},
-            "ping_url": "",
-        }
-        return aiohttp_jinja2.render_template("app_index.html", request, context)
+        websocket_url = ("wss:" if scheme == "https" else "ws:") + rest + "ws"
+        size = font_size(request.query.get("fontsize", ""))
+        page = index_page(websocket_url, base + "static/", size, self.title)
+        return web.Response(text=page, content_type="text/html")
 
     async def handle_static(self, request: web.Request) -> web.StreamResponse:
         """A file of textual-serve's static folder (its scripts, styles and images)."""
-        path = static_file(Path(self.statics_path), request.match_info["name"])
+        path = static_file(STATICS, request.match_info["name"])
         if path is None:
             raise web.HTTPNotFound()
         return web.FileResponse(path)
 
-    async def handle_websocket(self, request: web.Request) -> web.StreamResponse:  # type: ignore[override]
-        width, height = clamp_size(request.query.get("width", 80), request.query.get("height", 24))
+    async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         websocket = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=MAX_MESSAGE)
-
-        async def close() -> None:
-            await websocket.close()
-
-        service = SessionService(
-            self.command,
-            write_bytes=websocket.send_bytes,
-            write_str=websocket.send_str,
-            close=close,
-            download_manager=self.download_manager,
-        )
-        if not self.sessions.reserve(service):
+        session = AppSession(self.command, websocket, clamp_size)
+        if not self.sessions.reserve(session):
             limit = self.sessions.limit
             self.quiet.note("refused: sessions", f"refused a session: {limit} are open (--max-sessions)")
             response = web.Response(status=503, text=f"503: {limit} sessions are open already\n")
@@ -145,23 +125,18 @@ class GuardedServer(Server):
         why = "serve stopped"
         try:
             await websocket.prepare(request)
-            await service.start(width, height)
-            process = session_process(service)
+            await session.start(request.query.get("width", 80), request.query.get("height", 24))
+            process = session.process()
             if process is not None:
                 name += f" (pid {process.pid})"
-            log.info(
-                "%s started for %s: %d of %d open",
-                name,
-                request.remote,
-                len(self.sessions.running),
-                self.sessions.limit,
-            )
-            await relay(websocket, service)
+            running, limit = len(self.sessions.running), self.sessions.limit
+            log.info("%s started for %s: %d of %d open", name, request.remote, running, limit)
+            await session.relay()
             why = "its page closed or stopped answering"
         except Exception as exc:  # (a browser gone mid-write, a process that would not start)
             why = f"{type(exc).__name__}: {exc}"
         finally:
-            await asyncio.shield(self.sessions.end(service))
+            await asyncio.shield(self.sessions.end(session))
             await websocket.close()
             took = asyncio.get_running_loop().time() - started
             log.info("%s ended after %.0f s: %s", name, took, why)
@@ -173,13 +148,12 @@ class GuardedServer(Server):
     # ---- running ---------------------------------------------------------------------
 
     def initialize_logging(self) -> None:
-        """Plain lines on stderr (`gputui.serve.logs`); textual-serve's own handler would
-        print tracebacks with their local variables."""
+        """Plain lines on stderr (`gputui.serve.logs`)."""
         handler = logging.StreamHandler(sys.stderr)
         handler.setFormatter(SafeLines())
         logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
 
-    def serve(self, debug: bool = False) -> None:
+    def serve(self) -> None:
         self.initialize_logging()
         asyncio.run(self.run())
 
@@ -217,6 +191,15 @@ async def private_headers(request: web.Request, response: web.StreamResponse) ->
     response.headers["Cache-Control"] = "no-store"
 
 
+def font_size(asked: str) -> int:
+    """The page's font size a URL asked for (`?fontsize=`), 6 to 64; 16 if none or no number."""
+    try:
+        size = int(asked)
+    except ValueError:
+        size = 16
+    return max(6, min(64, size))
+
+
 def static_file(folder: Path, name: str) -> Path | None:
     """`name` in `folder` if it is a regular file there (no "..", no hidden names, nothing a
     symbolic link takes outside), else None."""
@@ -226,28 +209,3 @@ def static_file(folder: Path, name: str) -> Path | None:
     root = folder.resolve()
     path = root.joinpath(*parts).resolve()
     return path if path.is_relative_to(root) and path.is_file() else None
-
-
-async def relay(websocket: web.WebSocketResponse, service: SessionService) -> None:
-    """The browser's messages to its session; anything malformed ends it."""
-    async for message in websocket:
-        if message.type != WSMsgType.TEXT:
-            continue
-        try:
-            envelope = json.loads(message.data)
-        except ValueError:
-            return
-        if not isinstance(envelope, list) or not envelope:
-            return
-        kind = envelope[0]
-        data = envelope[1] if len(envelope) > 1 else None
-        if kind == "stdin" and isinstance(data, str):
-            await service.send_bytes(data.encode("utf-8", "replace"))
-        elif kind == "resize" and isinstance(data, dict):
-            await service.set_terminal_size(data.get("width", 80), data.get("height", 24))
-        elif kind == "ping" and isinstance(data, str) and len(data) <= 64:
-            await websocket.send_json(["pong", data])
-        elif kind == "blur":
-            await service.blur()
-        elif kind == "focus":
-            await service.focus()
