@@ -1806,6 +1806,46 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_serve_upstream.py",),
         "a textual-serve whose script no longer fits is served anyway (a page that does not work)",
     ),
+    Mutation(
+        "serve-origin-port-ignored",
+        "gputui/serve/auth.py",
+        "if origin is not None and split_origin(origin) not in self.origins:",
+        "if origin is not None and (split_origin(origin) or ())[:2] not in {o[:2] for o in self.origins}:",
+        (SERVE_AUTH,),
+        "an Origin of another port of the host (another user's page, another serve) drives the websocket",
+    ),
+    Mutation(
+        "serve-origin-without-port-any",
+        "gputui/serve/auth.py",
+        "if origin is not None and split_origin(origin) not in self.origins:",
+        'if origin is not None and split_origin(origin) not in self.origins and ":" in origin.split("//")[-1]:',
+        (SERVE_AUTH,),
+        "an Origin without a port (http://127.0.0.1: port 80) passes on any port",
+    ),
+    Mutation(
+        "serve-host-port-ignored",
+        "gputui/serve/auth.py",
+        "if host is None or split_host(host) not in self.hosts:",
+        'if host is None or (split_host(host) or ("",))[0] not in {h[0] for h in self.hosts}:',
+        (SERVE_AUTH,),
+        "a Host naming another port of the host passes",
+    ),
+    Mutation(
+        "serve-host-userinfo-dropped",
+        "gputui/serve/auth.py",
+        "    text = value.lower()\n",
+        '    text = value.lower().rpartition("@")[2]\n',
+        (SERVE_AUTH,),
+        "a Host or Origin with user info in front of ours passes",
+    ),
+    Mutation(
+        "serve-token-not-compared",
+        "gputui/serve/auth.py",
+        'if not hmac.compare_digest(supplied.encode("utf-8", "replace"), self.token.encode()):',
+        "if not supplied:",
+        (SERVE_AUTH,),
+        "any token opens the page: another serve's, a guess",
+    ),
 ]
 
 
