@@ -1846,6 +1846,14 @@ MUTATIONS: list[Mutation] = [
         (SERVE_AUTH,),
         "any token opens the page: another serve's, a guess",
     ),
+    Mutation(
+        "extras-hint-ignores-checkout",
+        "gputui/extras.py",
+        "    if tree is not None:\n",
+        "    if False:\n",
+        ("tests/test_extras.py",),
+        "the install hint names 'gputui[serve]' from a checkout, where pip cannot find it",
+    ),
 ]
 
 

@@ -141,9 +141,9 @@ def run(args: argparse.Namespace) -> int:
         from gputui.serve.server import GuardedServer
         from gputui.serve.sessions import Sessions
     except ImportError:
-        return fail(
-            "the textual-serve package is missing: pip install 'gputui[serve]' (or pip install textual-serve)"
-        )
+        from gputui.extras import install_hint
+
+        return fail(f"the textual-serve package is missing: {install_hint('serve', 'textual-serve')}")
     if (problem := upstream.probe()) is not None:
         return fail(
             f"textual-serve {upstream.version()} does not fit: {problem} "
