@@ -94,7 +94,8 @@ class Admission:
         """Connections not admitted yet, oldest first, with their deadlines."""
         self.starting: dict[socket.socket, asyncio.Task[None]] = {}
         """Accepted sockets whose transport is being made."""
-        self.early: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
+        self.trusted: weakref.WeakSet[asyncio.BaseTransport] = weakref.WeakSet()
+        """Connections admitted (held weakly: they go with their transport)."""
         self.open = False
 
     def start(self) -> None:
@@ -116,11 +117,10 @@ class Admission:
         """A request of `transport`'s passed the gate: it is no longer a waiting connection."""
         if transport is None:
             return
+        self.trusted.add(transport)  # (should it be admitted before it was counted)
         handle = self.waiting.pop(transport, None)
         if handle is not None:
             handle.cancel()
-        else:
-            self.early.add(transport)  # (admitted before its transport was counted)
 
     def held(self) -> int:
         return len(self.waiting) + len(self.starting)
@@ -177,9 +177,7 @@ class Admission:
             self.starting.pop(conn, None)
         if not self.open:
             transport.abort()
-        elif transport in self.early:
-            self.early.discard(transport)
-        else:
+        elif transport not in self.trusted:
             self.waiting[transport] = self.loop.call_later(self.deadline, self._expire, transport)
 
     # ---- closing ---------------------------------------------------------------------
