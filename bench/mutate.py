@@ -1785,8 +1785,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "serve-refused-connection-kept",
         "gputui/serve/server.py",
-        "            response.force_close()\n",
-        "",
+        "            response = web.Response(status=403, text=FORBIDDEN)\n            response.force_close()\n",
+        "            response = web.Response(status=403, text=FORBIDDEN)\n",
         (f"{SERVE_FLOOD}::test_a_refused_request_closes_its_connection",),
         "a refused request's connection stays open for the next try",
     ),
