@@ -59,6 +59,10 @@ CPU_WINDOW = "tests/test_health_cpu_window.py"
 NCCL = "tests/test_health_nccl.py"
 RAS_CLIENT = "tests/test_nccl_client.py"
 RAS_FINDINGS = "tests/test_nccl_findings.py"
+SERVE = "tests/test_serve.py"
+SERVE_BROWSER = "tests/test_serve_browser.py"
+SERVE_AUTH = "tests/test_serve_auth.py"
+SERVE_FLOOD = "tests/test_serve_flood.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -1801,6 +1805,137 @@ MUTATIONS: list[Mutation] = [
         "                self._due = self._clock()",
         ("tests/test_nccl_watch.py",),
         "RAS is asked at every tick instead of every RasWatch.interval seconds",
+    ),
+    # ---- serve: who may use its port (issue 31) ------------------------------------------
+    Mutation(
+        "serve-cookie-set-again",
+        "gputui/serve/server.py",
+        "        return await handler(request)\n",
+        "        response = await handler(request)\n"
+        '        response.set_cookie("gputui-serve", self.gate.token, httponly=True, samesite="Strict")\n'
+        "        return response\n",
+        (SERVE, SERVE_BROWSER),
+        "the page's responses set a cookie again: every other port of the host receives the token",
+    ),
+    Mutation(
+        "serve-referrer-kept",
+        "gputui/serve/server.py",
+        '    response.headers["Referrer-Policy"] = "no-referrer"\n',
+        "",
+        (SERVE,),
+        "responses lose Referrer-Policy: a page the app links to may learn the URL and its token",
+    ),
+    Mutation(
+        "serve-header-deadline-removed",
+        "gputui/serve/admission.py",
+        "self.waiting[transport] = self.loop.call_later(self.deadline, self._expire, transport)",
+        "self.waiting[transport] = self.loop.call_later(3600, self._expire, transport)",
+        (f"{SERVE_FLOOD}::test_a_connection_without_a_request_in_time_is_closed",),
+        "a connection that never completes a request holds its descriptor for an hour",
+    ),
+    Mutation(
+        "serve-waiting-cap-removed",
+        "gputui/serve/admission.py",
+        "        if self.held() < self.cap:\n            return\n",
+        "        if True:\n            return\n",
+        (f"{SERVE_FLOOD}::test_a_flood_of_slow_connections_does_not_lock_the_owner_out",),
+        "no cap on connections without the token: a flood runs serve out of file descriptors",
+    ),
+    Mutation(
+        "serve-waiting-cap-ignores-limit",
+        "gputui/serve/admission.py",
+        "    return max(MIN_WAITING, min(MAX_WAITING, free // 2))",
+        "    return MAX_WAITING",
+        (f"{SERVE_FLOOD}::test_the_waiting_cap_leaves_room_for_the_sessions",),
+        "the cap ignores the open-files limit",
+    ),
+    Mutation(
+        "serve-accept-error-raised",
+        "gputui/serve/admission.py",
+        "            except OSError as exc:\n                self._cannot_accept(exc)\n                return\n",
+        "",
+        (f"{SERVE_FLOOD}::test_running_out_of_file_descriptors_is_one_line_and_passes",),
+        "a failed accept (EMFILE) raises again: asyncio logs a traceback a try",
+    ),
+    Mutation(
+        "serve-keepalive-unbounded",
+        "gputui/serve/server.py",
+        "keepalive_timeout=KEEPALIVE_S,",
+        "keepalive_timeout=3630,",
+        (f"{SERVE_FLOOD}::test_an_idle_keep_alive_connection_is_closed",),
+        "an idle keep-alive connection is held for an hour",
+    ),
+    Mutation(
+        "serve-refused-connection-kept",
+        "gputui/serve/server.py",
+        "            response = web.Response(status=403, text=FORBIDDEN)\n            response.force_close()\n",
+        "            response = web.Response(status=403, text=FORBIDDEN)\n",
+        (f"{SERVE_FLOOD}::test_a_refused_request_closes_its_connection",),
+        "a refused request's connection stays open for the next try",
+    ),
+    Mutation(
+        "serve-refusals-not-quiet",
+        "gputui/serve/server.py",
+        'self.quiet.note(f"refused: {reason}", f"refused {request.remote}: {reason}")',
+        'log.warning("refused %s: %s", request.remote, reason)',
+        (f"{SERVE}::test_the_log_has_a_line_when_a_session_starts_and_ends_and_refusals_are_quiet",),
+        "a line a refused request: anyone can flood serve's log",
+    ),
+    Mutation(
+        "serve-upstream-probe-blind",
+        "gputui/serve/upstream.py",
+        "    missing = [word for word in SCRIPT_MUST_HAVE if word not in script]",
+        "    missing = []",
+        ("tests/test_serve_upstream.py",),
+        "a textual-serve whose script no longer fits is served anyway (a page that does not work)",
+    ),
+    Mutation(
+        "serve-origin-port-ignored",
+        "gputui/serve/auth.py",
+        "if origin is not None and split_origin(origin) not in self.origins:",
+        "if origin is not None and (split_origin(origin) or ())[:2] not in {o[:2] for o in self.origins}:",
+        (SERVE_AUTH,),
+        "an Origin of another port of the host (another user's page, another serve) drives the websocket",
+    ),
+    Mutation(
+        "serve-origin-without-port-any",
+        "gputui/serve/auth.py",
+        "if origin is not None and split_origin(origin) not in self.origins:",
+        'if origin is not None and split_origin(origin) not in self.origins and ":" in origin.split("//")[-1]:',
+        (SERVE_AUTH,),
+        "an Origin without a port (http://127.0.0.1: port 80) passes on any port",
+    ),
+    Mutation(
+        "serve-host-port-ignored",
+        "gputui/serve/auth.py",
+        "if host is None or split_host(host) not in self.hosts:",
+        'if host is None or (split_host(host) or ("",))[0] not in {h[0] for h in self.hosts}:',
+        (SERVE_AUTH,),
+        "a Host naming another port of the host passes",
+    ),
+    Mutation(
+        "serve-host-userinfo-dropped",
+        "gputui/serve/auth.py",
+        "    text = value.lower()\n",
+        '    text = value.lower().rpartition("@")[2]\n',
+        (SERVE_AUTH,),
+        "a Host or Origin with user info in front of ours passes",
+    ),
+    Mutation(
+        "serve-token-not-compared",
+        "gputui/serve/auth.py",
+        'if not hmac.compare_digest(supplied.encode("utf-8", "replace"), self.token.encode()):',
+        "if not supplied:",
+        (SERVE_AUTH,),
+        "any token opens the page: another serve's, a guess",
+    ),
+    Mutation(
+        "extras-hint-ignores-checkout",
+        "gputui/extras.py",
+        "    if tree is not None:\n",
+        "    if False:\n",
+        ("tests/test_extras.py",),
+        "the install hint names 'gputui[serve]' from a checkout, where pip cannot find it",
     ),
 ]
 

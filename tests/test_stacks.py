@@ -30,6 +30,7 @@ from stacks_support import (
     write_child,
 )
 
+from gputui.extras import install_hint
 from gputui.stacks.dump import _run, dump_in_background, dump_many, dump_many_async, find_py_spy, parse_dump
 from gputui.stacks.fold import fold, fold_threads
 from gputui.stacks.model import Frame, Reason
@@ -158,7 +159,7 @@ def test_py_spy_absent_says_the_one_command_that_installs_it(tmp_path, script, c
     m = res.missing
     assert m is not None and m.reason is Reason.NO_PY_SPY
     assert m.message == "py-spy is not installed (neither on PATH nor beside this Python)"
-    assert m.hint is not None and m.hint.startswith("pip install 'gputui[stacks]'")
+    assert m.hint == install_hint("stacks", "py-spy")  # (from this checkout: gputui/extras.py)
 
 
 def test_a_dump_past_its_time_is_killed_and_leaves_no_child(can_dump, script, children) -> None:
@@ -474,9 +475,10 @@ def test_cli_without_py_spy_says_how_to_install_it(tmp_path, script, children) -
         },
     )
     assert out.returncode == 2, out.stderr
-    assert out.stderr == (
-        "gputui stacks: py-spy is not installed: pip install 'gputui[stacks]'   (or: pip install py-spy)\n"
-    )
+    # one line; from this checkout, the extra from this checkout (gputui/extras.py)
+    assert out.stderr.startswith("gputui stacks: py-spy is not installed: "), out.stderr
+    assert f"'{ROOT}[stacks]'" in out.stderr and out.stderr.endswith(" install py-spy)\n"), out.stderr
+    assert len(out.stderr.splitlines()) == 1, out.stderr
 
 
 def test_cli_job_dumps_the_ranks_of_a_launcher(can_dump, script, children, tmp_path) -> None:

@@ -21,12 +21,11 @@ from collections.abc import Callable, Iterable, Sequence
 from types import EllipsisType
 from typing import Any, TypeAlias
 
+from gputui.extras import install_hint
 from gputui.stacks import procfs
 from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
 from gputui.untrusted import literal
 
-INSTALL = "pip install 'gputui[stacks]'"
-"""The one command that installs py-spy with gputui (or, alone: pip install py-spy)."""
 DEFAULT_TIMEOUT = 10.0
 """Seconds one dump may take before py-spy is killed."""
 PARALLEL = 8
@@ -143,7 +142,7 @@ async def dump_async(
             missing=missing(
                 Reason.NO_PY_SPY,
                 "py-spy is not installed (neither on PATH nor beside this Python)",
-                hint=f"{INSTALL}   (or: pip install py-spy)",
+                hint=install_hint("stacks", "py-spy"),
             ),
         )
     facts = procfs.ptrace_facts(pid, st.uids)
