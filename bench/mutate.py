@@ -1185,6 +1185,23 @@ MUTATIONS: list[Mutation] = [
         (f"{JOB_GUARDS}::test_a_member_whose_pin_failed_is_not_shown_as_a_target",),
         "a member whose pin failed is still a target in the confirmation",
     ),
+    # ---- one rank reader, one job label (issue 31) -------------------------------------------
+    Mutation(
+        "rank-last-value-wins",
+        "gputui/telemetry/host/rank.py",
+        "if eq and name in RANK_VARIABLES and name not in first:",
+        "if eq and name in RANK_VARIABLES:",
+        ("tests/test_rank.py",),
+        "RANK set twice names the value the process itself never sees (getenv gives the first)",
+    ),
+    Mutation(
+        "job-label-two-spellings",
+        "gputui/telemetry/alerts.py",
+        "    known = job.job\n",
+        "    known = None\n",
+        ("tests/test_job_label.py",),
+        "a verdict names a Slurm array task or pod otherwise than its ranks' JOB column",
+    ),
     # ---- job attribution (issue 24) ------------------------------------------------------------
     Mutation(
         "attribution-unchecked",

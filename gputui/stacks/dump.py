@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 
 from gputui.stacks import procfs
 from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
+from gputui.telemetry.host.rank import environ_rank
 from gputui.untrusted import literal
 
 INSTALL = "pip install 'gputui[stacks]'"
@@ -135,8 +136,8 @@ async def dump_async(
             ),
         )
     if st.state in ("T", "t"):
-        return result(**base, rank=procfs.read_rank(pid), missing=_stopped(pid, name, st.state))
-    base["rank"] = procfs.read_rank(pid)
+        return result(**base, rank=environ_rank(pid), missing=_stopped(pid, name, st.state))
+    base["rank"] = environ_rank(pid)
     if exe is None:
         return result(
             **base,

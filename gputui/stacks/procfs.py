@@ -13,8 +13,6 @@ CAP_SYS_PTRACE = 19
 """The capability bit that lets a process trace any other (CapEff in /proc/self/status)."""
 PF_KTHREAD = 0x00200000
 """The flag (field 9 of /proc/PID/stat) of a kernel thread."""
-RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"PMIX_RANK", b"SLURM_PROCID")
-"""Where a rank's number is read from its environment, first found wins (torchrun sets RANK)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,26 +66,6 @@ def read_wchan(pid: int, proc: str = "/proc") -> str | None:
     except OSError:
         return None
     return text if text and text != "0" else None
-
-
-def read_rank(pid: int, proc: str = "/proc") -> int | None:
-    """The process's distributed rank from its environment (RANK=, OMPI_COMM_WORLD_RANK= ...);
-    None where it has none or the environment is not readable (another user's process)."""
-    try:
-        with open(f"{proc}/{pid}/environ", "rb") as f:
-            data = f.read(1 << 20)
-    except OSError:
-        return None
-    found: dict[bytes, bytes] = {}
-    for item in data.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep and key in RANK_VARIABLES and key not in found:
-            found[key] = value
-    for key in RANK_VARIABLES:
-        value = found.get(key, b"")
-        if value.isdigit() and len(value) <= 9:
-            return int(value)
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,9 +10,9 @@ from dataclasses import dataclass
 
 from gputui.control.jobs import job_members
 from gputui.control.signals import identity_of
-from gputui.stacks.procfs import read_rank
 from gputui.telemetry.host.cmdline import launcher_kind
 from gputui.telemetry.host.proctree import MAX_DEPTH, read_stat
+from gputui.telemetry.host.rank import environ_rank
 
 HELPERS = (
     "multiprocessing.resource_tracker",
@@ -81,7 +81,7 @@ def job_ranks(pid: int) -> JobRanks:
             continue  # gone, or a rank's own child
         if m.cmdline and any(h in arg for arg in m.cmdline for h in HELPERS):
             continue
-        found.append((read_rank(p), p, m.identity.create_time))
+        found.append((environ_rank(p), p, m.identity.create_time))
     found.sort(key=lambda r: (r[0] is None, r[0] if r[0] is not None else 0, r[1]))
     if not found:
         return JobRanks(launcher, kind, problem=f"the job under PID {launcher} ({kind}) has no ranks running")
