@@ -1179,9 +1179,9 @@ MUTATIONS: list[Mutation] = [
         "job-pin-failed-shown",
         "gputui/ui/processes/signals.py",
         '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'
-        "                self._record([refused], time.monotonic())\n                continue\n",
+        "                self.record([refused], time.monotonic())\n                continue\n",
         '                self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)\n'
-        "                self._record([refused], time.monotonic())\n",
+        "                self.record([refused], time.monotonic())\n",
         (f"{JOB_GUARDS}::test_a_member_whose_pin_failed_is_not_shown_as_a_target",),
         "a member whose pin failed is still a target in the confirmation",
     ),
@@ -1496,7 +1496,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "tui-stacks-in-replay",
         "gputui/ui/processes/job_view.py",
-        "    if plist.signals_possible:  # this machine's processes (read-only and serve sessions too)",
+        "    if local:  # this machine's processes (read-only and serve sessions too)",
         "    if True:",
         ("tests/test_tui_health.py",),
         "P in a replay runs py-spy on whatever local process has a recorded PID",
