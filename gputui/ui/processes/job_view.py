@@ -9,9 +9,11 @@ built from numbers and fixed words; a Slurm job id or pod name in a job's label 
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, ClassVar
 
+from rich.style import Style
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
@@ -72,6 +74,10 @@ def verdict_lines(report: HealthReport | None, pids: set[int], width: int) -> li
 
 COLUMNS = ("rank", "PID", "GPU", "util", "SM", "tensor", "memory", "power", "state", "CPU", "in state")
 WIDTHS = (5, 8, 5, 6, 7, 7, 10, 8, 6, 7, 10)
+"""The columns' widths where the view is wide enough; narrower, each column is as wide as its
+widest cell, and past that whole columns are left out in `DROP_ORDER` (never cut)."""
+DROP_ORDER = ("in state", "tensor", "util", "power", "SM", "memory", "GPU")
+"""The columns a narrow view leaves out, first to last: rank, PID, state and CPU always stay."""
 
 
 def _pct(v: float | None) -> str:
@@ -95,9 +101,41 @@ def _rank_cells(r: RankHealth, now: float) -> tuple[str, ...]:
     )
 
 
-def _row(cells: Sequence[str], style: object) -> Line:
-    text = " " + " ".join(c.rjust(w) for c, w in zip(cells, WIDTHS, strict=True))
-    return [(text, style)]  # type: ignore[list-item]
+def _table_width(widths: Sequence[int]) -> int:
+    return 1 + sum(widths) + len(widths) - 1
+
+
+def _layout(rows: Sequence[Sequence[str]], width: int) -> list[tuple[int, int]]:
+    """(column, width) of each column shown, in order, for rows of cells to fit `width`."""
+    if _table_width(WIDTHS) <= width:
+        return list(enumerate(WIDTHS))
+    natural = {i: max(len(r[i]) for r in (COLUMNS, *rows)) for i in range(len(COLUMNS))}
+    for name in DROP_ORDER:
+        if _table_width(list(natural.values())) <= width:
+            break
+        del natural[COLUMNS.index(name)]
+    spare = width - _table_width(list(natural.values()))
+    while spare > 0:  # what is left, a cell at a time, toward the wide widths
+        grow = [i for i, w in natural.items() if w < WIDTHS[i]][:spare]
+        if not grow:
+            break
+        for i in grow:
+            natural[i] += 1
+        spare -= len(grow)
+    return list(natural.items())
+
+
+def _row(cells: Sequence[str], layout: Sequence[tuple[int, int]], style: Style) -> Line:
+    text = " " + " ".join(cells[i].rjust(w) for i, w in layout)
+    return [(text, style)]
+
+
+def _wrapped(text: str, width: int, first: str, rest: str, style: Style) -> list[Line]:
+    """`text` at word boundaries in lines of `width`, the first after `first`, the others after
+    `rest` (nothing cut: the verdict and its evidence are read whole)."""
+    room = max(10, width - max(len(first), len(rest)) - 1)
+    chunks = textwrap.wrap(text, room, break_on_hyphens=False) or [""]
+    return [[((first if k == 0 else rest) + chunk, style)] for k, chunk in enumerate(chunks)]
 
 
 Section = Callable[[JobHealth, float, int], list[Line]]
@@ -116,8 +154,8 @@ def verdict_section(job: JobHealth, now: float, width: int) -> list[Line]:
         judge = " no verdict: no rank has waited long enough to judge ([health] stuck_seconds)"
         return [[(judge, S.ok)]]
     return [
-        [(" ⚠ " + fit(verdict_text(job), max(10, width - 4)), S.warn)],
-        [("   " + fit(v.why, max(10, width - 4)), S.label)],
+        *_wrapped(verdict_text(job), width, " ⚠ ", "   ", S.warn),
+        *_wrapped(v.why, width, "   ", "   ", S.label),
     ]
 
 
@@ -127,19 +165,21 @@ def energy_section(job: JobHealth, now: float, width: int) -> list[Line]:
 
 def ranks_section(job: JobHealth, now: float, width: int) -> list[Line]:
     """The ranks side by side (the verdict's in its colour), then the ranks that have gone."""
-    lines: list[Line] = [[], _row(COLUMNS, S.label)]
     named = set(job.verdict.pids) if job.verdict is not None else set()
-    for r in job.ranks:
-        lines.append(_row(_rank_cells(r, now), S.warn if r.pid in named else S.value))
+    rows: list[tuple[tuple[str, ...], Style]] = [
+        (_rank_cells(r, now), S.warn if r.pid in named else S.value) for r in job.ranks
+    ]
     for r in job.exited:
         at = "?" if r.exited_at is None else duration(max(0.0, now - r.exited_at)) + " ago"
         cells = ("?" if r.rank is None else str(r.rank), str(r.pid), str(r.gpu), *("",) * 5, "gone", "", at)
-        lines.append(_row(cells, S.bad))
-    return lines
+        rows.append((cells, S.bad))
+    layout = _layout([cells for cells, _ in rows], width - 1)  # a cell of margin on the right
+    return [[], _row(COLUMNS, layout, S.label), *(_row(cells, layout, style) for cells, style in rows)]
 
 
 def legend_section(job: JobHealth, now: float, width: int) -> list[Line]:
-    return [[], [(" state: R running · S sleeping · D disk wait · T stopped · Z zombie", S.dim)]]
+    legend = "state: R running · S sleeping · D disk wait · T stopped · Z zombie"
+    return [[], *_wrapped(legend, width, " ", " ", S.dim)]
 
 
 SECTIONS: list[Section] = [title_section, verdict_section, energy_section, ranks_section, legend_section]
