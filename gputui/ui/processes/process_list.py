@@ -117,7 +117,7 @@ class ProcessList(Container):
             "search",
             "Search",
             key_display="/",
-            tooltip="Search user and command line (enter keeps it, esc clears it)",
+            tooltip="Search user, command line, job or PID (enter keeps it, esc clears it)",
         ),
         Binding(
             "s,greater_than_sign",
@@ -193,7 +193,7 @@ class ProcessList(Container):
         yield TextLines(self._header_lines, id="proc-summary")
         yield ProcessTable(id="proc-table")
         yield TextLines(self._status_lines, id="proc-status")
-        search = SearchInput(placeholder="search user and command line", id="proc-search")
+        search = SearchInput(placeholder="search user, command line, job or PID", id="proc-search")
         search.display = False
         yield search
 
