@@ -23,6 +23,7 @@ from typing import Any, TypeAlias
 
 from gputui.stacks import procfs
 from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
+from gputui.stacks.symbols import readable_symbol
 from gputui.telemetry.host.rank import environ_rank
 from gputui.untrusted import literal
 
@@ -40,6 +41,9 @@ MAX_FRAMES = 4096
 MAX_TEXT = 1000
 """Bounds on what is kept of py-spy's output: it describes another process, which may be huge
 or hostile (a function or thread name of a megabyte)."""
+MAX_SYMBOL = 8192
+"""Characters of a native frame's full symbol kept beside its readable name (pybind11's run
+to ~2,000)."""
 
 Target: TypeAlias = "int | tuple[int, float | None]"
 """A PID, or (PID, start time) as the caller saw the process: a PID now held by another
@@ -311,12 +315,20 @@ def _frame(raw: dict[str, Any]) -> Frame:
     path = _text(raw.get("filename"))
     short = raw.get("short_filename")
     line = _int(raw.get("line"))
+    native = raw.get("module") is not None
+    name = raw.get("name")
+    function = _text(name)
+    symbol = None
+    if native and isinstance(name, str):  # a C++ symbol: its template noise elided
+        function = readable_symbol(name)
+        symbol = name[:MAX_SYMBOL] if function != name else None
     return Frame(
-        function=_text(raw.get("name")),
+        function=function,
         file=_text(short) if isinstance(short, str) and short else os.path.basename(path),
         line=line if line and line > 0 else None,
         path=path,
-        native=raw.get("module") is not None,
+        native=native,
+        symbol=symbol,
     )
 
 

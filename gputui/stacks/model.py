@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from gputui.stacks.symbols import UNRESOLVED, is_address
 
 
 class Reason(str, enum.Enum):
@@ -40,6 +42,17 @@ class Frame:
     """The file's full path as the process sees it."""
     native: bool = False
     """A C/C++ frame (with `--native`): `file` is the shared library."""
+    symbol: str | None = None
+    """A native frame's symbol in full where `function` shortens it (C++ template arguments:
+    `gputui.stacks.symbols.readable_symbol`); None where they are the same.  Frames compare
+    (and fold) on it, so two instantiations that read alike stay two frames."""
+
+    def folding(self) -> Frame:
+        """The frame as it is folded across processes and printed folded: an address py-spy
+        could not name (it differs in every process) as `?`, its library kept."""
+        if self.line is None and is_address(self.function):
+            return replace(self, function=UNRESOLVED)
+        return self
 
     def where(self) -> str:
         """`function (file:line)`, as py-spy prints a frame."""
@@ -52,6 +65,7 @@ class Frame:
             "line": self.line,
             "path": self.path,
             "native": self.native,
+            "symbol": self.symbol,
         }
 
 
