@@ -1202,6 +1202,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_job_label.py",),
         "a verdict names a Slurm array task or pod otherwise than its ranks' JOB column",
     ),
+    Mutation(
+        "stacks-cancel-loses-the-starting-py-spy",
+        "gputui/stacks/dump.py",
+        "    proc, cancelled = await _settle(spawn)\n",
+        "    proc, cancelled = await spawn, False\n",
+        ("tests/test_stacks_failures.py",),
+        "a dump cancelled while py-spy starts leaves that py-spy running (its handle lost)",
+    ),
+    Mutation(
+        "stacks-cancel-returns-before-reaping",
+        "gputui/stacks/dump.py",
+        "        await _settle(asyncio.ensure_future(asyncio.gather(*tasks, return_exceptions=True)))\n",
+        "",
+        ("tests/test_stacks_failures.py",),
+        "cancelled dumps return while other py-spy children are still being killed (reaped after the loop)",
+    ),
     # ---- job attribution (issue 24) ------------------------------------------------------------
     Mutation(
         "attribution-unchecked",

@@ -72,6 +72,13 @@ def start_waiter(script: Path, children: list, *args: str, **kw) -> subprocess.P
     return child
 
 
+def comm(pid: int) -> str:
+    """The process's name as the kernel gives it (and gputui prints it): `python`, `python3`,
+    `python3.11`, whatever the interpreter's file is called here."""
+    with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+        return f.read().rstrip("\n")
+
+
 def settled(pids: list[int], timeout: float = 30.0):
     """Dump until every process's main thread is inside `wait_here` (a child prints "ready"
     just before it gets there)."""

@@ -22,6 +22,7 @@ import pytest
 from conftest import gputui
 from stacks_support import (
     WAIT_LINE,
+    comm,
     py_spy_children,
     require_py_spy,
     settled,
@@ -376,11 +377,12 @@ def test_cli_text_folds_the_shared_frames(can_dump, script, children) -> None:
     text = out.stdout
     assert text.startswith("3 of 3 stacks read in ")
     a0, b, a2 = (k.pid for k in kids)
+    py = comm(a0)  # python, python3, python3.11: the interpreter's own name
     assert 'Thread "MainThread" of 3 processes:\n  shared by all 3:\n    <module> (stackchild.py:' in text
     # outside text (function and thread names) is shown escaped, never obeyed
     assert "\n    main\\x1b]0;owned\\x07 (stackchild.py:" in text  # a shared frame
-    assert f"  then PID {a0} python idle, PID {a2} python idle:\n    branch_a\\u202e (stackchild.py:" in text
-    assert f"  then PID {b} python idle:\n    branch_b (stackchild.py:" in text
+    assert f"  then PID {a0} {py} idle, PID {a2} {py} idle:\n    branch_a\\u202e (stackchild.py:" in text
+    assert f"  then PID {b} {py} idle:\n    branch_b (stackchild.py:" in text
     assert f"wait_here (stackchild.py:{WAIT_LINE})" in text
     assert 'Thread "wörker\\x1b[31m", the same in all 3: ' in text
     assert "\n    thread\\x1b[2Jmain (stackchild.py:" in text
@@ -424,7 +426,10 @@ def test_cli_missing_reasons_in_text(can_dump, script, children) -> None:
     assert out.returncode == 1
     lines = out.stdout.splitlines()
     assert lines[0].startswith("0 of 2 stacks read")
-    assert f"PID {stopped.pid} (python) is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)" in out.stdout
+    assert (
+        f"PID {stopped.pid} ({comm(stopped.pid)}) is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+        in out.stdout
+    )
     assert f"  kill -CONT {stopped.pid}   resumes it" in lines
     assert f"PID {sleeper.pid} (sleep) is not a Python process: state S (sleeping)" in out.stdout
 
@@ -506,12 +511,13 @@ def test_cli_job_dumps_the_ranks_of_a_launcher(can_dump, script, children, tmp_p
         assert launcher.stdout is not None
         ranks = [int(x) for x in launcher.stdout.readline().split()]
         settled(ranks)
+        py = comm(ranks[0])
         for pid in (launcher.pid, ranks[1]):  # the launcher, or any rank of it
             out = gputui("stacks", "--job", str(pid))
             assert out.returncode == 0, out.stderr
             assert out.stdout.startswith(f"job: torchrun PID {launcher.pid}, 3 ranks\n3 of 3 stacks read")
-            assert f"PID {ranks[0]} (rank 0) python idle, PID {ranks[2]} (rank 2) python idle:" in out.stdout
-            assert f"then PID {ranks[1]} (rank 1) python idle:\n    branch_b" in out.stdout
+            assert f"PID {ranks[0]} (rank 0) {py} idle, PID {ranks[2]} (rank 2) {py} idle:" in out.stdout
+            assert f"then PID {ranks[1]} (rank 1) {py} idle:\n    branch_b" in out.stdout
         doc = json.loads(gputui("stacks", "--job", str(launcher.pid), "--json").stdout)
         assert [p["rank"] for p in doc["processes"]] == [0, 1, 2]  # the workers are not ranks
         # one rank stopped: the others' stacks, and that rank named with why
@@ -519,10 +525,10 @@ def test_cli_job_dumps_the_ranks_of_a_launcher(can_dump, script, children, tmp_p
         wait_state(ranks[1], "T")
         out = gputui("stacks", "--job", str(launcher.pid))
         assert out.returncode == 1
-        assert f"rank 1: PID {ranks[1]} (python) is stopped (state T" in out.stdout
+        assert f"rank 1: PID {ranks[1]} ({py}) is stopped (state T" in out.stdout
         assert (
-            f'Thread "MainThread", the same in all 2: PID {ranks[0]} (rank 0) python idle, '
-            f"PID {ranks[2]} (rank 2) python idle:\n    <module> (stackchild.py:"
+            f'Thread "MainThread", the same in all 2: PID {ranks[0]} (rank 0) {py} idle, '
+            f"PID {ranks[2]} (rank 2) {py} idle:\n    <module> (stackchild.py:"
         ) in out.stdout
         alone = start_waiter(script, children)
         out = gputui("stacks", "--job", str(alone.pid))

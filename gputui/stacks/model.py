@@ -20,6 +20,9 @@ class Reason(str, enum.Enum):
     """The process is stopped (state T or t): py-spy cannot suspend it, so it is not run."""
     NOT_PYTHON = "not-python"
     """The process runs no Python interpreter that py-spy recognises."""
+    STACK_TOO_DEEP = "stack-too-deep"
+    """A Python process with a thread deeper than py-spy reads (`PY_SPY_MAX_FRAMES`: deep
+    recursion): py-spy gives up on it, often saying it found no interpreter."""
     EXITED = "exited"
     """The process has exited, or its PID now belongs to another process."""
     TIMEOUT = "timeout"

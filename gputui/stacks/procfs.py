@@ -7,6 +7,7 @@ Everything read here is the target's or the kernel's text: untrusted, parsed def
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 CAP_SYS_PTRACE = 19
@@ -66,6 +67,23 @@ def read_wchan(pid: int, proc: str = "/proc") -> str | None:
     except OSError:
         return None
     return text if text and text != "0" else None
+
+
+MAPS_LIMIT = 4 << 20
+"""Bytes of /proc/PID/maps read at most (the interpreter is among the first mappings)."""
+_PYTHON_FILE = re.compile(rb"/(?:lib)?python[23](?:\.\d+)?[^/\s]*$")
+"""A Python interpreter's executable or library: /usr/bin/python3.12, libpython3.11.so.1.0."""
+
+
+def runs_python(pid: int, proc: str = "/proc") -> bool | None:
+    """Whether the process has a Python interpreter mapped (its executable or libpython);
+    None where its maps are not readable (the same permission py-spy needs)."""
+    try:
+        with open(f"{proc}/{pid}/maps", "rb") as f:
+            data = f.read(MAPS_LIMIT)
+    except OSError:
+        return None
+    return any(_PYTHON_FILE.search(line) for line in data.splitlines())
 
 
 @dataclass(frozen=True, slots=True)
