@@ -1218,6 +1218,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_stacks_failures.py",),
         "cancelled dumps return while other py-spy children are still being killed (reaped after the loop)",
     ),
+    Mutation(
+        "stacks-job-dead-launchers-ranks-lost",
+        "gputui/stacks/ranks.py",
+        "        if lead == st.pid or _leader(lead, of_group) is not None:\n",
+        "        if True:\n",
+        ("tests/test_stacks_reparented.py",),
+        "stacks --job on a rank whose launcher died says 'no launcher' though its group holds the ranks",
+    ),
+    Mutation(
+        "stacks-job-group-leader-ignored",
+        "gputui/stacks/ranks.py",
+        "    launcher = find_launcher(pid) or _leading_launcher(st)\n",
+        "    launcher = find_launcher(pid)\n",
+        ("tests/test_stacks_reparented.py",),
+        "a rank re-parented while its launcher lives (a wrapper died) is not found as the launcher's",
+    ),
     # ---- job attribution (issue 24) ------------------------------------------------------------
     Mutation(
         "attribution-unchecked",

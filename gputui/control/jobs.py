@@ -106,7 +106,7 @@ def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMember
     if sid == root.pid and sid not in ours:
         session = sid
     if group is not None or session is not None:
-        for pid, pg, sd in _groups(proc_root):
+        for pid, pg, sd in process_groups(proc_root):
             if pid in members or (pg != group and sd != session):
                 continue
             extra = identity_of(pid)
@@ -174,7 +174,7 @@ def _user_name(uid: int | None) -> str:
         return f"uid {uid}"
 
 
-def _groups(proc_root: str) -> Iterable[tuple[int, int, int]]:
+def process_groups(proc_root: str = "/proc") -> Iterable[tuple[int, int, int]]:
     """(PID, process group, session) of every process, from /proc/PID/stat."""
     try:
         names = os.listdir(proc_root)
