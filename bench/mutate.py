@@ -1236,6 +1236,23 @@ MUTATIONS: list[Mutation] = [
     ),
     # ---- job attribution (issue 24) ------------------------------------------------------------
     Mutation(
+        "export-env-claim-as-slurm-job",
+        "gputui/telemetry/host/jobs.py",
+        'UNPUBLISHED = frozenset({"unverified", "rootless", "environment"})',
+        'UNPUBLISHED = frozenset({"unverified", "rootless"})',
+        ("tests/test_export_env_jobs.py",),
+        "a user's own SLURM_JOB_ID=555 is exported as slurm_job=\"555\", root's real job's label",
+    ),
+    Mutation(
+        "attribution-env-pod-name-wins",
+        "gputui/telemetry/host/jobs.py",
+        "    job = with_names(job)  # root's runtime files first: the process's own claims only fill in\n"
+        "    return job_from_environ(env, job) if env else job\n",
+        "    return with_names(job_from_environ(env, job) if env else job)\n",
+        ("tests/test_export_env_jobs.py",),
+        "a process's own POD_NAME names its verified pod, over the runtime's files",
+    ),
+    Mutation(
         "attribution-unchecked",
         "gputui/telemetry/host/jobs.py",
         "        if root is not None and depth:\n",
@@ -1278,9 +1295,9 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "attribution-exporter-labels",
         "gputui/telemetry/host/jobs.py",
-        "        job = None  # a user's lookalike path or own container: never published as root's\n",
+        "        job = None  # a claim, a user's lookalike path or own container: never published as root's\n",
         "        pass\n",
-        (ATTRIBUTION,),
+        (ATTRIBUTION, "tests/test_export_env_jobs.py"),
         "an unverified job is published with the real job's slurm_job/pod labels",
     ),
     Mutation(
@@ -1407,8 +1424,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "rootless-published",
         "gputui/telemetry/host/jobs.py",
-        'UNPUBLISHED = frozenset({"unverified", "rootless"})',
-        'UNPUBLISHED = frozenset({"unverified"})',
+        'UNPUBLISHED = frozenset({"unverified", "rootless", "environment"})',
+        'UNPUBLISHED = frozenset({"unverified", "environment"})',
         (ATTRIBUTION,),
         "a user's rootless container is published under root's container label",
     ),
