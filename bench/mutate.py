@@ -1185,6 +1185,39 @@ MUTATIONS: list[Mutation] = [
         (f"{JOB_GUARDS}::test_a_member_whose_pin_failed_is_not_shown_as_a_target",),
         "a member whose pin failed is still a target in the confirmation",
     ),
+    # ---- the whole-job signal: process groups vs sessions, mixed uids (issue 31) ------------------
+    Mutation(
+        "job-session-orphans-missed",
+        "gputui/control/jobs.py",
+        "if pid in members or (pg != group and sd != session):",
+        "if pid in members or (pg != group or sd != session):",
+        ("tests/test_job_kill_sessions.py",),
+        "a session leader's rank re-parented into a group of its own is not signalled with the job",
+    ),
+    Mutation(
+        "job-sweeps-gputuis-own-group",
+        "gputui/control/jobs.py",
+        "    if pgid == root.pid and pgid not in ours:\n",
+        "    if pgid == root.pid:\n",
+        ("tests/test_job_kill_sessions.py",),
+        "torchrun A | gputui: gputui's own process group is swept with A's job",
+    ),
+    Mutation(
+        "job-shared-group-swept-whole",
+        "gputui/control/jobs.py",
+        "            if other is not None:\n                foreign[pid] = other\n",
+        "",
+        ("tests/test_job_kill_sessions.py",),
+        "torchrun A | torchrun B: B's launcher and ranks are signalled with A's job",
+    ),
+    Mutation(
+        "job-shared-group-orphans-taken",
+        "gputui/control/jobs.py",
+        "        if foreign:  # shared:",
+        "        if False:  # shared:",
+        ("tests/test_job_kill_sessions.py",),
+        "a rank re-parented into a group shared with another job is signalled with the wrong job",
+    ),
     # ---- one rank reader, one job label (issue 31) -------------------------------------------
     Mutation(
         "rank-last-value-wins",
