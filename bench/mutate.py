@@ -1218,6 +1218,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_job_kill_sessions.py",),
         "a rank re-parented into a group shared with another job is signalled with the wrong job",
     ),
+    Mutation(
+        "job-uids-real-only",
+        "gputui/control/jobs.py",
+        "            uids = set(psutil.Process(pid).uids())\n",
+        "            uids = {psutil.Process(pid).uids().real}\n",
+        ("tests/test_job_kill_uids.py",),
+        "a process of a nobody's job with a saved or effective root uid is signalled with it",
+    ),
+    Mutation(
+        "signal-eperm-names-the-effective-owner",
+        "gputui/control/signals.py",
+        "    return list(dict.fromkeys(_uid_name(u) for u in (ids.real, ids.saved)))\n",
+        "    return list(dict.fromkeys(_uid_name(u) for u in (ids.real, ids.effective)))\n",
+        ("tests/test_job_kill_uids.py",),
+        "permission denied names the effective owner (who cannot signal it), not the saved one (who can)",
+    ),
     # ---- one rank reader, one job label (issue 31) -------------------------------------------
     Mutation(
         "rank-last-value-wins",
