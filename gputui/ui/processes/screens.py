@@ -287,8 +287,3 @@ class ProcessDetailScreen(ModalScreen[None]):
             self.notify("The process is no longer on this GPU.", severity="warning")
             return
         self.pane.ask_to_signal([row], name)
-
-
-# --------------------------------------------------------------------------------------
-# the tab
-# --------------------------------------------------------------------------------------
