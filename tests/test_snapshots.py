@@ -316,6 +316,12 @@ def test_job_view_nccl_deadlock_160x50(snap_compare, tmp_path):
     assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(45, ("tab", "J")))
 
 
+def test_job_view_stuck_job_80x24(snap_compare):
+    """The same at 80x24: the verdict's whole reason (wrapped) and every column of the ranks."""
+    app = replay_app(HEALTH / "jobrank-stopped.jsonl.gz", config=STUCK_CONFIG)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=at_tick(46, ("tab", "J")))
+
+
 def test_overview_input_bound_h100_160x50(snap_compare):
     """A real DataLoader-bound loop on an H100: 4 workers at 100 % CPU, the GPU at 20 %."""
     app = replay_app(FIXTURES / "h100-input-bound" / "input-bound.jsonl.gz")

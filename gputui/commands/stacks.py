@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         targets = list(job.ranks)
         if not args.json:
-            print(f"job: {job.kind} PID {job.launcher}, {len(job.ranks)} ranks", flush=True)
+            print(f"job: {job.header()}", flush=True)
     py_spy = find_py_spy()
     t0 = time.monotonic()
     with interruptible():

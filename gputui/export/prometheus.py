@@ -51,7 +51,7 @@ if TYPE_CHECKING:
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 PROCESS_LABELS = (
     "gpu", "UUID", "Hostname", "pid", "process_name", "user", "type",
-    "pod", "namespace", "container", "slurm_job",
+    "pod", "namespace", "container", "slurm_job", "slurm_job_env",
 )  # fmt: skip
 
 

@@ -290,12 +290,12 @@ class HealthEngine:
                 continue
             ranks.sort(key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.gpu, r.pid))
             gone = tuple(sorted(exited.values(), key=lambda r: r.exited_at or 0.0))
-            launcher = procs[next(iter(procs))][0].launcher
+            first = procs[next(iter(procs))][0]
             held = {g for r in ranks for g in r.gpus}
             shared = [g for g in held if len(holders.get(g, ())) > 1]
             used = self._energy.update(key, held, energy, shared, ts)
             verdict = self._verdict(ranks, gone, ts)
-            out.append(JobHealth(key, launcher, tuple(ranks), gone, verdict, used))
+            out.append(JobHealth(key, first.launcher, tuple(ranks), gone, verdict, used, first.job))
         self._energy.forget(by_job)
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
