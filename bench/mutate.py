@@ -57,6 +57,7 @@ JOB_GUARDS = "tests/test_job_kill_guards.py"
 ATTRIBUTION = "tests/test_job_attribution.py"
 CPU_WINDOW = "tests/test_health_cpu_window.py"
 NCCL = "tests/test_health_nccl.py"
+REPLAY = "tests/test_replay_verdicts.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -1407,8 +1408,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "snapshot-replay-history-dropped",
         "gputui/commands/snapshot.py",
-        "            for snap in source.ticks[: source.position + 1]:",
-        "            for snap in source.ticks[:0]:",
+        "            self.hub.follow(source)\n",
+        "            pass\n",
         ("tests/test_snapshot_health.py",),
         "a replayed snapshot judges only its own tick (no verdict ever)",
     ),
@@ -1718,6 +1719,31 @@ MUTATIONS: list[Mutation] = [
         '            out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))\n        except OSError:\n            return [], forking',
         ("tests/test_workers.py",),
         "a rank that ended between two reads is shown as having no children, not None",
+    ),
+    # ---- a replay's verdicts are the recording's up to the tick (issue 31) --------------
+    Mutation(
+        "replay-seek-not-judged-again",
+        "gputui/telemetry/replay_judge.py",
+        "        return pos != (0 if self.last is None else self.last + 1)",
+        "        return False",
+        (REPLAY,),
+        "a step back, --start or --tick judges the tick on top of whatever was watched before",
+    ),
+    Mutation(
+        "replay-checkpoint-after-the-tick",
+        "gputui/telemetry/replay_judge.py",
+        "        start = max(k for k in self._checkpoints if k < pos)",
+        "        start = max(k for k in self._checkpoints if k <= pos)",
+        (REPLAY,),
+        "a seek restores the engines after the tick it is about to judge (the tick judged twice)",
+    ),
+    Mutation(
+        "replay-catch-up-not-swapped-in",
+        "gputui/telemetry/hub.py",
+        "                self.health, self.hints, self.alerts = engines.health, engines.hints, engines.alerts\n",
+        "                pass\n",
+        (REPLAY,),
+        "the engines judged up to the tick are built and thrown away: the old ones judge it",
     ),
 ]
 

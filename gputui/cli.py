@@ -242,23 +242,14 @@ def run_tui(args: argparse.Namespace) -> int:
     settings = loaded.config
     saved, state_warning, state_path = remembered(args, settings)
     if live is None:
-        from gputui.telemetry.recording import RecordingError, ReplaySource
+        from gputui.commands.common import open_replay
 
         assert replay_path is not None
-        try:
-            replay = ReplaySource(replay_path)
-        except RecordingError as exc:
-            print(f"gputui: {exc}", file=sys.stderr)
-            return 2
-        if not 1 <= args.start <= len(replay.ticks):
-            print(
-                f"gputui: --start {args.start}: the recording has ticks 1 to {len(replay.ticks)}",
-                file=sys.stderr,
-            )
+        replay = open_replay("gputui", str(replay_path), args.start, option="--start")
+        if replay is None:
             return 2
         if no_terminal:  # (after the file's own errors, which matter more)
             return _needs_terminal()
-        replay.seek(args.start - 2)
         source: Source = replay
         interval = args.interval or replay.interval
     else:

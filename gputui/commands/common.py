@@ -148,8 +148,11 @@ def nvml_unavailable(prog: str, problem: NvmlProblem) -> int:
     return 2
 
 
-def open_replay(prog: str, path: str, tick: int = 1, *, loop: bool = True) -> ReplaySource | None:
-    """A recording positioned so its next sample is `tick` (1-based); None after saying why."""
+def open_replay(
+    prog: str, path: str, tick: int = 1, *, loop: bool = True, option: str = "--tick"
+) -> ReplaySource | None:
+    """A recording positioned so its next sample is `tick` (1-based, given as `option`); None
+    after saying why."""
     from gputui.telemetry.recording import RecordingError, ReplaySource
 
     try:
@@ -158,7 +161,7 @@ def open_replay(prog: str, path: str, tick: int = 1, *, loop: bool = True) -> Re
         print(f"{prog}: {exc}", file=sys.stderr)
         return None
     if not 1 <= tick <= len(source.ticks):
-        print(f"{prog}: --tick {tick}: the recording has ticks 1 to {len(source.ticks)}", file=sys.stderr)
+        print(f"{prog}: {option} {tick}: the recording has ticks 1 to {len(source.ticks)}", file=sys.stderr)
         return None
     source.seek(tick - 2)
     return source

@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         hints=HintEngine(settings.hints),
         health=HealthEngine(settings.health),
     )
+    hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each
 
     said: set[str] = set()
 

@@ -185,29 +185,30 @@ def wait_for_slow(source: Any, sel: Selection) -> None:
 
 
 class _Judge:
-    """The job-health verdicts across the documents of one run: a replay's earlier ticks are
-    judged first (as the live run judged them), a live --watch builds up its own history."""
+    """The job-health verdicts across the documents of one run: a replay's tick is judged
+    as a function of the recording up to it (as the TUI and a live run judge it,
+    `Hub.follow`), a live --watch builds up its own history."""
 
     def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
         from gputui.telemetry.health import HealthEngine
+        from gputui.telemetry.hub import Hub
 
         self.config = load_config(args, PROG).config.health
-        self.engine = HealthEngine(self.config)
+        self.hub = Hub(capacity=2, health=HealthEngine(self.config))
         self.first: float | None = None
         if not live:
-            for snap in source.ticks[: source.position + 1]:  # those before the next sample
-                self._feed(snap)
-
-    def _feed(self, snap: Any) -> Any:
-        if self.first is None:
-            self.first = snap.timestamp
-        return self.engine.update(snap)
+            self.hub.follow(source)
+            self.first = source.ticks[0].timestamp
 
     def block(self, snap: Any) -> dict[str, Any]:
         from gputui.export.health_json import health_block
 
-        report = self._feed(snap)
-        return health_block(report, snap, self.config, snap.timestamp - (self.first or snap.timestamp))
+        if self.first is None:
+            self.first = snap.timestamp
+        self.hub.publish(snap)
+        report = self.hub.health_report()
+        assert report is not None
+        return health_block(report, snap, self.config, snap.timestamp - self.first)
 
 
 def run(args: argparse.Namespace) -> int:

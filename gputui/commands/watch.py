@@ -99,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
     hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints, settings.health))
     hub.set_info(info)
+    hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each
     runner: AlertCommand | None = None
     if cmd:
         try:

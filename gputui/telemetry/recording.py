@@ -297,9 +297,17 @@ class _LazyTicks(Sequence[Snapshot]):
             return [self[k] for k in range(*i.indices(len(self)))]
         snap = self._cache[i]
         if snap is None:
-            lineno, line = self._lines[i]
-            snap = self._cache[i] = _decode_line(self._path, lineno, line, self._header)
+            snap = self._cache[i] = self.peek(i)
         return snap
+
+    def peek(self, i: int) -> Snapshot:
+        """Tick `i`: the one kept if it was decoded before, else decoded and not kept (a
+        replay judged from its start up to a tick: `replay_judge`)."""
+        snap = self._cache[i]
+        if snap is not None:
+            return snap
+        lineno, line = self._lines[i]
+        return _decode_line(self._path, lineno, line, self._header)
 
 
 def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: RecordingHeader) -> Snapshot:

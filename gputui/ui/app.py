@@ -41,6 +41,9 @@ from gputui.ui.widgets.footer import KeyFooter
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
+SAY_JUDGING_FROM = 2000
+"""`--start N` from this tick on says that the ticks before are judged first (a 2-GPU
+recording: about 0.35 ms a tick, bench/bench_seek.py)."""
 
 
 class GpuTuiApp(BaseApp[int]):
@@ -293,6 +296,7 @@ class GpuTuiApp(BaseApp[int]):
         gen = self.generation
         self.hub.reset()
         source = self.source
+        self.hub.follow(source.seekable)  # a replay's verdicts: those of its ticks up to each
 
         def where() -> tuple[int, int] | None:
             """(the tick just sampled, 1-based; the recording's ticks); None when live."""
@@ -314,7 +318,16 @@ class GpuTuiApp(BaseApp[int]):
         # the file), handled here and now: the first frame is drawn with the data (a message
         # from the poller's thread could come after the first paint, which then shows an
         # empty screen first, and lays it out and paints it again)
-        ready = take_ready(source)
+        # (not a replay that starts further in, `--start N`: its first tick is judged from
+        # the recording's first on the poller's thread, never on this one)
+        replay = source.seekable
+        ready = take_ready(source) if replay is None or replay.position < 0 else None
+        if replay is not None and replay.position + 1 >= SAY_JUDGING_FROM:
+            self.notify(
+                f"Judging ticks 1 to {replay.position + 1} first: a verdict at a tick is the "
+                "recording's up to it",
+                timeout=5,
+            )
         if ready is not None:
             info, snap = ready
             self.hub.set_info(info)
