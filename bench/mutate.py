@@ -1562,7 +1562,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "spin-ignores-arithmetic",
         "gputui/telemetry/health.py",
-        "            and pipes < cfg.spin_max_pipe\n",
+        "        and pipes < cfg.spin_max_pipe\n",
         "",
         (f"{NCCL}::test_arithmetic_in_any_pipe_is_work_not_a_spin",),
         "a kernel that computes (a reduction, a small GEMM) at low SM activity is called spinning",
@@ -1578,15 +1578,15 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "spin-sm-bound-inclusive",
         "gputui/telemetry/health.py",
-        "            and sm < cfg.spin_max_sm\n",
-        "            and sm <= cfg.spin_max_sm\n",
+        "        and sm < cfg.spin_max_sm\n",
+        "        and sm <= cfg.spin_max_sm\n",
         (f"{NCCL}::test_the_sm_bound_is_strict_and_the_configs",),
         "SM activity at the bound counts as spinning",
     ),
     Mutation(
         "spin-ignores-dram",
         "gputui/telemetry/health.py",
-        "            and dram < cfg.spin_max_dram\n",
+        "        and dram < cfg.spin_max_dram\n",
         "",
         ("tests/test_health.py::test_dram_traffic_is_not_spinning",),
         "a kernel moving memory is called spinning",
@@ -1744,6 +1744,23 @@ MUTATIONS: list[Mutation] = [
         "                pass\n",
         (REPLAY,),
         "the engines judged up to the tick are built and thrown away: the old ones judge it",
+    ),
+    # ---- the spinning signature is never "tiny kernels" (issue 31) ---------------------
+    Mutation(
+        "hint-tiny-kernels-on-a-polling-kernel",
+        "gputui/telemetry/hints.py",
+        "            and polling_kernel(g, spin) is not True\n",
+        "",
+        ("tests/test_spin_hint.py",),
+        'one kernel polling (NCCL waiting for a peer) is called "SMs idle: tiny kernels" until spin_seconds',
+    ),
+    Mutation(
+        "hint-spinning-only-once-waiting",
+        "gputui/telemetry/hints.py",
+        "if g.certain or g.waiting}",
+        "if g.waiting}",
+        ("tests/test_spin_hint.py",),
+        "a spinning GPU's card says nothing about it until spin_seconds have passed",
     ),
 ]
 

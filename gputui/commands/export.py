@@ -96,7 +96,7 @@ def run(args: argparse.Namespace) -> int:
     hub = Hub(
         capacity=2,
         alerts=AlertEngine(settings.alerts, settings.hints, settings.health),
-        hints=HintEngine(settings.hints),
+        hints=HintEngine(settings.hints, settings.health),
         health=HealthEngine(settings.health),
     )
     hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each

@@ -146,7 +146,7 @@ class GpuTuiApp(BaseApp[int]):
         self.interval = interval
         self.hub = Hub(  # the engines run on the poller's thread, in Hub.publish: never on the UI's
             alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),
-            hints=HintEngine(self.config.hints),
+            hints=HintEngine(self.config.hints, self.config.health),
             health=HealthEngine(self.config.health),
         )
         self.poller: Poller | None = None
