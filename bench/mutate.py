@@ -1762,6 +1762,23 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_spin_hint.py",),
         "a spinning GPU's card says nothing about it until spin_seconds have passed",
     ),
+    # ---- a recording's own settings never override the user's (issue 31) ----------------
+    Mutation(
+        "recording-settings-override-user",
+        "gputui/recording_settings.py",
+        '            if f"{table}.{key}" in loaded.keys:',
+        "            if False:",
+        ("tests/test_demo_job.py",),
+        "a recording's [health] waits silently replace the ones the user's config file sets",
+    ),
+    Mutation(
+        "recording-settings-any-key",
+        "gputui/recording_settings.py",
+        "            if key not in allowed:",
+        "            if False:",
+        ("tests/test_demo_job.py",),
+        "a recording may switch job health off or move any threshold, not only how long to wait",
+    ),
 ]
 
 

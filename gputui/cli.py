@@ -18,11 +18,17 @@ from gputui import __version__
 from gputui.commands.common import load_config, positive
 
 if TYPE_CHECKING:
-    from gputui.config import Config
+    from gputui.config import Config, LoadedConfig
     from gputui.state import SavedState
+    from gputui.telemetry.recording import ReplaySource
     from gputui.telemetry.source import Source
 
 DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz")
+DEMO_JOB_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo-job.jsonl.gz")
+"""A real stuck NCCL job (tests/fixtures/h200-x2-nccl, rank 1 stopped), its header carrying
+the waits it is judged with (docs/recordings.md, "The bundled demos")."""
+DEMO_JOB_START = 50
+"""Where `--demo-job` begins: the verdict and the spinning GPU's hint are on screen."""
 
 #: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
 #: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
@@ -64,12 +70,17 @@ def _top_level_parser(
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", metavar="FILE", help="play a recording instead of live data")
     source.add_argument("--demo", action="store_true", help="play the bundled recording of real GPUs")
+    source.add_argument(
+        "--demo-job",
+        action="store_true",
+        help="play the bundled recording of a real stuck NCCL job (two H200s, rank 1 stopped)",
+    )
     parser.add_argument(
         "--start",
         type=int,
-        default=1,
+        default=None,
         metavar="TICK",
-        help="with --replay/--demo: begin at this recorded tick (default 1)",
+        help=f"with --replay/--demo: begin at this recorded tick (default 1; --demo-job: {DEMO_JOB_START})",
     )
     parser.add_argument(
         "--readonly",
@@ -173,7 +184,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         command = command_module(args.command)
         if getattr(command, "USES_CONFIG", False):
-            args.settings = load_config(args, f"gputui {args.command}").config
+            args.loaded_config = load_config(args, f"gputui {args.command}")
+            args.settings = args.loaded_config.config
         return int(command.run(args))
     return run_tui(args)
 
@@ -181,12 +193,20 @@ def _main(argv: Sequence[str] | None) -> int:
 def _global_source(args: argparse.Namespace) -> str | None:
     """Apply `gputui --replay F COMMAND` / `gputui --demo COMMAND` to a subcommand that
     replays (its own --replay wins); why not, for one that cannot."""
-    flag = "--demo" if args.demo else "--replay" if args.replay is not None else None
+    flag = (
+        "--demo"
+        if args.demo
+        else "--demo-job"
+        if args.demo_job
+        else "--replay"
+        if args.replay is not None
+        else None
+    )
     if flag is None:
         return None
     if args.command in REPLAYING:
-        if args.demo and args.replay is None:
-            args.replay = DEMO_RECORDING
+        if args.replay is None:
+            args.replay = DEMO_JOB_RECORDING if args.demo_job else DEMO_RECORDING
         return None
     if args.command == "serve":
         return f"{flag} goes after --: gputui serve -- {flag}{' FILE' if flag == '--replay' else ''}"
@@ -222,12 +242,28 @@ def _needs_terminal() -> int:
     return 2
 
 
+def open_tui_replay(
+    path: str, start: int, loaded: LoadedConfig
+) -> tuple[ReplaySource, Config, str | None] | None:
+    """A recording for the monitor, at tick `start` (`--start`), the settings to judge it
+    with (the user's, and the recording's own where the user sets none) and the banner's
+    words for which; None after saying why it cannot be played."""
+    from gputui.commands.common import open_replay
+    from gputui.recording_settings import applied
+
+    replay = open_replay("gputui", path, start, option="--start")
+    if replay is None:
+        return None
+    judging = applied(loaded, replay.header.settings)
+    return replay, judging.config, judging.banner
+
+
 def run_tui(args: argparse.Namespace) -> int:
     from gputui.serve.child import in_browser
 
     browser = in_browser() or args.serve_session is not None
     no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
-    replay_path = DEMO_RECORDING if args.demo else args.replay
+    replay_path = DEMO_RECORDING if args.demo else DEMO_JOB_RECORDING if args.demo_job else args.replay
     live = None
     if replay_path is None:
         if no_terminal:
@@ -241,15 +277,16 @@ def run_tui(args: argparse.Namespace) -> int:
     loaded = load(args.config)
     settings = loaded.config
     saved, state_warning, state_path = remembered(args, settings)
+    judged_with = None
     if live is None:
-        from gputui.commands.common import open_replay
-
         assert replay_path is not None
-        replay = open_replay("gputui", str(replay_path), args.start, option="--start")
-        if replay is None:
+        start = args.start or (DEMO_JOB_START if args.demo_job else 1)
+        opened = open_tui_replay(str(replay_path), start, loaded)
+        if opened is None:
             return 2
         if no_terminal:  # (after the file's own errors, which matter more)
             return _needs_terminal()
+        replay, settings, judged_with = opened
         source: Source = replay
         interval = args.interval or replay.interval
     else:
@@ -270,6 +307,7 @@ def run_tui(args: argparse.Namespace) -> int:
         state_warning=state_warning,
         serve_session=args.serve_session is not None,
         diag_python=args.diag_python,
+        judged_with=judged_with,
     )
     try:
         app.run()

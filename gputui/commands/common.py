@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gputui.config import LoadedConfig
+    from gputui.config import Config, LoadedConfig
     from gputui.telemetry.model import NvmlProblem
     from gputui.telemetry.recording import ReplaySource
 
@@ -139,6 +139,20 @@ def load_config(args: argparse.Namespace, prog: str) -> LoadedConfig:
     if loaded.errors and loaded.path is not None and loaded.path.exists():
         print(f"{prog}: config: using the defaults for every setting", file=sys.stderr)
     return loaded
+
+
+def judging_config(prog: str, args: argparse.Namespace, source: Any) -> Config:
+    """The settings to judge `source` with: the config file's (`args.loaded_config`, else
+    read now), and a recording's own `[health]` waits where the file sets none, said on
+    stderr (`recording_settings.applied`)."""
+    from gputui.recording_settings import applied
+
+    loaded = getattr(args, "loaded_config", None) or load_config(args, prog)
+    replay = source.seekable
+    judging = applied(loaded, replay.header.settings if replay is not None else None)
+    if judging.note:
+        print(f"{prog}: {judging.note}", file=sys.stderr)
+    return judging.config
 
 
 def nvml_unavailable(prog: str, problem: NvmlProblem) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
-    load_config,
+    judging_config,
     nvml_unavailable,
     open_replay,
     positive,
@@ -193,7 +193,7 @@ class _Judge:
         from gputui.telemetry.health import HealthEngine
         from gputui.telemetry.hub import Hub
 
-        self.config = load_config(args, PROG).config.health
+        self.config = judging_config(PROG, args, source).health
         self.hub = Hub(capacity=2, health=HealthEngine(self.config))
         self.first: float | None = None
         if not live:

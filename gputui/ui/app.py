@@ -115,8 +115,12 @@ class GpuTuiApp(BaseApp[int]):
         state_warning: str | None = None,
         serve_session: bool = False,
         diag_python: str | None = None,
+        judged_with: str | None = None,
     ) -> None:
+        """`judged_with`: the line saying which of a recording's own settings the replay is
+        judged with (`recording_settings.applied`), shown in the banner."""
         super().__init__()
+        self.judged_with = judged_with
         config = config or Config()
         if saved is not None and saved.sparklines is not None:  # the charts last ticked (C)
             config = replace(config, cards=replace(config.cards, sparklines=saved.sparklines))
@@ -261,7 +265,11 @@ class GpuTuiApp(BaseApp[int]):
         replay = self.source.seekable
         if replay is not None and replay.header.derived:
             parts.append("1DERIVED from real recordings")
+        if self.judged_with:  # a recording's own settings: always said (as long as it fits)
+            parts.append("1" + clean(self.judged_with).replace("|", "¦"))
         parts += ["2not live data from this machine", "4space pause  . step  , back"]
+        if self.demo:
+            parts.append("5a stuck job: gputui --demo-job")
         return "|".join(parts)
 
     def on_mount(self) -> None:
