@@ -112,8 +112,8 @@ def test_csv_values_are_the_recorded_tick(x2_recording):
     for row, g in zip(rows, tick.gpus, strict=True):
         assert row == [
             str(g.index),
-            str(g.mem_used // MIB),
-            str(g.mem_free // MIB),
+            str(-(-g.mem_used // MIB)),  # nvidia-smi rounds MiB up
+            str(-(-g.mem_free // MIB)),
             str(g.gpu_util),
             f"{g.power_draw:.2f}",
             str(g.temperature),
@@ -230,7 +230,7 @@ def test_json_validates_against_the_schema(validator, recording, tick):
     assert len(doc["gpus"]) == len(header.machine.devices)
     assert len(doc["processes"]) == len(snap.processes)
     for obj, g in zip(doc["gpus"], snap.gpus, strict=True):
-        assert obj["memory.used"] == g.mem_used // MIB
+        assert obj["memory.used"] == -(-g.mem_used // MIB)  # nvidia-smi's MiB: rounded up
         assert obj["utilization.gpu"] == g.gpu_util
         assert obj["power.draw"] == g.power_draw  # full precision in JSON
         assert "timestamp" not in obj  # document-level facts are not repeated per GPU
