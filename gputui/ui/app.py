@@ -519,7 +519,7 @@ class GpuTuiApp(BaseApp[int]):
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen
 
-        self.push_screen(HelpScreen(self.PANES))
+        self.push_screen(HelpScreen(self.PANES, self.query_one(ContentSwitcher).current))
 
     # ---- going away cleanly ----------------------------------------------------------
 
