@@ -240,6 +240,10 @@ def run(args: argparse.Namespace) -> int:
     info = source.open()
     problem = info.system.nvml_problem
     if problem is not None:
+        if kind == "json":  # a script reading JSON gets JSON that says why
+            src = {"kind": "live"} if live else {"kind": "replay", "file": str(args.replay)}
+            doc = snap_fmt.unavailable_document(info, problem, src)
+            print(snap_fmt.dumps(doc, pretty=args.watch is None), flush=True)
         return nvml_unavailable(PROG, problem)
     if live:
         wait_for_slow(source, sel)
