@@ -1779,6 +1779,31 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_demo_job.py",),
         "a recording may switch job health off or move any threshold, not only how long to wait",
     ),
+    # ---- private files: links in shared directories (issue 31) ------------------------
+    Mutation(
+        "safefile-follows-another-users-link",
+        "gputui/safefile.py",
+        "        if not _trusted_owner(st.st_uid):\n            where = escaped(",
+        "        if False:\n            where = escaped(",
+        (PRIVATE,),
+        "root follows another user's link in a sticky shared directory (/tmp) to make its state there",
+    ),
+    Mutation(
+        "safefile-follows-links-in-unsafe-directories",
+        "gputui/safefile.py",
+        "        if self.problem is not None:\n            raise Refused(self.path, self.problem)\n",
+        "",
+        (PRIVATE,),
+        "a link in a directory anyone can write is walked: a planted link to nowhere reads as no config",
+    ),
+    Mutation(
+        "safefile-creates-below-unsafe-directories",
+        "gputui/safefile.py",
+        "                if self.problem is not None:  # nothing is made where others could meddle\n",
+        "                if False:\n",
+        (PRIVATE,),
+        "directories are created below a shared directory before the refusal",
+    ),
 ]
 
 
