@@ -311,6 +311,14 @@ def test_overview_stuck_job_160x50(snap_compare):
     assert snap_compare(demo_job_app(), terminal_size=(160, 50), run_before=at_tick(DEMO_JOB_START))
 
 
+def test_overview_stuck_job_80x24(snap_compare):
+    """The same at 80x24: the verdict line keeps who and what whole (rank, PID, GPU, "the
+    one the others wait for"); the job's label gives way first."""
+    from gputui.cli import DEMO_JOB_START
+
+    assert snap_compare(demo_job_app(), terminal_size=(80, 24), run_before=at_tick(DEMO_JOB_START))
+
+
 def test_job_view_stuck_job_160x50(snap_compare):
     """J on a rank of that job: the ranks side by side, the verdict, the energy."""
     from gputui.cli import DEMO_JOB_START
