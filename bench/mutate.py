@@ -964,6 +964,38 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_gpm_range.py",),
         "a scraped exporter's impossible GPM ratios reach the cluster view",
     ),
+    Mutation(
+        "gpm-range-mig-instances-unchecked",
+        "gputui/telemetry/gpm_check.py",
+        "    if w.mig:\n        parts = tuple(checked(p) for p in w.mig)",
+        "    if False:\n        parts = tuple(checked(p) for p in w.mig)",
+        ("tests/test_gpm_mig_range.py",),
+        "a MIG instance's impossible GPM figures (SM active 100.01 %) are shown in the detail view",
+    ),
+    Mutation(
+        "gpm-range-100-excluded",
+        "gputui/telemetry/gpm_check.py",
+        'ok = 0.0 <= v <= 100.0 if m.unit == "%" else',
+        'ok = 0.0 <= v < 100.0 if m.unit == "%" else',
+        ("tests/test_gpm_mig_range.py",),
+        "a fully busy engine (100 %) is called impossible and shown as N/A",
+    ),
+    Mutation(
+        "gpm-range-mig-instance-id-lost",
+        "gputui/telemetry/gpm_check.py",
+        "    return GpmSample(unavailable=reason, gpu_instance_id=w.gpu_instance_id, mig=w.mig)",
+        "    return GpmSample(unavailable=reason, mig=w.mig)",
+        ("tests/test_gpm_mig_range.py",),
+        "a MIG instance with impossible figures loses its id: the detail view cannot say which",
+    ),
+    Mutation(
+        "gpm-range-no-rounding-at-the-ends",
+        "gputui/telemetry/nvml/gpm.py",
+        "                values[m.figure] = round(v, 2) + 0.0",
+        "                values[m.figure] = v",
+        ("tests/test_gpm_mig_range.py",),
+        "NVML's 100.004 % (float noise of 100) makes a MIG instance's window N/A",
+    ),
     # ---- efficiency hints at their thresholds (issue 24) ---------------------------------
     Mutation(
         "hint-busy-strict",
