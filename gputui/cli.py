@@ -280,7 +280,7 @@ def run_tui(args: argparse.Namespace) -> int:
     judged_with = None
     if live is None:
         assert replay_path is not None
-        start = args.start or (DEMO_JOB_START if args.demo_job else 1)
+        start = args.start if args.start is not None else DEMO_JOB_START if args.demo_job else 1
         opened = open_tui_replay(str(replay_path), start, loaded)
         if opened is None:
             return 2
