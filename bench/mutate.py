@@ -63,6 +63,7 @@ SERVE = "tests/test_serve.py"
 SERVE_BROWSER = "tests/test_serve_browser.py"
 SERVE_AUTH = "tests/test_serve_auth.py"
 SERVE_FLOOD = "tests/test_serve_flood.py"
+REPLAY = "tests/test_replay_verdicts.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -969,6 +970,38 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_gpm_range.py",),
         "a scraped exporter's impossible GPM ratios reach the cluster view",
     ),
+    Mutation(
+        "gpm-range-mig-instances-unchecked",
+        "gputui/telemetry/gpm_check.py",
+        "    if w.mig:\n        parts = tuple(checked(p) for p in w.mig)",
+        "    if False:\n        parts = tuple(checked(p) for p in w.mig)",
+        ("tests/test_gpm_mig_range.py",),
+        "a MIG instance's impossible GPM figures (SM active 100.01 %) are shown in the detail view",
+    ),
+    Mutation(
+        "gpm-range-100-excluded",
+        "gputui/telemetry/gpm_check.py",
+        'ok = 0.0 <= v <= 100.0 if m.unit == "%" else',
+        'ok = 0.0 <= v < 100.0 if m.unit == "%" else',
+        ("tests/test_gpm_mig_range.py",),
+        "a fully busy engine (100 %) is called impossible and shown as N/A",
+    ),
+    Mutation(
+        "gpm-range-mig-instance-id-lost",
+        "gputui/telemetry/gpm_check.py",
+        "    return GpmSample(unavailable=reason, gpu_instance_id=w.gpu_instance_id, mig=w.mig)",
+        "    return GpmSample(unavailable=reason, mig=w.mig)",
+        ("tests/test_gpm_mig_range.py",),
+        "a MIG instance with impossible figures loses its id: the detail view cannot say which",
+    ),
+    Mutation(
+        "gpm-range-no-rounding-at-the-ends",
+        "gputui/telemetry/nvml/gpm.py",
+        "                values[m.figure] = round(v, 2) + 0.0",
+        "                values[m.figure] = v",
+        ("tests/test_gpm_mig_range.py",),
+        "NVML's 100.004 % (float noise of 100) makes a MIG instance's window N/A",
+    ),
     # ---- efficiency hints at their thresholds (issue 24) ---------------------------------
     Mutation(
         "hint-busy-strict",
@@ -1528,8 +1561,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "snapshot-replay-history-dropped",
         "gputui/commands/snapshot.py",
-        "            for snap in source.ticks[: source.position + 1]:",
-        "            for snap in source.ticks[:0]:",
+        "            self.hub.follow(source)\n",
+        "            pass\n",
         ("tests/test_snapshot_health.py",),
         "a replayed snapshot judges only its own tick (no verdict ever)",
     ),
@@ -1682,7 +1715,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "spin-ignores-arithmetic",
         "gputui/telemetry/health.py",
-        "            and pipes < cfg.spin_max_pipe\n",
+        "        and pipes < cfg.spin_max_pipe\n",
         "",
         (f"{NCCL}::test_arithmetic_in_any_pipe_is_work_not_a_spin",),
         "a kernel that computes (a reduction, a small GEMM) at low SM activity is called spinning",
@@ -1698,15 +1731,15 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "spin-sm-bound-inclusive",
         "gputui/telemetry/health.py",
-        "            and sm < cfg.spin_max_sm\n",
-        "            and sm <= cfg.spin_max_sm\n",
+        "        and sm < cfg.spin_max_sm\n",
+        "        and sm <= cfg.spin_max_sm\n",
         (f"{NCCL}::test_the_sm_bound_is_strict_and_the_configs",),
         "SM activity at the bound counts as spinning",
     ),
     Mutation(
         "spin-ignores-dram",
         "gputui/telemetry/health.py",
-        "            and dram < cfg.spin_max_dram\n",
+        "        and dram < cfg.spin_max_dram\n",
         "",
         ("tests/test_health.py::test_dram_traffic_is_not_spinning",),
         "a kernel moving memory is called spinning",
@@ -2051,6 +2084,90 @@ MUTATIONS: list[Mutation] = [
         "    if False:\n",
         ("tests/test_extras.py",),
         "the install hint names 'gputui[serve]' from a checkout, where pip cannot find it",
+    ),
+    # ---- a replay's verdicts are the recording's up to the tick (issue 31) --------------
+    Mutation(
+        "replay-seek-not-judged-again",
+        "gputui/telemetry/replay_judge.py",
+        "        return pos != (0 if self.last is None else self.last + 1)",
+        "        return False",
+        (REPLAY,),
+        "a step back, --start or --tick judges the tick on top of whatever was watched before",
+    ),
+    Mutation(
+        "replay-checkpoint-after-the-tick",
+        "gputui/telemetry/replay_judge.py",
+        "        start = max(k for k in self._checkpoints if k < pos)",
+        "        start = max(k for k in self._checkpoints if k <= pos)",
+        (REPLAY,),
+        "a seek restores the engines after the tick it is about to judge (the tick judged twice)",
+    ),
+    Mutation(
+        "replay-catch-up-not-swapped-in",
+        "gputui/telemetry/hub.py",
+        "                self.health, self.hints, self.alerts = engines.health, engines.hints, engines.alerts\n",
+        "                pass\n",
+        (REPLAY,),
+        "the engines judged up to the tick are built and thrown away: the old ones judge it",
+    ),
+    # ---- the spinning signature is never "tiny kernels" (issue 31) ---------------------
+    Mutation(
+        "hint-tiny-kernels-on-a-polling-kernel",
+        "gputui/telemetry/hints.py",
+        "            and polling_kernel(g, spin) is not True\n",
+        "",
+        ("tests/test_spin_hint.py",),
+        'one kernel polling (NCCL waiting for a peer) is called "SMs idle: tiny kernels" until spin_seconds',
+    ),
+    Mutation(
+        "hint-spinning-only-once-waiting",
+        "gputui/telemetry/hints.py",
+        "if g.certain or g.waiting}",
+        "if g.waiting}",
+        ("tests/test_spin_hint.py",),
+        "a spinning GPU's card says nothing about it until spin_seconds have passed",
+    ),
+    # ---- a recording's own settings never override the user's (issue 31) ----------------
+    Mutation(
+        "recording-settings-override-user",
+        "gputui/recording_settings.py",
+        '            if f"{table}.{key}" in loaded.keys:',
+        "            if False:",
+        ("tests/test_demo_job.py",),
+        "a recording's [health] waits silently replace the ones the user's config file sets",
+    ),
+    Mutation(
+        "recording-settings-any-key",
+        "gputui/recording_settings.py",
+        "            if key not in allowed:",
+        "            if False:",
+        ("tests/test_demo_job.py",),
+        "a recording may switch job health off or move any threshold, not only how long to wait",
+    ),
+    # ---- private files: links in shared directories (issue 31) ------------------------
+    Mutation(
+        "safefile-follows-another-users-link",
+        "gputui/safefile.py",
+        "        if not _trusted_owner(st.st_uid):\n            where = escaped(",
+        "        if False:\n            where = escaped(",
+        (PRIVATE,),
+        "root follows another user's link in a sticky shared directory (/tmp) to make its state there",
+    ),
+    Mutation(
+        "safefile-follows-links-in-unsafe-directories",
+        "gputui/safefile.py",
+        "        if self.problem is not None:\n            raise Refused(self.path, self.problem)\n",
+        "",
+        (PRIVATE,),
+        "a link in a directory anyone can write is walked: a planted link to nowhere reads as no config",
+    ),
+    Mutation(
+        "safefile-creates-below-unsafe-directories",
+        "gputui/safefile.py",
+        "                if self.problem is not None:  # nothing is made where others could meddle\n",
+        "                if False:\n",
+        (PRIVATE,),
+        "directories are created below a shared directory before the refusal",
     ),
 ]
 

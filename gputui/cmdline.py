@@ -13,6 +13,8 @@ from gputui.commands.common import positive
 #: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
 #: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
 COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve", "stacks")
+DEMO_JOB_START = 50
+"""Where `--demo-job` begins: the verdict and the spinning GPU's hint are on screen."""
 
 
 def named_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
@@ -44,12 +46,17 @@ def top_level_parser(
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--replay", metavar="FILE", help="play a recording instead of live data")
     source.add_argument("--demo", action="store_true", help="play the bundled recording of real GPUs")
+    source.add_argument(
+        "--demo-job",
+        action="store_true",
+        help="play the bundled recording of a real stuck NCCL job (two H200s, rank 1 stopped)",
+    )
     parser.add_argument(
         "--start",
         type=int,
-        default=1,
+        default=None,
         metavar="TICK",
-        help="with --replay/--demo: begin at this recorded tick (default 1)",
+        help=f"with --replay/--demo: begin at this recorded tick (default 1; --demo-job: {DEMO_JOB_START})",
     )
     parser.add_argument(
         "--readonly",

@@ -424,7 +424,7 @@ class AlertEngine:
 
     def _efficiency(self, events: list[AlertEvent], seen: set[str], g: GpuSample, ts: float) -> None:
         rule = self.config.efficiency
-        hints = {h.kind: h for h in gpu_hints(g, self.hints)}
+        hints = {h.kind: h for h in gpu_hints(g, self.hints, spin=self.health.config)}
         for kind in GPM_KINDS:
             key = f"efficiency:gpu{g.index}:{kind}"
             hint = hints.get(kind)

@@ -128,25 +128,35 @@ def arithmetic_active(w: GpmSample | None) -> float | None:
     return max(known) if len(known) == len(pipes) else None
 
 
+def polling_kernel(g: GpuSample, cfg: HealthConfig) -> bool | None:
+    """GPM's part of the spinning signature: the graphics engine busy while a few SMs poll
+    and none computes, DRAM idle (the module docstring).  None: GPM did not measure it, or
+    a figure is missing (never read as 0).  The efficiency hints read it too: such a GPU is
+    never "tiny kernels", however long it has spun."""
+    w = g.activity
+    if w is None:
+        return None
+    busy = w.graphics_active if w.graphics_active is not None else g.gpu_util
+    sm, dram = w.sm_active, w.dram_active
+    pipes = arithmetic_active(w)
+    if busy is None or sm is None or dram is None or pipes is None:
+        return None
+    return (
+        busy >= cfg.spin_min_util
+        and sm < cfg.spin_max_sm
+        and dram < cfg.spin_max_dram
+        and pipes < cfg.spin_max_pipe
+    )
+
+
 def spin_signature(g: GpuSample, idle_max: float | None, cfg: HealthConfig) -> bool | None:
     """True: the GPU shows the spinning signature now (GPM says so); None: it might (no GPM:
     utilization ~100 % at idle power, which tiny kernels also give); False: it does not, or
     the evidence is missing."""
     if g.lost or g.power_draw is None or idle_max is None or g.power_draw > idle_max:
         return False
-    w = g.activity
-    if w is not None:
-        busy = w.graphics_active if w.graphics_active is not None else g.gpu_util
-        sm, dram = w.sm_active, w.dram_active
-        pipes = arithmetic_active(w)
-        if busy is None or sm is None or dram is None or pipes is None:
-            return False
-        return (
-            busy >= cfg.spin_min_util
-            and sm < cfg.spin_max_sm
-            and dram < cfg.spin_max_dram
-            and pipes < cfg.spin_max_pipe
-        )
+    if g.activity is not None:
+        return polling_kernel(g, cfg) is True
     if g.gpu_util is not None and g.gpu_util >= cfg.spin_min_util:
         return None
     return False

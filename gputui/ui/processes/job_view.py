@@ -45,6 +45,23 @@ def verdict_text(job: JobHealth) -> str:
     return "" if v is None else PREFIX.get(v.kind, "") + v.short
 
 
+JOB_VIEW_HINT = "  J: job view"
+
+
+def verdict_line(job: JobHealth, width: int) -> Line:
+    """A job's verdict in `width` cells (one spare): who and what whole first ("stuck: rank 1
+    (PID 815, GPU 1) is the one the others wait for"); the job's label and the `J` hint
+    where they fit, the label before the hint; only then is the verdict itself cut."""
+    room = width - 1
+    what = verdict_text(job)
+    full = f" ⚠ {job_label(job)}: {what}"
+    short = f" ⚠ {what}"
+    for text, hint in ((full, JOB_VIEW_HINT), (full, ""), (short, JOB_VIEW_HINT), (short, "")):
+        if len(text) + len(hint) <= room:
+            return [(text, S.warn), (hint, S.dim)] if hint else [(text, S.warn)]
+    return [(fit(short, max(10, room)), S.warn)]
+
+
 def job_for_row(report: HealthReport | None, row: ProcessRow | None) -> JobHealth | None:
     """The job the row belongs to: a launcher's row (tree mode) or one of the job's ranks."""
     if report is None or row is None:
@@ -60,10 +77,7 @@ def verdict_lines(report: HealthReport | None, pids: set[int], width: int) -> li
     if report is None:
         return []
     jobs = [j for j in report.jobs if j.verdict is not None and any(r.pid in pids for r in j.ranks)]
-    lines: list[Line] = []
-    for job in jobs[:MAX_VERDICT_LINES]:
-        text = f" ⚠ {job_label(job)}: {verdict_text(job)}"
-        lines.append([(fit(text, max(10, width - 14)), S.warn), ("  J: job view", S.dim)])
+    lines: list[Line] = [verdict_line(job, width) for job in jobs[:MAX_VERDICT_LINES]]
     if len(jobs) > MAX_VERDICT_LINES:
         lines.append([(f" + {len(jobs) - MAX_VERDICT_LINES} more jobs with a verdict", S.warn)])
     return lines
