@@ -49,6 +49,7 @@ CHILDREN = "tests/test_children.py"
 LIFELINE = "tests/test_child_lifeline.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
+PRIVILEGE = "tests/test_diag_privilege.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
@@ -1422,9 +1423,9 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "diag-pid-takes-every-variable",
-        "gputui/diag/target.py",
-        "        if k in TAKEN_NAMES or k.startswith(TAKEN_PREFIXES):",
-        "        if True:",
+        "gputui/diag/childenv.py",
+        "    return name in TAKEN_NAMES or name.startswith(TAKEN_PREFIXES)",
+        "    return True",
         ("tests/test_diag_pid.py",),
         "diag --pid copies every variable of the process (secrets included) into the diagnosis",
     ),
@@ -1435,6 +1436,95 @@ MUTATIONS: list[Mutation] = [
         "    if False:",
         ("tests/test_diag_pid.py",),
         "a non-Python PID is run as an interpreter",
+    ),
+    # ---- root never runs another user's code with more privilege than theirs (issue 31) --
+    Mutation(
+        "diag-privilege-no-switch",
+        "gputui/diag/runner.py",
+        "            if self.run_as is not None:\n                self._staged, script",
+        "            if False:\n                self._staged, script",
+        (PRIVILEGE,),
+        "root runs another user's process's interpreter, LD_PRELOAD and site code as root",
+    ),
+    Mutation(
+        "diag-privilege-process-owner-ignored",
+        "gputui/diag/target.py",
+        "        privileges = for_process(pid) or for_python(chosen.path)",
+        "        privileges = None",
+        (PRIVILEGE,),
+        "diag --pid and g on a row diagnose another user's process with root's privileges",
+    ),
+    Mutation(
+        "diag-privilege-python-owner-ignored",
+        "gputui/diag/target.py",
+        "        privileges = for_python(python)",
+        "        privileges = None",
+        (PRIVILEGE,),
+        "diag --python (and e, python3 on PATH) runs an interpreter another user controls as root",
+    ),
+    Mutation(
+        "diag-default-any-users-process",
+        "gputui/diag/target.py",
+        "        if not is_own(pid):\n            continue\n",
+        "",
+        (PRIVILEGE,),
+        "gputui diag and g with nothing selected pick another user's busiest GPU process",
+    ),
+    Mutation(
+        "diag-privilege-effective-uid",
+        "gputui/diag/privilege.py",
+        "    others = set(ids) - {0}",
+        "    others = set(ids[1:2]) - {0}",
+        (PRIVILEGE,),
+        "a set-user-ID-root process a user started is diagnosed as root (its effective uid)",
+    ),
+    Mutation(
+        "diag-privilege-groups-unnarrowed",
+        "gputui/diag/privilege.py",
+        "    groups = listed if process_groups is None else listed & set(process_groups)",
+        "    groups = set(process_groups) if process_groups is not None else listed",
+        (PRIVILEGE,),
+        "a user's code runs with the root groups a process kept after dropping its uid",
+    ),
+    Mutation(
+        "diag-privilege-loose-paths-ignored",
+        "gputui/diag/privilege.py",
+        "    if loose:\n        raise PrivilegeError(",
+        "    if False:\n        raise PrivilegeError(",
+        (PRIVILEGE,),
+        "an interpreter under a group- or world-writable directory is run as root",
+    ),
+    Mutation(
+        "diag-privilege-links-unwalked",
+        "gputui/diag/privilege.py",
+        "            todo = parts + todo",
+        "            todo = todo",
+        (PRIVILEGE,),
+        "root's link into a user's directory hides who controls the interpreter",
+    ),
+    Mutation(
+        "diag-privilege-roots-home-kept",
+        "gputui/diag/childenv.py",
+        "        for name, value in run_as.env().items():",
+        "        for name, value in {}.items():",
+        (PRIVILEGE,),
+        "a child run as a user keeps root's HOME, USER and LOGNAME",
+    ),
+    Mutation(
+        "diag-privilege-roots-variables-kept",
+        "gputui/diag/childenv.py",
+        "        env = {name: value for name, value in env.items() if passes(name)}",
+        "        env = dict(env)",
+        (PRIVILEGE,),
+        "a child run as a user gets every variable of root's environment (its secrets too)",
+    ),
+    Mutation(
+        "diag-staging-writable",
+        "gputui/diag/staging.py",
+        "                os.fchmod(fd, 0o644)",
+        "                os.fchmod(fd, 0o666)",
+        (PRIVILEGE,),
+        "the user a child runs as can change the child code's copy",
     ),
     Mutation(
         "diag-pid-argv0-trusted",

@@ -12,7 +12,8 @@ import time
 import pytest
 from conftest import gputui
 
-from gputui.diag.target import TAKEN_PREFIXES, TargetError, process_target
+from gputui.diag.childenv import TAKEN_PREFIXES
+from gputui.diag.target import TargetError, process_target
 
 
 def _sleeper(children, env: dict[str, str] | None = None, argv=None) -> int:
@@ -136,4 +137,4 @@ def test_default_is_the_busiest_gpu_process_else_python3_on_path_else_gputuis_ow
     ]
     t = default_target(None, path="")
     assert t.python == sys.executable and t.why == "gputui's own (no python3 on PATH)"
-    assert t.notes == ["no GPU process to diagnose (or NVML unavailable)"]
+    assert t.notes == ["no GPU process of yours to diagnose (or NVML unavailable)"]

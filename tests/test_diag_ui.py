@@ -27,7 +27,8 @@ def test_g_opens_the_tab_and_streams_rows_in():
 
     async def go():
         app = replay_app(H200_X1)
-        async with app.run_test(size=(120, 40)) as pilot:
+        # (41 rows: the header's privileges line, and the torch build's fix still on screen)
+        async with app.run_test(size=(120, 41)) as pilot:
             pane = await app.load_pane("diagnostics")
             pane.python = python
             pane.picked = True  # as chosen with e (g with nothing selected keeps it)

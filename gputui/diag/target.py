@@ -16,9 +16,15 @@ of the diagnosis and its report):
 Its environment is readable for your own processes (root: all); where it is not, gputui's
 own environment is used and the report says so and why.
 
-With neither: the interpreter of the busiest GPU process (the one holding the most GPU
-memory) when it is Python and readable, else the `python3` on PATH, else gputui's own;
-the report says which and why.  Never gputui's own venv silently.
+`--python PATH`: that interpreter with gputui's environment, once it is found to be one.
+
+With neither: the interpreter of the busiest GPU process of yours (the one holding the most
+GPU memory; other users' processes are not considered) when it is Python and readable, else
+the `python3` on PATH, else gputui's own; the report says which and why.  Never gputui's own
+venv silently.
+
+Every target carries whose privileges its child runs with (gputui.diag.privilege): as root,
+another user's process or interpreter runs as that user, or is refused (TargetError).
 """
 
 from __future__ import annotations
@@ -27,24 +33,23 @@ import contextlib
 import os
 import shutil
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.diag.argv0 import PYTHON_NAME, choose
+from gputui.diag.childenv import passes
+from gputui.diag.privilege import (
+    PrivilegeError,
+    RunAs,
+    for_process,
+    for_python,
+    is_own,
+    own_privileges,
+    privileges_text,
+)
+from gputui.diag.reaper import start_ticks
 from gputui.untrusted import escaped
-
-TAKEN_PREFIXES = (
-    "CUDA_", "NCCL_", "PYTORCH_", "TORCH_", "NVIDIA_", "CUDNN_", "CUBLAS_", "NVTE_", "TRITON_",
-    "XLA_", "LD_", "PYTHON", "CONDA_", "OMP_", "MKL_", "HF_", "TRANSFORMERS_",
-)  # fmt: skip
-TAKEN_NAMES = frozenset(
-    (
-        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LC_ALL", "TMPDIR", "VIRTUAL_ENV", "RANK",
-        "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
-        "SLURM_JOB_ID", "SLURM_PROCID",
-    )
-)  # fmt: skip
 
 
 class TargetError(ValueError):
@@ -64,11 +69,15 @@ class Target:
     env_note: str | None = None
     """Why the process's environment is not used, where it is not."""
     notes: list[str] = field(default_factory=list)
+    privileges: RunAs | None = None
+    """Whose privileges the child runs with (gputui.diag.privilege); None: gputui's own."""
 
     @property
     def environment(self) -> str:
         if self.pid is not None and self.env is not None:
             return f"PID {self.pid}'s (/proc/{self.pid}/environ)"
+        if self.privileges is not None:
+            return "gputui's own, only the variables that pass (it runs as another user)"
         return "gputui's own"
 
     def header(self) -> list[str]:
@@ -83,6 +92,7 @@ class Target:
             "variables": sorted(self.env) if self.env is not None else None,
             "environment_note": self.env_note,
             "notes": self.notes,
+            "privileges": self.privileges.to_json() if self.privileges is not None else own_privileges(),
         }
 
 
@@ -95,9 +105,11 @@ def header_items(target: Mapping[str, Any]) -> list[tuple[str, str]]:
     elif target.get("environment_note"):
         env = f"{env}: {target['environment_note']}"
     notes = target.get("notes")
+    privileges = [("privileges", privileges_text(target["privileges"]))] if "privileges" in target else []
     return [
         ("interpreter", str(target.get("why"))),
         ("environment", env),
+        *privileges,
         *(("note", str(n)) for n in (notes if isinstance(notes, list) else [])),
     ]
 
@@ -117,7 +129,7 @@ def taken(environ: bytes) -> dict[str, str]:
             k, v = name.decode(), value.decode()
         except UnicodeDecodeError:
             continue
-        if k in TAKEN_NAMES or k.startswith(TAKEN_PREFIXES):
+        if passes(k):
             out[k] = v
     return out
 
@@ -126,6 +138,7 @@ def process_target(pid: int) -> Target:
     """The diagnosis of `pid`; TargetError with a one-line reason when it cannot be."""
     if pid <= 0:
         raise TargetError(f"--pid {pid}: not a process id")
+    ticks = start_ticks(pid)
     try:
         exe = os.readlink(f"/proc/{pid}/exe")
     except FileNotFoundError:
@@ -153,11 +166,40 @@ def process_target(pid: int) -> Target:
     else:
         where = f", its {chosen.environment}" if chosen.environment else ""
         why = f"PID {pid}'s{where} ({chosen.how}, the same file as /proc/{pid}/exe: {exe})"
-    return Target(chosen.path, why, pid, env, note, chosen.notes)
+    try:
+        # the process's owner; a process of gputui's own user: whoever controls its interpreter
+        privileges = for_process(pid) or for_python(chosen.path)
+    except PrivilegeError as exc:
+        raise TargetError(f"--pid {pid}: {exc}") from None
+    if ticks is None or start_ticks(pid) != ticks:  # all of the above read one process
+        raise TargetError(f"--pid {pid}: the process exited while it was being read")
+    return Target(chosen.path, why, pid, env, note, chosen.notes, privileges)
+
+
+def python_target(python: str, why: str, notes: list[str] | None = None, label: str = "--python") -> Target:
+    """The diagnosis of the interpreter at `python` (`--python`, the `e` chooser, python3 on
+    PATH); TargetError with a one-line reason (led by `label`) when it cannot be."""
+    try:
+        privileges = for_python(python)
+    except PrivilegeError as exc:
+        raise TargetError(f"{label} {exc}") from None
+    return Target(python, why, notes=list(notes or []), privileges=privileges)
+
+
+def busiest_own(processes: Iterable[tuple[int, int | None]]) -> int | None:
+    """Of (PID, GPU memory in bytes or None) pairs, the caller's own process holding the most
+    GPU memory (the default target); another user's process is never a default."""
+    best: tuple[int, int] | None = None
+    for pid, used in processes:
+        if not is_own(pid):
+            continue
+        if best is None or (used or 0) > best[0]:
+            best = (used or 0, pid)
+    return None if best is None else best[1]
 
 
 def busiest_gpu_pid() -> int | None:
-    """The GPU process holding the most GPU memory (NVML); None where NVML or none."""
+    """Your GPU process holding the most GPU memory (NVML); None where NVML or none."""
     try:
         import pynvml
 
@@ -165,14 +207,11 @@ def busiest_gpu_pid() -> int | None:
     except Exception:
         return None
     try:
-        best: tuple[int, int] | None = None
+        found: list[tuple[int, int | None]] = []
         for i in range(pynvml.nvmlDeviceGetCount()):
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
-            for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h):
-                used = p.usedGpuMemory or 0
-                if best is None or used > best[0]:
-                    best = (used, p.pid)
-        return None if best is None else best[1]
+            found += [(p.pid, p.usedGpuMemory) for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
+        return busiest_own(found)
     except Exception:
         return None
     finally:
@@ -181,7 +220,8 @@ def busiest_gpu_pid() -> int | None:
 
 
 def default_target(busiest: int | None = None, path: str | None = None) -> Target:
-    """`gputui diag` with neither --pid nor --python (the order in the module docstring)."""
+    """`gputui diag` with neither --pid nor --python (the order in the module docstring).
+    `busiest`: your busiest GPU process (`busiest_own`)."""
     notes = []
     if busiest is not None:
         try:
@@ -190,10 +230,12 @@ def default_target(busiest: int | None = None, path: str | None = None) -> Targe
             notes.append(f"the busiest GPU process not used: {exc}")
         else:
             why = f"the busiest GPU process, {t.why}"
-            return Target(t.python, why, t.pid, t.env, t.env_note, notes + t.notes)
+            return Target(t.python, why, t.pid, t.env, t.env_note, notes + t.notes, t.privileges)
     else:
-        notes.append("no GPU process to diagnose (or NVML unavailable)")
+        notes.append("no GPU process of yours to diagnose (or NVML unavailable)")
     found = shutil.which("python3", path=os.environ.get("PATH") if path is None else path)
     if found:
-        return Target(os.path.abspath(found), "python3 on PATH (the one your shell would run)", notes=notes)
-    return Target(sys.executable, "gputui's own (no python3 on PATH)", notes=notes)
+        why = "python3 on PATH (the one your shell would run)"
+        return python_target(os.path.abspath(found), why, notes, "python3 on PATH:")
+    why = "gputui's own (no python3 on PATH)"
+    return python_target(sys.executable, why, notes, "gputui's own interpreter:")

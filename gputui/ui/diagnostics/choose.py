@@ -9,15 +9,17 @@
   (gputui.diag.target), after checking the PID is still the process the row showed.
 - In a replay the PIDs are another machine's: the selection is not used, and that is said.
 - Nothing selected: on the Diagnostics tab the last choice again; else an interpreter chosen
-  with `e`; else gputui.diag.target's default (the busiest GPU process of this tick, else the
-  python3 on PATH, else gputui's own), and the header says which and why.
+  with `e`; else gputui.diag.target's default (your busiest GPU process of this tick, else
+  the python3 on PATH, else gputui's own), and the header says which and why.
+- Whoever's process or interpreter it is, the target says whose privileges its child runs
+  with (as root: another user's runs as that user, or is refused: gputui.diag.privilege).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gputui.diag.target import Target, TargetError, default_target, process_target
+from gputui.diag.target import Target, TargetError, busiest_own, default_target, process_target
 from gputui.ui.render import clean
 
 if TYPE_CHECKING:
@@ -52,15 +54,16 @@ def _busiest(app: GpuTuiApp) -> int | None:
     snap = app.snapshot
     if snap is None or not app.context.sources.local_processes:
         return None
-    procs = [p for p in snap.processes if p.visible and p.gpu_memory is not None]
-    return max(procs, key=lambda p: p.gpu_memory or 0).pid if procs else None
+    found = [(p.pid, p.gpu_memory) for p in snap.processes if p.visible and p.gpu_memory is not None]
+    return busiest_own(found)
 
 
 def choose(
     app: GpuTuiApp, pane: DiagnosticsPane | None, row: ProcessRow | None
 ) -> tuple[Target | None, str | None]:
     """The target (None: the interpreter chosen with `e`, as the header already shows it), and
-    a note to show when the selection was not used (None: nothing to say)."""
+    a note to show when the selection was not used (None: nothing to say).  TargetError: the
+    default cannot be run safely (see gputui.diag.privilege)."""
     ctx = app.context
     if ctx.serve_session or ctx.diag_python:
         python = ctx.diag_python or (pane.python if pane is not None else None)
@@ -100,7 +103,11 @@ async def diagnose(app: GpuTuiApp) -> None:
     from gputui.ui.diagnostics.pane import DiagnosticsPane
 
     pane = loaded if isinstance(loaded, DiagnosticsPane) else None
-    target, note = choose(app, pane, row)
+    try:
+        target, note = choose(app, pane, row)
+    except TargetError as exc:
+        app.notify(clean(f"Not diagnosed: {exc}"), severity="error", timeout=8, markup=False)
+        return
     real = await app.load_pane("diagnostics")
     await app.action_show_tab("diagnostics")
     assert isinstance(real, DiagnosticsPane)

@@ -19,7 +19,7 @@ from textual.message import Message
 
 from gputui.diag.interpreters import default_interpreter, find_interpreters
 from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
-from gputui.diag.target import Target
+from gputui.diag.target import Target, TargetError, header_items, python_target
 from gputui.diag.verdicts import Diagnosis, Finding
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
@@ -91,8 +91,12 @@ class DiagHeader(LineWidget):
                 (label, S.dim),
             ],
         ]
-        told = p.target.header() if p.target else []
-        target: list[Line] = [[(fit(clean(t), width), S.dim)] for t in told]
+        told = header_items(p.target.to_json()) if p.target else []
+        # (what the first line says already is not said twice: a chosen interpreter's label,
+        # gputui's own environment)
+        said = {("interpreter", p.python_label), ("environment", "gputui's own")}
+        shown = [f"  {name}: {text}" for name, text in told if (name, text) not in said]
+        target: list[Line] = [[(fit(clean(t), width), S.dim)] for t in shown]
         lines += [*target, summary_line(p.diagnosis, p.running, p.phase, p.elapsed())]
         if not p.running:
             lines += primary_lines(p.diagnosis, width)
@@ -267,6 +271,11 @@ class DiagnosticsPane(Pane):
         if target is not None:
             self.target = target
             self.python, self.python_label = target.python, ""
+        try:
+            self.target = self._target()
+        except TargetError as exc:
+            self.app.notify(clean(f"Not diagnosed: {exc}"), severity="error", timeout=8, markup=False)
+            return
         self._generation += 1
         gen = self._generation
         self.saved = None
@@ -278,10 +287,11 @@ class DiagnosticsPane(Pane):
             self.python,
             timeout=self.timeout,
             env_overrides=self.env_overrides,
-            base_env=self.target.env if self.target is not None else None,
+            base_env=self.target.env,
             on_finding=lambda f: self.post_message(FindingArrived(f, gen)),
             on_phase=lambda t: self.post_message(PhaseChanged(t, gen)),
             on_done=lambda d: self.post_message(DiagnosisDone(d, gen)),
+            run_as=self.target.privileges,
         )
         self.diagnosis = self.session.diagnosis
         self._started = time.monotonic()
@@ -289,6 +299,14 @@ class DiagnosticsPane(Pane):
         if self._ticker is None:
             self._ticker = self.set_interval(0.25, self._tick)
         self.refresh_header()
+
+    def _target(self) -> Target:
+        """What the next run diagnoses: the target chosen last, else the interpreter shown
+        (chosen with `e`, or the default), with whose privileges it runs (TargetError: none
+        that are safe)."""
+        if self.target is not None and self.target.python == self.python:
+            return self.target
+        return python_target(self.python, self.python_label or "chosen with e")
 
     def _tick(self) -> None:
         if self.running:
@@ -333,6 +351,11 @@ class DiagnosticsPane(Pane):
         if self.stress_running:
             self.app.notify("The stress benchmark is already running (x cancels it)", timeout=3)
             return
+        try:
+            target = self._target()
+        except TargetError as exc:
+            self.app.notify(clean(f"Not run: {exc}"), severity="error", timeout=8, markup=False)
+            return
         self._stress_generation += 1
         gen = self._stress_generation
         self.stress = StressSession(
@@ -342,6 +365,7 @@ class DiagnosticsPane(Pane):
             env_overrides=self.env_overrides,
             monitor=self.stress_monitor,
             on_update=lambda kind: self.post_message(StressUpdated(gen)),
+            run_as=target.privileges,
         )
         self._stress_started = time.monotonic()
         self.stress.start()
