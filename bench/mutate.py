@@ -50,6 +50,7 @@ LIFELINE = "tests/test_child_lifeline.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 PRIVILEGE = "tests/test_diag_privilege.py"
+ENV_PASS = "tests/test_diag_env_pass.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
@@ -1426,8 +1427,48 @@ MUTATIONS: list[Mutation] = [
         "gputui/diag/childenv.py",
         "    return name in TAKEN_NAMES or name.startswith(TAKEN_PREFIXES)",
         "    return True",
-        ("tests/test_diag_pid.py",),
+        ("tests/test_diag_pid.py", ENV_PASS),
         "diag --pid copies every variable of the process (secrets included) into the diagnosis",
+    ),
+    Mutation(
+        "diag-env-secrets-pass",
+        "gputui/diag/childenv.py",
+        "    if secret(name):\n        return False\n",
+        "",
+        (ENV_PASS,),
+        "HF_TOKEN (a credential under a prefix that passes) reaches the diagnosis of diag --pid",
+    ),
+    Mutation(
+        "diag-env-own-secrets-kept",
+        "gputui/diag/childenv.py",
+        "        if own or secret(name):",
+        "        if own:",
+        (ENV_PASS,),
+        "gputui's own credentials reach a diag --python (or TUI) child",
+    ),
+    Mutation(
+        "diag-env-secret-case",
+        "gputui/diag/childenv.py",
+        '    return not SECRET_WORDS.isdisjoint(name.upper().split("_"))',
+        '    return not SECRET_WORDS.isdisjoint(name.split("_"))',
+        (ENV_PASS,),
+        "a credential spelled in lower case (hf_token, NCCL_Secret) is not one",
+    ),
+    Mutation(
+        "diag-env-last-duplicate-wins",
+        "gputui/diag/target.py",
+        "        if passes(k) and k not in out:",
+        "        if passes(k):",
+        (ENV_PASS,),
+        "a variable given twice is read as its last value (the process reads its first)",
+    ),
+    Mutation(
+        "diag-env-cut-entry-taken",
+        "gputui/diag/target.py",
+        '    for item in environ.split(b"\\0")[:-1]:',
+        '    for item in environ.split(b"\\0"):',
+        (ENV_PASS,),
+        "an entry cut at /proc/PID/environ's read limit is taken (a truncated PATH)",
     ),
     Mutation(
         "diag-pid-non-python-accepted",

@@ -2,10 +2,12 @@
 sees) without gputui's own settings, with the few that make the protocol reliable.
 
 Which variables of another environment reach a child (`passes`): those that decide how
-CUDA, torch and NCCL start and where libraries come from (`TAKEN_PREFIXES`, `TAKEN_NAMES`);
-nothing else.  They are taken from a process's environment (`gputui diag --pid`), and from
-gputui's own when the child runs as another user (root diagnosing a user's environment:
-root's other variables stay with root).
+CUDA, torch and NCCL start and where libraries come from (`TAKEN_PREFIXES`, `TAKEN_NAMES`,
+names as the libraries spell them: upper case); nothing else.  A credential (`secret`: a
+name with TOKEN, SECRET, PASSWORD, KEY... as one of its words) reaches no child at all, even
+from gputui's own environment: a diagnosis never needs one.  They are taken from a process's
+environment (`gputui diag --pid`), and from gputui's own when the child runs as another user
+(root diagnosing a user's environment: root's other variables stay with root).
 """
 
 from __future__ import annotations
@@ -33,8 +35,25 @@ TAKEN_NAMES = frozenset(
 )  # fmt: skip
 
 
+#: A variable with one of these as a word of its name (between underscores, any case) holds a
+#: credential: it never reaches a child, whatever environment the child starts from.
+SECRET_WORDS = frozenset(
+    (
+        "TOKEN", "TOKENS", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASSPHRASE",
+        "KEY", "KEYS", "APIKEY", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "COOKIES",
+    )
+)  # fmt: skip
+
+
+def secret(name: str) -> bool:
+    """Whether the variable holds a credential (HF_TOKEN, AWS_SECRET_ACCESS_KEY, hf_token)."""
+    return not SECRET_WORDS.isdisjoint(name.upper().split("_"))
+
+
 def passes(name: str) -> bool:
     """Whether a variable of another environment reaches the child."""
+    if secret(name):
+        return False
     return name in TAKEN_NAMES or name.startswith(TAKEN_PREFIXES)
 
 
@@ -77,7 +96,8 @@ def child_env(
                 changes[name] = value
     foreign = not same_interpreter(python)
     for name in list(env):
-        if name in DROPPED or name.startswith(DROPPED_PREFIXES) or (foreign and name in FOREIGN_DROPPED):
+        own = name in DROPPED or name.startswith(DROPPED_PREFIXES) or (foreign and name in FOREIGN_DROPPED)
+        if own or secret(name):
             del env[name]
             changes[name] = None
     for name, setting in {**CHILD_SETTINGS, **MULTICAST_OFF}.items():

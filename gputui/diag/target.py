@@ -5,13 +5,8 @@
 its VIRTUAL_ENV / CONDA_PREFIX python, only when the same file as /proc/PID/exe: a venv's
 python is a symlink the kernel resolves away; gputui.diag.argv0), with the variables of its
 environment (/proc/PID/environ) that decide how CUDA, torch and NCCL start and where
-libraries come from; nothing else of it is taken (tokens, passwords and the like stay out
-of the diagnosis and its report):
-
-  prefixes  CUDA_ NCCL_ PYTORCH_ TORCH_ NVIDIA_ CUDNN_ CUBLAS_ NVTE_ TRITON_ XLA_ LD_
-            PYTHON CONDA_ OMP_ MKL_ HF_ TRANSFORMERS_
-  names     PATH HOME USER LOGNAME LANG LC_ALL TMPDIR VIRTUAL_ENV RANK LOCAL_RANK WORLD_SIZE
-            LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT SLURM_JOB_ID SLURM_PROCID
+libraries come from (gputui.diag.childenv `passes`: never a credential); nothing else of it
+is taken.
 
 Its environment is readable for your own processes (root: all); where it is not, gputui's
 own environment is used and the report says so and why.
@@ -120,16 +115,20 @@ def _read_environ(pid: int) -> bytes:
 
 
 def taken(environ: bytes) -> dict[str, str]:
+    """The variables of /proc/PID/environ's contents that pass (gputui.diag.childenv), read as
+    the process reads them: the first of a name given twice (getenv's and Python's rule);
+    the last entry only when its NUL ends it (one cut at the read limit is not taken); a
+    name or value that is not UTF-8 is left out."""
     out: dict[str, str] = {}
-    for item in environ.split(b"\0"):
+    for item in environ.split(b"\0")[:-1]:
         name, eq, value = item.partition(b"=")
-        if not eq:
+        if not eq or not name:
             continue
         try:
             k, v = name.decode(), value.decode()
         except UnicodeDecodeError:
             continue
-        if passes(k):
+        if passes(k) and k not in out:
             out[k] = v
     return out
 
