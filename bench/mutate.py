@@ -1471,6 +1471,14 @@ MUTATIONS: list[Mutation] = [
         "an entry cut at /proc/PID/environ's read limit is taken (a truncated PATH)",
     ),
     Mutation(
+        "diag-tab-names-another-python",
+        "gputui/ui/diagnostics/pane.py",
+        "            self.python, self.python_label = fallback_python()",
+        '            self.python, self.python_label = fallback_python("")',
+        ("tests/test_diag_ui.py::test_the_tab_says_which_python_g_diagnoses_and_g_diagnoses_it",),
+        "the Diagnostics tab names gputui's own interpreter while g diagnoses the python3 on PATH",
+    ),
+    Mutation(
         "diag-pid-non-python-accepted",
         "gputui/diag/target.py",
         "    if not PYTHON_NAME.match(os.path.basename(exe)):",

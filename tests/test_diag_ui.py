@@ -228,3 +228,32 @@ def test_save_never_follows_a_planted_symlink_and_is_private(tmp_path):
     assert md.read_text().startswith("# gputui diagnosis")
     assert json.loads(js.read_text())["python"]["executable"] == sys.executable
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp left
+
+
+def test_the_tab_says_which_python_g_diagnoses_and_g_diagnoses_it(tmp_path, monkeypatch):
+    """Issue 31: the tab said "gputui's own interpreter", then `g` diagnosed the python3 on
+    PATH.  With nothing selected and nothing chosen, what the header names before `g` is what
+    `g` runs (the python3 on PATH here: no GPU process of yours in a replay)."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    want = str(bin_dir / "python3")
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(220, 40)) as pilot:  # (wide: the temporary path is long)
+            await pilot.press("4")
+            pane = await app.load_pane("diagnostics")
+            await wait_for(pilot, lambda: f" python {want} (python3 on PATH; g tries" in text(app))
+            assert "gputui's own" not in text(app)
+            await pilot.press("g")
+            await wait_for(pilot, lambda: pane.target is not None)
+            assert pane.target.python == pane.python == want
+            assert pane.target.why == "python3 on PATH (the one your shell would run)"
+            await wait_for(pilot, lambda: not pane.running and pane.diagnosis.child, timeout=120)
+            assert pane.diagnosis.child["python"] == want
+
+    run(go())

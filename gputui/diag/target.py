@@ -232,9 +232,15 @@ def default_target(busiest: int | None = None, path: str | None = None) -> Targe
             return Target(t.python, why, t.pid, t.env, t.env_note, notes + t.notes, t.privileges)
     else:
         notes.append("no GPU process of yours to diagnose (or NVML unavailable)")
+    python, why = fallback_python(path)
+    return python_target(python, why, notes, f"{why.split(' (')[0]}:")
+
+
+def fallback_python(path: str | None = None) -> tuple[str, str]:
+    """The default's interpreter when no GPU process of yours is diagnosed, and why: the
+    python3 on PATH (`path`, default $PATH), else gputui's own.  What the Diagnostics tab
+    names before a run."""
     found = shutil.which("python3", path=os.environ.get("PATH") if path is None else path)
     if found:
-        why = "python3 on PATH (the one your shell would run)"
-        return python_target(os.path.abspath(found), why, notes, "python3 on PATH:")
-    why = "gputui's own (no python3 on PATH)"
-    return python_target(sys.executable, why, notes, "gputui's own interpreter:")
+        return os.path.abspath(found), "python3 on PATH (the one your shell would run)"
+    return sys.executable, "gputui's own (no python3 on PATH)"

@@ -17,9 +17,9 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 
-from gputui.diag.interpreters import default_interpreter, find_interpreters
+from gputui.diag.interpreters import find_interpreters
 from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
-from gputui.diag.target import Target, TargetError, header_items, python_target
+from gputui.diag.target import Target, TargetError, fallback_python, header_items, python_target
 from gputui.diag.verdicts import Diagnosis, Finding
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
@@ -84,6 +84,9 @@ class DiagHeader(LineWidget):
     def build(self, width: int, height: int) -> list[Line]:
         p = self.pane
         label = f" ({clean(p.python_label)})" if p.python_label else ""
+        if p.diagnosis is None and p.target is None and not p.picked and not p.context.diag_python:
+            short = p.python_label.split(" (")[0]
+            label = f" ({clean(short)}; g tries your busiest GPU process's Python first)"
         lines: list[Line] = [
             [
                 (" python ", S.label),
@@ -183,10 +186,12 @@ class DiagnosticsPane(Pane):
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
         super().__init__(hub, context)
-        self.python = context.diag_python or default_interpreter()
+        if context.diag_python:
+            self.python, self.python_label = context.diag_python, label_for(context.diag_python)
+        else:  # what `g` with nothing selected runs when no GPU process of yours is there
+            self.python, self.python_label = fallback_python()
         """The interpreter diagnosed.  In a browser session of `gputui serve` only serve's
         command line chooses it (the page may neither pick nor type one)."""
-        self.python_label = label_for(self.python)
         self.target: Target | None = None
         """Which interpreter and environment the last `g` chose (gputui.ui.diagnostics.choose):
         its interpreter, why, and the process's environment; None before the first."""
