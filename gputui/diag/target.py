@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -42,8 +43,9 @@ from gputui.diag.privilege import (
     is_own,
     own_privileges,
     privileges_text,
+    process_ids,
 )
-from gputui.diag.reaper import start_ticks
+from gputui.diag.reaper import PF_KTHREAD, start_ticks, state_and_flags
 from gputui.untrusted import escaped
 
 
@@ -133,21 +135,97 @@ def taken(environ: bytes) -> dict[str, str]:
     return out
 
 
+def _exe(pid: int) -> str:
+    return os.readlink(f"/proc/{pid}/exe")
+
+
+def _name(pid: int) -> str:
+    """The process's name (/proc/PID/comm: untrusted, escaped), "" where unreadable."""
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return escaped(f.read(64).strip())
+    except OSError:
+        return ""
+
+
+def _why_no_exe(pid: int) -> str:
+    """Why /proc/PID/exe names nothing: the process is gone, a kernel thread, or a zombie."""
+    found = state_and_flags(pid)
+    if found is None:
+        return "no such process"
+    state, flags = found
+    if flags & PF_KTHREAD:
+        return f"a kernel thread ({_name(pid)}), not a Python process"
+    if state == "Z":
+        return "it has exited (a zombie its parent has not reaped): nothing runs to diagnose"
+    return "no such process (it has exited)"
+
+
+def _why_refused(pid: int) -> str:
+    """Why /proc/PID/exe may not be read: another user's process, or (as root, or for your
+    own) a process the kernel keeps from being traced; its name says when it is no Python."""
+    me = os.geteuid()
+    try:
+        uids: set[int] | None = set(process_ids(pid).uids)
+    except OSError:
+        uids = None
+    if me != 0 and uids != {me}:
+        return (
+            f"not permitted to read /proc/{pid}/exe (another user's process: run gputui diag as that "
+            "user or as root, or use --python PATH)"
+        )
+    even = "even as root" if me == 0 else "though it is yours"
+    name = _name(pid)
+    unread = f"/proc/{pid}/exe cannot be read {even}"
+    if name and not PYTHON_NAME.match(name):
+        return f"not a Python process (its name is {name}); {unread}"
+    return (
+        f"{unread} (the kernel refuses: the process is not dumpable, or in a user namespace "
+        "gputui has no rights over); use --python PATH"
+    )
+
+
+def interpreter_problem(python: str) -> str | None:
+    """Why `python` is not an interpreter to run (None: it is one, by its name or its
+    real file's name, or a script whose #! line starts Python)."""
+    try:
+        st = os.stat(python)
+    except FileNotFoundError:
+        return "no such file"
+    except (OSError, ValueError) as exc:
+        return getattr(exc, "strerror", None) or str(exc)
+    if not stat.S_ISREG(st.st_mode):
+        return "not a file"
+    if not os.access(python, os.X_OK):
+        return "not executable"
+    real = os.path.realpath(python)
+    if PYTHON_NAME.match(os.path.basename(python)) or PYTHON_NAME.match(os.path.basename(real)):
+        return None
+    try:  # (never blocks: a FIFO swapped in opens at once, and reads nothing)
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            first = os.read(fd, 256).split(b"\n", 1)[0]
+        finally:
+            os.close(fd)
+    except OSError:
+        first = b""
+    if first.startswith(b"#!") and b"python" in first:
+        return None
+    return f"not a Python interpreter ({escaped(real)})"
+
+
 def process_target(pid: int) -> Target:
     """The diagnosis of `pid`; TargetError with a one-line reason when it cannot be."""
     if pid <= 0:
         raise TargetError(f"--pid {pid}: not a process id")
     ticks = start_ticks(pid)
     try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-    except FileNotFoundError:
-        raise TargetError(f"--pid {pid}: no such process") from None
+        exe = _exe(pid)
+    except FileNotFoundError:  # no such process, or one without an executable
+        raise TargetError(f"--pid {pid}: {_why_no_exe(pid)}") from None
     except PermissionError:
-        raise TargetError(
-            f"--pid {pid}: not permitted to read /proc/{pid}/exe (another user's process: run "
-            "gputui diag as that user or as root, or use --python PATH)"
-        ) from None
-    except OSError as exc:  # a kernel thread has no exe
+        raise TargetError(f"--pid {pid}: {_why_refused(pid)}") from None
+    except OSError as exc:
         raise TargetError(f"--pid {pid}: no executable ({exc.strerror})") from None
     if exe.endswith(" (deleted)") or not os.path.exists(exe):
         raise TargetError(f"--pid {pid}: its interpreter {escaped(exe)} is gone (deleted or replaced)")
@@ -178,6 +256,9 @@ def process_target(pid: int) -> Target:
 def python_target(python: str, why: str, notes: list[str] | None = None, label: str = "--python") -> Target:
     """The diagnosis of the interpreter at `python` (`--python`, the `e` chooser, python3 on
     PATH); TargetError with a one-line reason (led by `label`) when it cannot be."""
+    problem = interpreter_problem(python)
+    if problem is not None:
+        raise TargetError(f"{label} {escaped(python)}: {problem}")
     try:
         privileges = for_python(python)
     except PrivilegeError as exc:
