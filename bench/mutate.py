@@ -51,6 +51,7 @@ DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 PRIVILEGE = "tests/test_diag_privilege.py"
 ENV_PASS = "tests/test_diag_env_pass.py"
+P2P = "tests/test_diag_p2p.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
@@ -1509,6 +1510,54 @@ MUTATIONS: list[Mutation] = [
         "        if False:",
         ("tests/test_diag_pid.py",),
         "a program that never started the diagnosis is reported as a crash of the driver",
+    ),
+    Mutation(
+        "diag-p2p-oom-is-corruption",
+        "gputui/diag/probe/compute.py",
+        '            "copy_ok": None,',
+        '            "copy_ok": False,',
+        (P2P,),
+        "a peer copy that could not get memory FAILs as 'came back wrong' with ACS advice (issue 31)",
+    ),
+    Mutation(
+        "diag-p2p-failed-copy-is-corruption",
+        "gputui/diag/probe/compute.py",
+        '    wrong = [e for e in pairs if e.get("copy_ok") is False]',
+        '    wrong = [e for e in pairs if "copy_ok" in e and not e["copy_ok"]]',
+        (P2P,),
+        "a peer copy that raised is reported as corruption",
+    ),
+    Mutation(
+        "diag-p2p-unknown-access-is-none",
+        "gputui/diag/probe/compute.py",
+        '    no_access = [e for e in pairs if e.get("access") is False]',
+        '    no_access = [e for e in pairs if not e.get("access")]',
+        (P2P,),
+        "peer access that could not be asked (None) is reported as no access",
+    ),
+    Mutation(
+        "diag-nccl-oom-is-failure",
+        "gputui/diag/probe/compute.py",
+        "    if starved:\n        whose =",
+        "    if False:\n        whose =",
+        (P2P,),
+        "an all-reduce rank that could not get memory FAILs NCCL",
+    ),
+    Mutation(
+        "diag-nccl-memory-unchecked",
+        "gputui/diag/probe/compute.py",
+        '        if mem and mem.get("free") is not None and mem["free"] < NCCL_MIN_FREE:',
+        "        if False:",
+        (P2P,),
+        "the all-reduce is started on a GPU another process has filled (it then times out)",
+    ),
+    Mutation(
+        "diag-nccl-no-grace",
+        "gputui/diag/probe/compute.py",
+        "                deadline = min(deadline, time.monotonic() + grace)",
+        "                pass",
+        (P2P,),
+        "the ranks waiting for a failed rank are waited for until the whole timeout",
     ),
     Mutation(
         "diag-pid-non-python-accepted",
