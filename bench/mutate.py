@@ -1560,6 +1560,14 @@ MUTATIONS: list[Mutation] = [
         "the ranks waiting for a failed rank are waited for until the whole timeout",
     ),
     Mutation(
+        "diag-stress-errors-shared",
+        "gputui/diag/verdicts/stress.py",
+        '        "errors": list(results.errors),',
+        '        "errors": results.errors,',
+        ("tests/test_diag_ui.py::test_a_stress_error_is_said_once_however_often_the_tab_repaints",),
+        "every repaint of the stress view appends 'the stress process ended with 2' again (issue 31)",
+    ),
+    Mutation(
         "diag-pid-non-python-accepted",
         "gputui/diag/target.py",
         "    if not PYTHON_NAME.match(os.path.basename(exe)):",

@@ -257,3 +257,35 @@ def test_the_tab_says_which_python_g_diagnoses_and_g_diagnoses_it(tmp_path, monk
             assert pane.diagnosis.child["python"] == want
 
     run(go())
+
+
+def test_a_stress_error_is_said_once_however_often_the_tab_repaints(tmp_path):
+    """Issue 31: `gputui --demo`, `4`, `b` without torch showed "the stress process ended
+    with 2" 176-190 times: every repaint appended the error again (the report's error list
+    was the results' own)."""
+    from gputui.cli import DEMO_RECORDING
+
+    bare = make_bare_venv(tmp_path / "venv")  # no torch: the stress child exits with 2
+
+    async def go():
+        app = replay_app(DEMO_RECORDING)
+        async with app.run_test(size=(120, 45)) as pilot:
+            await pilot.press("4")
+            pane = await app.load_pane("diagnostics")
+            pane.python, pane.picked = bare, True
+            await pilot.press("b")
+            await wait_for(pilot, lambda: pane.stress is not None and not pane.stress_running, timeout=120)
+            await wait_for(pilot, lambda: "the stress process ended with" in text(app), timeout=30)
+            for size in ((121, 45), (120, 46), (120, 45)):  # repaint, and repaint again
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+            await pilot.press("b")  # a second run: its own error, once, instead of the first's
+            await wait_for(pilot, lambda: not pane.stress_running, timeout=120)
+            await pilot.resize_terminal(121, 45)
+            await pilot.pause()
+            assert text(app).count("the stress process ended with") == 1
+            errors = [e["message"] for e in pane.stress.report()["errors"]]
+            assert len(errors) == len(set(errors)) and len(pane.stress.report()["errors"]) == len(errors)
+            assert sum("the stress process ended with" in m for m in errors) == 1
+
+    run(go())
