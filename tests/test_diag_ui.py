@@ -289,3 +289,22 @@ def test_a_stress_error_is_said_once_however_often_the_tab_repaints(tmp_path):
             assert sum("the stress process ended with" in m for m in errors) == 1
 
     run(go())
+
+
+def test_the_diagnostics_room_knows_the_app_only_through_its_context():
+    """Issue 31 (the house): diagnostics/choose.py cast to GpuTuiApp and read its attributes
+    (an import circle with ui/app.py), though ui/context.py says panes never do.  No module of
+    the room imports the app, even for typing, and choose.py does not import the pane."""
+    import ast
+    from pathlib import Path
+
+    room = Path(__file__).resolve().parents[1] / "gputui" / "ui" / "diagnostics"
+    for path in sorted(room.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {
+            node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+        } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert "gputui.ui.app" not in imported, path.name
+        assert "GpuTuiApp" not in path.read_text(), path.name
+        if path.name == "choose.py":
+            assert "gputui.ui.diagnostics.pane" not in imported

@@ -23,6 +23,7 @@ from gputui.diag.target import Target, TargetError, fallback_python, header_item
 from gputui.diag.verdicts import Diagnosis, Finding
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.diagnostics.choose import choose
 from gputui.ui.diagnostics.lines import finding_lines, primary_lines, stress_lines, summary_line
 from gputui.ui.diagnostics.picker import InterpreterPicker, label_for
 from gputui.ui.diagnostics.report import save_report
@@ -32,6 +33,7 @@ from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
+    from gputui.ui.processes.rows import ProcessRow
 
 
 # --------------------------------------------------------------------------------------
@@ -268,6 +270,25 @@ class DiagnosticsPane(Pane):
         self.query_one(DiagHeader).update_lines()
 
     # ---- the diagnosis ---------------------------------------------------------------
+
+    def diagnose(self, row: ProcessRow | None, again: bool) -> None:
+        """`g`: diagnose the selected process `row`, else the default (chosen by
+        gputui.ui.diagnostics.choose); `again`: pressed on this tab."""
+        try:
+            target, note = choose(
+                self.context,
+                self.hub.latest,
+                row,
+                shown=self.python,
+                last=self.target if again else None,
+                picked=self.picked,
+            )
+        except TargetError as exc:
+            self.app.notify(clean(f"Not diagnosed: {exc}"), severity="error", timeout=8, markup=False)
+            return
+        if note is not None:
+            self.app.notify(clean(note), severity="warning", timeout=6, markup=False)
+        self.start_diagnosis(target)
 
     def start_diagnosis(self, target: Target | None = None) -> None:
         if self.running:
