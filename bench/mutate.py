@@ -1601,6 +1601,14 @@ MUTATIONS: list[Mutation] = [
         "diag --python (and e, python3 on PATH) runs an interpreter another user controls as root",
     ),
     Mutation(
+        "diag-privilege-serve-python-unchecked",
+        "gputui/ui/diagnostics/choose.py",
+        "        return python_target(ctx.diag_python or shown, why), None",
+        "        return Target(ctx.diag_python or shown, why), None",
+        (PRIVILEGE,),
+        "gputui serve --python runs an interpreter another user controls as root",
+    ),
+    Mutation(
         "diag-default-any-users-process",
         "gputui/diag/target.py",
         "        if not is_own(pid):\n            continue\n",

@@ -138,6 +138,18 @@ def test_a_kernel_thread_is_named_as_one() -> None:
     assert r.stderr == f"gputui diag: --pid {kthread}: a kernel thread ({name}), not a Python process\n"
 
 
+def test_a_kernel_thread_whose_exe_is_refused_is_still_named_as_one(monkeypatch) -> None:
+    """For everyone but root the kernel refuses a kernel thread's exe: it is no user's process."""
+    kthread = next((pid for pid in _pids() if _kernel_thread(pid)), None)
+    if kthread is None:
+        pytest.skip("no kernel thread in this PID namespace (a container)")
+    _refuse_exe(monkeypatch)
+    with pytest.raises(
+        TargetError, match=rf"^--pid {kthread}: a kernel thread \(.*\), not a Python process$"
+    ):
+        process_target(kthread)
+
+
 def _pids() -> list[int]:
     return sorted(int(e) for e in os.listdir("/proc") if e.isdigit())
 

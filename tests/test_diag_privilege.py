@@ -532,3 +532,22 @@ def test_your_own_process_runs_as_you(children) -> None:
     children.append(p)
     _wait_exec(p.pid, [sys.executable, "-c", SLEEP])
     assert for_process(p.pid) is None
+
+
+def test_a_serve_sessions_python_another_user_controls_runs_as_them(users, python) -> None:
+    """`gputui serve --python PATH` as root: the page cannot choose the interpreter, and the
+    one serve was given still runs with its controller's privileges, not root's."""
+    from gputui.ui.context import PaneContext
+    from gputui.ui.diagnostics.choose import choose
+
+    user = users[0]
+    d = Path(user.pw_dir) / "serve-env"
+    d.mkdir(exist_ok=True)
+    own(user, d)
+    link = d / "python3"
+    if not link.exists():
+        link.symlink_to(python)
+    ctx = PaneContext(serve_session=True, diag_python=str(link))
+    target, note = choose(ctx, None, None, shown=str(link))
+    assert note is None and target is not None and target.python == str(link)
+    assert target.privileges is not None and target.privileges.uid == user.pw_uid

@@ -164,6 +164,9 @@ def _why_no_exe(pid: int) -> str:
 def _why_refused(pid: int) -> str:
     """Why /proc/PID/exe may not be read: another user's process, or (as root, or for your
     own) a process the kernel keeps from being traced; its name says when it is no Python."""
+    found = state_and_flags(pid)
+    if found is not None and found[1] & PF_KTHREAD:  # (refused to all but root)
+        return f"a kernel thread ({_name(pid)}), not a Python process"
     me = os.geteuid()
     try:
         uids: set[int] | None = set(process_ids(pid).uids)

@@ -23,7 +23,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gputui.diag.target import Target, TargetError, busiest_own, default_target, process_target
+from gputui.diag.target import (
+    Target,
+    TargetError,
+    busiest_own,
+    default_target,
+    process_target,
+    python_target,
+)
 
 if TYPE_CHECKING:
     from textual.widget import Widget
@@ -78,7 +85,7 @@ def choose(
     gputui.diag.privilege)."""
     if ctx.serve_session or ctx.diag_python:
         why = SERVE_WHY if ctx.serve_session else "--diag-python"
-        return Target(ctx.diag_python or shown, why), None
+        return python_target(ctx.diag_python or shown, why), None
     note = None
     if row is not None and row.launcher is None:
         pid = row.proc.pid
