@@ -1506,7 +1506,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "diag-no-hello-is-a-crash",
         "gputui/diag/verdicts/diagnosis.py",
-        '        if self.hello is None and not child.get("signal") and not self.findings:',
+        '        if self.hello is None and not self.done and not child.get("signal") and not self.findings:',
         "        if False:",
         ("tests/test_diag_pid.py",),
         "a program that never started the diagnosis is reported as a crash of the driver",

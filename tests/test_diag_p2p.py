@@ -63,9 +63,47 @@ def held_run() -> dict:
     return next(c for c in report["checks"] if c["id"] == "memory.0")["evidence"]
 
 
+#: What the torch-dependent tests need from torch, computed in a fresh interpreter: the
+#: monitor's own process never imports torch (a later test checks sys.modules).
+IN_TORCH = """
+import json, sys
+import torch
+from test_diag_p2p import TORCH_OOM, _Starved, _pairs, probe_module
+
+compute = probe_module("compute")
+errors = {
+    "torch-oom": torch.OutOfMemoryError(TORCH_OOM),
+    "cuda-error-oom": RuntimeError("CUDA error: out of memory"),
+}
+out = {"starved": {}, "cuda": torch.cuda.is_available()}
+for how, error in errors.items():
+    starved = _Starved(torch, 0, error)
+    out["starved"][how] = {
+        "entry": compute.copy_pair(starved, 0, 1),
+        "pairs": _pairs(4, lambda i, j: compute.copy_pair(starved, i, j)),
+    }
+if not out["cuda"]:
+    out["real"] = compute.copy_pair(torch, 0, 1)
+out["oom"] = [
+    compute.out_of_memory(torch, torch.OutOfMemoryError(TORCH_OOM)),
+    compute.out_of_memory(torch, RuntimeError("CUDA error: out of memory")),
+    compute.out_of_memory(None, RuntimeError("CUDA error: out of memory")),
+    compute.out_of_memory(torch, RuntimeError("CUDA error: an illegal memory access was encountered")),
+]
+sys.stdout.write(json.dumps(out))
+"""
+
+
 @pytest.fixture(scope="module")
-def torch():
-    return pytest.importorskip("torch")
+def torch_run() -> dict:
+    from conftest import fresh_python
+    from diag_support import torch_python
+
+    if torch_python() != sys.executable:
+        pytest.skip("torch is not installed in the test interpreter")
+    r = fresh_python(IN_TORCH, tests_importable=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
 
 
 def held_text_of(run: dict) -> str:
@@ -126,15 +164,12 @@ class _Tensor:
 
 @pytest.mark.parametrize("how", ["torch-oom", "cuda-error-oom"])
 def test_a_copy_that_cannot_get_memory_is_not_a_copy_that_came_back_wrong(
-    compute, torch, held_run, how
+    compute, torch_run, held_run, how
 ) -> None:
-    error = (
-        torch.OutOfMemoryError(TORCH_OOM) if how == "torch-oom" else RuntimeError("CUDA error: out of memory")
-    )
-    starved = _Starved(torch, 0, error)
-    entry = compute.copy_pair(starved, 0, 1)
+    run = torch_run["starved"][how]
+    entry = run["entry"]
     assert entry["copy_ok"] is None and entry["out_of_memory"] is True and entry["gpu"] == 0
-    pairs = _pairs(4, lambda i, j: compute.copy_pair(starved, i, j))
+    pairs = run["pairs"]
     status, cause, summary = compute.judge_peers(pairs, 4, lambda gpu: f"GPU {gpu}: {held_text_of(held_run)}")
     assert (status, cause) == ("WARN", "memory-held")
     assert summary == (
@@ -152,11 +187,11 @@ def test_a_copy_that_cannot_get_memory_is_not_a_copy_that_came_back_wrong(
     assert "came back wrong" not in told and "acs" not in told and "iommu" not in told
 
 
-def test_a_copy_that_fails_otherwise_is_a_cuda_error_not_corruption(compute, torch) -> None:
+def test_a_copy_that_fails_otherwise_is_a_cuda_error_not_corruption(compute, torch_run) -> None:
     """The real torch of this machine (the CPU build here: no CUDA at all) fails the copy."""
-    if torch.cuda.is_available():
+    if torch_run["cuda"]:
         pytest.skip("this torch has CUDA: its copy does not fail")
-    entry = compute.copy_pair(torch, 0, 1)
+    entry = torch_run["real"]
     assert entry["copy_ok"] is None and entry["out_of_memory"] is False and entry["error"]
     status, cause, summary = compute.judge_peers(_pairs(2, lambda i, j: entry), 2)
     assert (status, cause) == ("FAIL", "cuda-error")
@@ -208,13 +243,8 @@ def test_an_nccl_rank_without_memory_is_not_an_nccl_failure(compute, held_run) -
     assert compute.judge_nccl(fine)[0] == "PASS"
 
 
-def test_the_nccl_worker_says_out_of_memory(compute, torch) -> None:
-    assert compute.out_of_memory(torch, torch.OutOfMemoryError(TORCH_OOM))
-    assert compute.out_of_memory(torch, RuntimeError("CUDA error: out of memory"))
-    assert compute.out_of_memory(None, RuntimeError("CUDA error: out of memory"))
-    assert not compute.out_of_memory(
-        torch, RuntimeError("CUDA error: an illegal memory access was encountered")
-    )
+def test_the_nccl_worker_says_out_of_memory(torch_run) -> None:
+    assert torch_run["oom"] == [True, True, True, False]
 
 
 class _RecordedNvml:

@@ -297,18 +297,22 @@ def test_the_child_runs_a_copy_of_the_code_the_user_can_read_and_not_change(user
     assert d.hello["groups"] == [user.pw_gid]
 
 
-def test_the_child_gets_the_users_home_and_names_and_none_of_roots_secrets(users, python, children) -> None:
+def test_the_child_gets_the_users_home_and_names_and_none_of_roots_other_variables(
+    users, python, children
+) -> None:
+    """Starting from root's environment (--python as root), the user's child gets the user's
+    HOME, USER and LOGNAME and only the variables that pass: root's others stay root's."""
     user = users[0]
     pid = as_user(children, user, python, user_env(user, HOME="/root", USER="root"))
     t = process_target(pid)
     assert t.privileges is not None
     from gputui.diag.childenv import child_env
 
-    env, _ = child_env(
-        t.python, base={"HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "PATH": "/bin"}, run_as=t.privileges
-    )
+    base = {"HOME": "/root", "AWS_SECRET_ACCESS_KEY": "x", "SSH_CONNECTION": "10.0.0.1 22", "PATH": "/bin"}
+    env, _ = child_env(t.python, base=base, run_as=t.privileges)
     assert (env["HOME"], env["USER"], env["LOGNAME"]) == (user.pw_dir, user.pw_name, user.pw_name)
-    assert "AWS_SECRET_ACCESS_KEY" not in env
+    assert env["PATH"] == "/bin"
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "SSH_CONNECTION" not in env
 
 
 # ---- processes whose user ids differ -------------------------------------------------

@@ -265,11 +265,15 @@ def _pyvenv(python: str) -> list[str]:
         cfg = os.path.join(d, "pyvenv.cfg")
         if os.path.isfile(cfg):
             out = [cfg]
-            try:
-                with open(cfg, encoding="utf-8", errors="replace") as f:
-                    text = f.read(1 << 16)
+            try:  # (the user's file: never blocks on a FIFO swapped in, bounded)
+                fd = os.open(cfg, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+                try:
+                    raw = os.read(fd, 1 << 16) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
+                finally:
+                    os.close(fd)
             except OSError:
                 return out
+            text = raw.decode("utf-8", "replace")
             for line in text.splitlines():
                 key, eq, value = line.partition("=")
                 if eq and key.strip().lower() == "home" and os.path.isabs(value.strip()):

@@ -197,7 +197,7 @@ class Diagnosis:
                 }
             )
             return
-        if self.hello is None and not child.get("signal") and not self.findings:
+        if self.hello is None and not self.done and not child.get("signal") and not self.findings:
             self.add_check(
                 {
                     "id": "diag.child",

@@ -211,7 +211,7 @@ class DiagnosticsPane(Pane):
         self.stress_monitor = StressMonitor()
         """Fed by the hub with every snapshot the poller takes (the monitor's own sampling)."""
         self.stress_duration = 60.0
-        """Burn seconds for `s`."""
+        """Burn seconds for `b`."""
         self.stress_args: list[str] = []
         """Extra stress-child arguments (tests)."""
         self._stress_generation = 0
