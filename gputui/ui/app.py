@@ -512,9 +512,15 @@ class GpuTuiApp(BaseApp[int]):
         open_gpu_detail(self, message.index)
 
     async def action_diagnose(self) -> None:
-        from gputui.ui.diagnostics.choose import diagnose
+        from gputui.ui.diagnostics.choose import selected_row
+        from gputui.ui.diagnostics.pane import DiagnosticsPane
 
-        await diagnose(self)
+        row = selected_row(self.focused)  # (before the tab takes the focus)
+        again = self.query_one(ContentSwitcher).current == "diagnostics"
+        pane = await self.load_pane("diagnostics")
+        await self.action_show_tab("diagnostics")
+        if isinstance(pane, DiagnosticsPane):
+            pane.diagnose(row, again)
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen
