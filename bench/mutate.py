@@ -50,6 +50,7 @@ LIFELINE = "tests/test_child_lifeline.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
+WIRE = "tests/test_cluster_wire.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 NAMED = "tests/test_named_files.py"
@@ -567,17 +568,67 @@ MUTATIONS: list[Mutation] = [
         "cluster-bad-chunk-ends",
         "gputui/cluster/wire.py",
         '                raise WireError("a bad chunk (its size line is not hexadecimal)")',
-        "                return bytes(out)",
+        "                return",
         (HOSTILE,),
         "a bad chunk is taken for the end of the body",
     ),
     Mutation(
         "cluster-short-body",
         "gputui/cluster/wire.py",
-        '                raise WireError(f"the server closed the connection in the {what}")\n        out = bytes',
-        "                break\n        out = bytes",
-        (HOSTILE,),
+        '                piece = self.some(min(left, READ), "body")\n                left -= len(piece)',
+        "                piece = self.some(min(left, READ))\n                if not piece:\n                    break\n"
+        "                left -= len(piece)",
+        (HOSTILE, WIRE),
         "a body shorter than its Content-Length is accepted",
+    ),
+    # ---- the byte cap on every path, and the work per byte (issue 31) --------------------
+    Mutation(
+        "cluster-bomb-inflated-whole",
+        "gputui/cluster/wire.py",
+        "out = inflate.decompress(data, limit - total + 1)",
+        "out = inflate.decompress(data)",
+        (WIRE,),
+        "a decompression bomb is inflated whole before the cap refuses it",
+    ),
+    Mutation(
+        "cluster-cap-off-by-one",
+        "gputui/cluster/wire.py",
+        "            total += len(out)\n            if total > limit:",
+        "            total += len(out)\n            if total >= limit:",
+        (WIRE,),
+        "a compressed answer exactly at the cap is refused",
+    ),
+    Mutation(
+        "cluster-cap-before-decoding",
+        "gputui/cluster/http.py",
+        "pieces = wire.decoded(resp.body(wire.raw_limit(self.max_body, coding)), coding, self.max_body)",
+        "pieces = wire.decoded(resp.body(self.max_body), coding, 1 << 62)",
+        (WIRE,),
+        "the cap counts the compressed bytes: what they inflate to is not bounded",
+    ),
+    Mutation(
+        "cluster-chunks-unbounded",
+        "gputui/cluster/wire.py",
+        "            if self.chunks > CHUNKS_FREE + total // MIN_CHUNK_BYTES:",
+        "            if False:",
+        (WIRE,),
+        "1-byte chunks are parsed a byte at a time until the cap or the deadline (a core per scrape)",
+    ),
+    Mutation(
+        "cluster-reads-unpaced",
+        "gputui/cluster/wire.py",
+        "        self._pace = self.reads >= READS_FREE and len(got) < SMALL_READ",
+        "        self._pace = False",
+        (WIRE,),
+        "a body sent a byte per TCP segment costs a read per byte",
+    ),
+    Mutation(
+        "cluster-second-gzip-member-ignored",
+        "gputui/cluster/wire.py",
+        "                if gz and members and data[:2] != _GZIP_MAGIC:",
+        "                if gz and members:\n                    break\n                if False:",
+        (WIRE,),
+        "a second gzip member is dropped (and never counted against the cap)",
     ),
     Mutation(
         "cluster-scrape-threads-joined",

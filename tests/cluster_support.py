@@ -21,7 +21,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -371,3 +371,70 @@ class RecordedCluster:
 
     def close(self) -> None:
         pass
+
+
+# --------------------------------------------------------------------------------------
+# a raw TCP server: answers no HTTP library would write (hostile exporters, tests only)
+# --------------------------------------------------------------------------------------
+
+Behaviour = Callable[[socket.socket], None]
+
+
+class RawServer:
+    """A loopback TCP server: reads one request's head, then hands the socket to `behaviour`."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.requests = 0
+        self._stop = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            got = b""
+            with contextlib.suppress(OSError):
+                while b"\r\n\r\n" not in got and len(got) < 65536:
+                    more = conn.recv(4096)
+                    if not more:
+                        return
+                    got += more
+            self.requests += 1
+            self.behaviour(conn)
+
+    def close(self) -> None:
+        self._stop = True
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+
+@contextlib.contextmanager
+def raw_server_factory() -> Iterator[Callable[[Behaviour], RawServer]]:
+    """Make RawServers; every one is closed at the end."""
+    made: list[RawServer] = []
+
+    def make(behaviour: Behaviour) -> RawServer:
+        s = RawServer(behaviour)
+        made.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        for s in made:
+            s.close()

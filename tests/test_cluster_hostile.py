@@ -15,12 +15,11 @@ import select
 import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from cluster_support import exporters
+from cluster_support import Behaviour, RawServer, exporters, raw_server_factory
 from conftest import H200_X1, screen_lines, wait_for
 
 from gputui.cluster.http import MAX_HEADERS, FetchError, HttpClient, short_url
@@ -28,8 +27,6 @@ from gputui.cluster.sources import DirectSource, PrometheusSource
 from gputui.telemetry.recording import read_recording
 from gputui.ui.cluster.lines import rows, status_line
 from gputui.ui.render import line_len
-
-Behaviour = Callable[[socket.socket], None]
 
 
 def _send(conn: socket.socket, data: bytes) -> None:
@@ -83,61 +80,10 @@ HOSTILE: dict[str, tuple[Behaviour, str]] = {
 }
 
 
-class RawServer:
-    """A loopback TCP server: reads one request's head, then hands the socket to `behaviour`."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        self.behaviour = behaviour
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.requests = 0
-        self._stop = False
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(10)
-            got = b""
-            with contextlib.suppress(OSError):
-                while b"\r\n\r\n" not in got and len(got) < 65536:
-                    more = conn.recv(4096)
-                    if not more:
-                        return
-                    got += more
-            self.requests += 1
-            self.behaviour(conn)
-
-    def close(self) -> None:
-        self._stop = True
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-
 @pytest.fixture
 def raw_servers() -> Iterator[Callable[[Behaviour], RawServer]]:
-    made: list[RawServer] = []
-
-    def make(behaviour: Behaviour) -> RawServer:
-        s = RawServer(behaviour)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
+    with raw_server_factory() as make:
+        yield make
 
 
 def test_each_hostile_exporter_is_one_host_down_and_the_real_one_stays(raw_servers):
