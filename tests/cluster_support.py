@@ -377,7 +377,9 @@ class RecordedCluster:
 # a raw TCP server: answers no HTTP library would write (hostile exporters, tests only)
 # --------------------------------------------------------------------------------------
 
-Behaviour = Callable[[socket.socket], None]
+Behaviour = Callable[[socket.socket], "bool | None"]
+"""What a RawServer does with a connection once it has read the request: it returns False
+when the client hung up before it had said everything (the client gave up on it)."""
 
 
 class RawServer:
@@ -389,6 +391,10 @@ class RawServer:
         self.sock.bind(("127.0.0.1", 0))
         self.sock.listen(16)
         self.requests = 0
+        self.completed = 0
+        """Connections the behaviour finished: it said everything it had to say."""
+        self.cut = threading.Semaphore(0)
+        """Released once for each connection the client closed before the behaviour was done."""
         self._stop = False
         threading.Thread(target=self._serve, daemon=True).start()
 
@@ -415,12 +421,48 @@ class RawServer:
                         return
                     got += more
             self.requests += 1
-            self.behaviour(conn)
+            if self.behaviour(conn) is False:
+                self.cut.release()
+            else:
+                self.completed += 1
 
     def close(self) -> None:
         self._stop = True
         with contextlib.suppress(OSError):
             self.sock.close()
+
+    def wait_cut(self, timeout: float = 60.0) -> bool:
+        """Whether a client hung up on a connection before the behaviour was done (waits
+        for the server's thread to notice: the event, not a time)."""
+        return self.cut.acquire(timeout=timeout)
+
+
+def drip(data: bytes, every: float) -> Behaviour:
+    """Send `data` a byte at a time, `every` seconds apart; False if the client hangs up."""
+
+    def run(conn: socket.socket) -> bool:
+        for k in range(len(data)):
+            try:
+                conn.sendall(data[k : k + 1])
+            except OSError:
+                return False
+            time.sleep(every)
+        return True
+
+    return run
+
+
+def silent(conn: socket.socket) -> bool:
+    """Say nothing until the client hangs up (then False); True if it waits 10 minutes."""
+    conn.settimeout(600)
+    try:
+        while conn.recv(4096):
+            pass
+    except TimeoutError:
+        return True
+    except OSError:
+        pass
+    return False
 
 
 @contextlib.contextmanager
