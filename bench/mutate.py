@@ -51,6 +51,7 @@ DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 WIRE = "tests/test_cluster_wire.py"
+VERDICTS = "tests/test_cluster_verdicts.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 NAMED = "tests/test_named_files.py"
@@ -736,6 +737,15 @@ MUTATIONS: list[Mutation] = [
         'hostname = next((s.labels["Hostname"] for s in got if s.labels.get("Hostname")), "")',
         ("tests/test_cluster_drill.py",),
         "direct mode reads dcgm-exporter's Hostname whatever the configured host label",
+    ),
+    # ---- job verdicts across nodes (issue 32, item 4) -------------------------------------
+    Mutation(
+        "export-verdict-env-identity",
+        "gputui/export/prometheus.py",
+        "    ids = [j for j in (jobs_of.get(r.pid) for r in job.ranks) if j is not None and trusted(j)]",
+        "    ids = [j for j in (jobs_of.get(r.pid) for r in job.ranks) if j is not None]",
+        (VERDICTS,),
+        "a user's own SLURM_JOB_ID is published as the job's identity: the cluster view merges it with root's",
     ),
     # ---- snapshot documents --------------------------------------------------------------
     Mutation(

@@ -480,3 +480,65 @@ def raw_server_factory() -> Iterator[Callable[[Behaviour], RawServer]]:
     finally:
         for s in made:
             s.close()
+
+
+# --------------------------------------------------------------------------------------
+# two nodes emulated from one real multi-GPU recording
+# --------------------------------------------------------------------------------------
+
+
+def split_recording(
+    source: Path,
+    out: Path,
+    gpus: Sequence[int],
+    hostname: str,
+    *,
+    job: object | None = None,
+    hold: int = 0,
+) -> Path:
+    """EMULATED NODE: the GPUs `gpus` of the real recording `source` (renumbered 0.. as a
+    node numbers its own), their processes and the launchers, as a machine named
+    `hostname`; `job` (a `Job`) given to every rank where the real run had none (torchrun
+    ran outside Slurm); the last tick held `hold` more ticks (timestamps advancing: a
+    stopped rank stays stopped).  The header says all this (`derived`, `note`)."""
+    import dataclasses
+
+    from gputui.telemetry.recording import RecordingWriter
+
+    header, ticks = read_recording(source)
+    machine = header.machine
+    renumber = {old: new for new, old in enumerate(gpus)}
+    devices = tuple(
+        dataclasses.replace(d, index=renumber[d.index]) for d in machine.devices if d.index in renumber
+    )
+    system = dataclasses.replace(machine.system, hostname=hostname, device_count=len(devices))
+    node = MachineInfo(system, devices, None)
+
+    def one(s: Snapshot, seq: int, ts: float) -> Snapshot:
+        procs = tuple(
+            dataclasses.replace(p, gpu_index=renumber[p.gpu_index], job=job or p.job)  # type: ignore[arg-type]
+            for p in s.processes
+            if p.gpu_index in renumber
+        )
+        samples = tuple(
+            dataclasses.replace(g, index=renumber[g.index]) for g in s.gpus if g.index in renumber
+        )
+        return dataclasses.replace(s, seq=seq, timestamp=ts, gpus=samples, processes=procs)
+
+    how = (
+        f"GPUs {list(gpus)} of {source.name} renumbered from 0 as host {hostname!r}; "
+        f"job {job!r} given to every rank; the last tick held {hold} more ticks"
+    )
+    with RecordingWriter(
+        out,
+        node,
+        header.interval,
+        derived={"from": str(source.name), "how": how, "generator": "tests/cluster_support.py"},
+        note="DERIVED (not a real machine): an emulated node, " + how,
+    ) as w:
+        for s in ticks:
+            w.write(one(s, s.seq, s.timestamp))
+        last = ticks[-1]
+        for k in range(1, hold + 1):
+            w.write(one(last, last.seq + k, last.timestamp + k * header.interval))
+    return out
