@@ -52,6 +52,7 @@ DIAG_STARTVARS = "tests/test_diag_startvars.py"
 HOSTILE = "tests/test_cluster_hostile.py"
 WIRE = "tests/test_cluster_wire.py"
 VERDICTS = "tests/test_cluster_verdicts.py"
+JOBS = "tests/test_cluster_jobs.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 NAMED = "tests/test_named_files.py"
@@ -746,6 +747,46 @@ MUTATIONS: list[Mutation] = [
         "    ids = [j for j in (jobs_of.get(r.pid) for r in job.ranks) if j is not None]",
         (VERDICTS,),
         "a user's own SLURM_JOB_ID is published as the job's identity: the cluster view merges it with root's",
+    ),
+    Mutation(
+        "cluster-merge-claimed-id",
+        "gputui/cluster/jobs.py",
+        "        if self.claimed:\n            return None\n",
+        "",
+        (JOBS,),
+        "a user's own SLURM_JOB_ID (an '(env)' job) is merged with root's real job of that id",
+    ),
+    Mutation(
+        "cluster-merge-across-clusters",
+        "gputui/cluster/jobs.py",
+        'return ("slurm", self.cluster, self.slurm_job)',
+        'return ("slurm", "", self.slurm_job)',
+        (JOBS,),
+        "job 4242 of two Slurm clusters is merged into one",
+    ),
+    Mutation(
+        "cluster-comm-joins-verified",
+        "gputui/cluster/jobs.py",
+        "        free = [k for k in ks if not groups.ids[groups.find(k)]]",
+        "        free = ks",
+        (JOBS,),
+        "a communicator hash (from a RAS service a user can stand in for) joins a job to root's",
+    ),
+    Mutation(
+        "cluster-verdict-makes-gpu",
+        "gputui/cluster/model.py",
+        "        if name in JOB_NAMES:\n            continue  # a job's series names its rank's GPU: it never makes one\n",
+        "",
+        (JOBS,),
+        "a verdict's gpu label adds a phantom GPU to the host",
+    ),
+    Mutation(
+        "cluster-jobs-uncapped",
+        "gputui/cluster/jobs.py",
+        "                if len(jobs) >= MAX_JOBS_PER_HOST:",
+        "                if False:",
+        (JOBS,),
+        "an exporter's job series are held without a cap",
     ),
     # ---- snapshot documents --------------------------------------------------------------
     Mutation(

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from gputui.cluster import expfmt
 from gputui.cluster.http import FetchError, HttpClient, display_url
+from gputui.cluster.jobs import JOB_SERIES, HostJobs, host_jobs, merge, stale_jobs
 from gputui.cluster.model import (
     GPM_BY_NAME,
     LIST_WANTED,
@@ -31,12 +32,13 @@ from gputui.cluster.model import (
     build_gpus,
     gpm_value,
     host_names,
+    split_jobs,
     usable,
 )
 from gputui.cluster.targets import normalize_target
 from gputui.telemetry.history import HISTORY
 
-WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
+WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY, *JOB_SERIES))
 IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
 """A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
 
@@ -216,12 +218,15 @@ class DirectSource:
                         gpus=last.gpus if last else (),
                         driver=last.driver if last else "",
                         stale=last is not None,
+                        jobs=stale_jobs(last.jobs) if last else HostJobs(),
                     )
                 )
                 continue
-            gpus = build_gpus(target, ((s.name, s.labels, s.value) for s in got), lm)
+            gpu_series, job_series = split_jobs((s.name, s.labels, s.value) for s in got)
+            gpus = build_gpus(target, gpu_series, lm)
             driver = next((s.labels[lm.driver] for s in got if s.labels.get(lm.driver)), "")
-            host = HostState(target, names[target], instance, True, None, tuple(gpus), driver)
+            jobs = host_jobs(target, names[target], job_series, lm.cluster)
+            host = HostState(target, names[target], instance, True, None, tuple(gpus), driver, jobs=jobs)
             self._last[target] = host
             with self._lock:
                 for g in gpus:
@@ -230,6 +235,7 @@ class DirectSource:
                         ring = self._history[g.key] = deque(maxlen=self._history_points)
                     ring.append((now, g))
             hosts.append(host)
+        fleet, left_out = merge((h.key, h.jobs) for h in hosts)
         return ClusterState(
             hosts=tuple(hosts),
             fetched_at=now,
@@ -237,6 +243,8 @@ class DirectSource:
             source=self.description,
             queries=self.client.requests - req0,
             bytes=self.client.bytes_received - bytes0,
+            jobs=fleet,
+            jobs_left_out=left_out + sum(h.jobs.dropped for h in hosts),
         )
 
     def history(self, host: HostState, seconds: float, points: int) -> History:
@@ -384,7 +392,7 @@ class PrometheusSource:
         req0, bytes0 = self.client.requests, self.client.bytes_received
         now = time.time()
         try:
-            values = self.query(self.wanted_query(), now)
+            values = self.query(self.wanted_query(metrics=(*LIST_WANTED, *JOB_SERIES)), now)
             ups = self.query("up" + self._matchers(), now)
             hosts = self._hosts(values, ups, now)
         except (FetchError, PrometheusError) as exc:
@@ -399,6 +407,7 @@ class PrometheusSource:
                 queries=self.client.requests - req0,
                 bytes=self.client.bytes_received - bytes0,
             )
+        fleet, left_out = merge((h.key, h.jobs) for h in hosts)
         state = ClusterState(
             hosts=hosts,
             fetched_at=now,
@@ -406,6 +415,8 @@ class PrometheusSource:
             source=self.description,
             queries=self.client.requests - req0,
             bytes=self.client.bytes_received - bytes0,
+            jobs=fleet,
+            jobs_left_out=left_out + sum(h.jobs.dropped for h in hosts),
         )
         self._last = state
         return state
@@ -457,7 +468,7 @@ class PrometheusSource:
         hosts: list[HostState] = []
         for inst, hostname in keys:
             key = f"{inst}\0{hostname}"
-            series = groups.get((inst, hostname)) or stale.get((inst, hostname), [])
+            series, job_series = split_jobs(groups.get((inst, hostname)) or stale.get((inst, hostname), []))
             gpus = build_gpus(key, series, lm)
             up = up_by_instance.get(inst, True) if (inst, hostname) in groups else False
             driver = next((lab[lm.driver] for _, lab, _ in series if lab.get(lm.driver)), "")
@@ -471,6 +482,7 @@ class PrometheusSource:
                     gpus=tuple(gpus),
                     driver=driver,
                     stale=not up,
+                    jobs=host_jobs(key, names[key], job_series, lm.cluster),
                 )
             )
         return tuple(hosts)
