@@ -53,6 +53,7 @@ HOSTILE = "tests/test_cluster_hostile.py"
 WIRE = "tests/test_cluster_wire.py"
 VERDICTS = "tests/test_cluster_verdicts.py"
 JOBS = "tests/test_cluster_jobs.py"
+JOBS_UI = "tests/test_cluster_jobs_ui.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 NAMED = "tests/test_named_files.py"
@@ -787,6 +788,22 @@ MUTATIONS: list[Mutation] = [
         "                if False:",
         (JOBS,),
         "an exporter's job series are held without a cap",
+    ),
+    Mutation(
+        "cluster-stuck-unknown-as-0",
+        "gputui/ui/cluster/jobs.py",
+        "    if not state.jobs and not any(h.jobs.jobs for h in state.hosts):\n        return None\n",
+        "",
+        (JOBS_UI,),
+        "the summary says 'stuck jobs 0' where no exporter judges jobs (unknown read as 0)",
+    ),
+    Mutation(
+        "cluster-job-summary-raw",
+        "gputui/ui/cluster/jobs.py",
+        "        parts.append((clean(summary), S.text))",
+        "        parts.append((summary, S.text))",
+        (JOBS_UI,),
+        "an exporter's verdict line reaches the terminal unfiltered (OSC 52, colours)",
     ),
     # ---- snapshot documents --------------------------------------------------------------
     Mutation(

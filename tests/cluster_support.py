@@ -62,13 +62,14 @@ class Exporter:
                 self.proc.wait(10)
 
 
-def start_exporter(recording: Path, interval: float = 3600.0) -> Exporter:
+def start_exporter(recording: Path, interval: float = 3600.0, config: Path | None = None) -> Exporter:
     """`gputui export --replay RECORDING` on a port the kernel picks.  With the default interval
     it serves the recording's first tick for the whole test."""
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "gputui", "export", "--replay", str(recording),
             "--listen", "127.0.0.1:0", "--interval", str(interval),
+            *(("--config", str(config)) if config is not None else ()),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -84,11 +85,13 @@ def start_exporter(recording: Path, interval: float = 3600.0) -> Exporter:
 
 
 @contextlib.contextmanager
-def exporters(recordings: Sequence[Path]) -> Iterator[list[Exporter]]:
+def exporters(
+    recordings: Sequence[Path], interval: float = 3600.0, config: Path | None = None
+) -> Iterator[list[Exporter]]:
     started: list[Exporter] = []
     try:
         for r in recordings:
-            started.append(start_exporter(r))
+            started.append(start_exporter(r, interval, config))
         yield started
     finally:
         for e in started:
