@@ -54,6 +54,7 @@ WIRE = "tests/test_cluster_wire.py"
 VERDICTS = "tests/test_cluster_verdicts.py"
 JOBS = "tests/test_cluster_jobs.py"
 JOBS_UI = "tests/test_cluster_jobs_ui.py"
+PROM_CAPS = "tests/test_cluster_prometheus_caps.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 NAMED = "tests/test_named_files.py"
@@ -804,6 +805,22 @@ MUTATIONS: list[Mutation] = [
         "        parts.append((summary, S.text))",
         (JOBS_UI,),
         "an exporter's verdict line reaches the terminal unfiltered (OSC 52, colours)",
+    ),
+    Mutation(
+        "cluster-prom-series-uncapped",
+        "gputui/cluster/promjson.py",
+        "                if len(kept) >= max_series:",
+        "                if False:",
+        (PROM_CAPS,),
+        "a Prometheus answer of any number of series is read and held whole (400k: 679 MiB, 11 s)",
+    ),
+    Mutation(
+        "cluster-prom-number-cut",
+        "gputui/cluster/promjson.py",
+        "            if end >= 0 and (end < len(self.buf) or self.eof):",
+        "            if end >= 0:",
+        (PROM_CAPS,),
+        "a value ending where a piece of the answer ends is taken as complete (a number cut in two)",
     ),
     # ---- snapshot documents --------------------------------------------------------------
     Mutation(

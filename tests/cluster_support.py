@@ -8,6 +8,7 @@ Everything listens on 127.0.0.1 only; every process is stopped by the fixture th
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.server
 import json
 import os
@@ -545,3 +546,85 @@ def split_recording(
         for k in range(1, hold + 1):
             w.write(one(last, last.seq + k, last.timestamp + k * header.interval))
     return out
+
+
+# --------------------------------------------------------------------------------------
+# a Prometheus API stand-in answering with many series (caps tests and benchmark)
+# --------------------------------------------------------------------------------------
+
+
+def series_json(n: int, hosts: int = 64) -> list[bytes]:
+    """HAND-WRITTEN: `n` dcgm-exporter-like series over `hosts` hosts of 8 GPUs."""
+    out = []
+    names = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP")
+    for k in range(n):
+        gpu = k // len(names)
+        host = gpu // 8 % hosts
+        metric = {
+            "__name__": names[k % len(names)],
+            "Hostname": f"gpu-node-{host:05d}",
+            "UUID": f"GPU-{gpu:08d}-0000-4000-8000-000000000000",
+            "gpu": str(gpu % 8),
+            "instance": f"10.0.{host // 256}.{host % 256}:9400",
+            "job": "dcgm",
+            "modelName": "NVIDIA H200",
+        }
+        out.append(json.dumps({"metric": metric, "value": [1764300000.123, str(k % 100)]}).encode())
+    return out
+
+
+def vector(items: list[bytes], status: str = "success") -> bytes:
+    return (
+        b'{"status":"%s","data":{"resultType":"vector","result":[' % status.encode()
+        + b",".join(items)
+        + b"]}}"
+    )
+
+
+class FakePrometheus:
+    """Answers /api/v1/query: `up` with one series per host, anything else with `body`."""
+
+    def __init__(self, body: bytes, hosts: int = 64, gzipped: bool = False) -> None:
+        up = [
+            json.dumps(
+                {
+                    "metric": {"__name__": "up", "instance": f"10.0.{h // 256}.{h % 256}:9400"},
+                    "value": [0, "1"],
+                }
+            ).encode()
+            for h in range(hosts)
+        ]
+        answers = {"up": vector(up), "": body}
+        if gzipped:
+            answers = {k: gzip.compress(v, compresslevel=1, mtime=0) for k, v in answers.items()}
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = answers["up" if "query=up" in self.path else ""]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if gzipped:
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # a client that stops reading at its cap
+                    for k in range(0, len(body), 65536):
+                        self.wfile.write(body[k : k + 65536])
+                fake.sent.append(len(body))
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.sent: list[int] = []
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -6,7 +6,6 @@ nothing here blocks the UI, and every request has a deadline.
 from __future__ import annotations
 
 import functools
-import json
 import queue
 import threading
 import time
@@ -35,6 +34,7 @@ from gputui.cluster.model import (
     split_jobs,
     usable,
 )
+from gputui.cluster.promjson import MAX_SERIES, PrometheusError, PromSeries, Result, read_result
 from gputui.cluster.targets import normalize_target
 from gputui.telemetry.history import HISTORY
 
@@ -288,25 +288,10 @@ def regex_escape(text: str) -> str:
     return "".join("\\" + c if c in r"\.+*?()|[]{}^$" else c for c in text)
 
 
-class PrometheusError(Exception):
-    pass
-
-
-def _series(data: Any, kind: str) -> list[dict[str, Any]]:
-    """The result list of an API answer, checked: untrusted JSON."""
-    if not isinstance(data, dict):
-        raise PrometheusError("the answer is not a JSON object")
-    if data.get("status") != "success":
-        err = data.get("error")
-        raise PrometheusError(f"query failed: {str(err)[:200] if err else data.get('status')!s:.60}")
-    d = data.get("data")
-    if not isinstance(d, dict) or d.get("resultType") != kind or not isinstance(d.get("result"), list):
-        raise PrometheusError(f"expected a {kind} result")
-    return [r for r in d["result"] if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
-
-
-def _labels(r: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in r["metric"].items() if isinstance(v, str)}
+def _instant(r: PromSeries) -> float | None:
+    """An instant vector's number, or None."""
+    v = r.value
+    return _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
 
 
 def _float(v: Any) -> float | None:
@@ -330,8 +315,11 @@ class PrometheusSource:
         labels: LabelMap | None = None,
         selector: str = "",
         lookback: str = "1h",
+        max_series: int = MAX_SERIES,
     ) -> None:
         self.url = url.rstrip("/")
+        self.max_series = max_series
+        """Series read of one answer: the rest is not downloaded (the refresh says so)."""
         self.client = client
         self.labels = labels or LabelMap()
         self.selector = selector.strip().strip("{}").strip()
@@ -343,23 +331,21 @@ class PrometheusSource:
         parts = [p for p in (*extra, self.selector) if p]
         return "{" + ",".join(parts) + "}"
 
-    def _get(self, path: str, params: Mapping[str, str]) -> Any:
+    def _read(self, path: str, params: Mapping[str, str], kind: str) -> Result:
+        """An API answer read as it arrives, at most `max_series` series of it."""
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
-        body = self.client.get(url, accept="application/json")
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise PrometheusError(f"{path}: the answer is not JSON") from None
+        with self.client.stream(url, accept="application/json") as pieces:
+            return read_result(pieces, kind, self.max_series)
 
-    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+    def query(self, promql: str, at: float | None = None) -> Result:
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return _series(self._get("/api/v1/query", params), "vector")
+        return self._read("/api/v1/query", params, "vector")
 
-    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+    def query_range(self, promql: str, start: float, end: float, step: float) -> Result:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        return _series(self._get("/api/v1/query_range", params), "matrix")
+        return self._read("/api/v1/query_range", params, "matrix")
 
     def wanted_query(self, *extra: str, metrics: Sequence[str] = LIST_WANTED) -> str:
         names = "|".join(regex_escape(n) for n in metrics)
@@ -378,13 +364,7 @@ class PrometheusSource:
             result = self.query(self.wanted_query(*self._host_matchers(host), metrics=WANTED))
         except (FetchError, PrometheusError):
             return host.gpus
-        series = []
-        for r in result:
-            v = r.get("value")
-            f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
-            if f is not None:
-                labels = _labels(r)
-                series.append((labels.get("__name__", ""), labels, f))
+        series = [(r.name, r.labels, f) for r in result.series if (f := _instant(r)) is not None]
         return tuple(build_gpus(host.key, series, self.labels)) or host.gpus
 
     def fetch(self) -> ClusterState:
@@ -394,7 +374,7 @@ class PrometheusSource:
         try:
             values = self.query(self.wanted_query(metrics=(*LIST_WANTED, *JOB_SERIES)), now)
             ups = self.query("up" + self._matchers(), now)
-            hosts = self._hosts(values, ups, now)
+            hosts = self._hosts(values.series, ups.series, now)
         except (FetchError, PrometheusError) as exc:
             last = self._last
             return ClusterState(
@@ -417,34 +397,35 @@ class PrometheusSource:
             bytes=self.client.bytes_received - bytes0,
             jobs=fleet,
             jobs_left_out=left_out + sum(h.jobs.dropped for h in hosts),
+            note=self._cut_note(values, ups),
         )
         self._last = state
         return state
 
-    def _hosts(
-        self, values: list[dict[str, Any]], ups: list[dict[str, Any]], now: float
-    ) -> tuple[HostState, ...]:
+    def _cut_note(self, *results: Result) -> str | None:
+        if not any(r.truncated for r in results):
+            return None
+        return (
+            f"Prometheus answered more than {self.max_series:,} series: the first {self.max_series:,} "
+            "are shown (narrow it with --selector)"
+        )
+
+    def _hosts(self, values: list[PromSeries], ups: list[PromSeries], now: float) -> tuple[HostState, ...]:
         lm = self.labels
         up_by_instance: dict[str, bool] = {}
         for r in ups:
-            labels = _labels(r)
-            v = r.get("value")
-            if isinstance(v, list) and len(v) == 2 and (f := _float(v[1])) is not None:
-                inst = labels.get("instance", "")
+            if (f := _instant(r)) is not None:
+                inst = r.labels.get("instance", "")
                 up_by_instance[inst] = up_by_instance.get(inst, False) or f == 1.0
-        groups: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+        groups: dict[tuple[str, str], list[tuple[str, Mapping[str, str], float]]] = {}
         for r in values:
-            labels = _labels(r)
-            v = r.get("value")
-            if not (isinstance(v, list) and len(v) == 2):
-                continue
-            f = _float(v[1])
+            f = _instant(r)
             if f is None:
                 continue
-            where = (labels.get("instance", ""), labels.get(lm.host, ""))
-            groups.setdefault(where, []).append((labels.get("__name__", ""), labels, f))
+            where = (r.labels.get("instance", ""), r.labels.get(lm.host, ""))
+            groups.setdefault(where, []).append((r.name, r.labels, f))
         down = sorted(i for i, ok in up_by_instance.items() if not ok)
-        stale: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+        stale: dict[tuple[str, str], list[tuple[str, Mapping[str, str], float]]] = {}
         if down:
             pattern = "|".join(regex_escape(i) for i in down)
             # the GPUs the down exporters had, as last seen (one series per GPU; a range
@@ -454,15 +435,12 @@ class PrometheusSource:
                 + self._matchers(f"instance=~{promql_string(pattern)}")
                 + f"[{self.lookback}])"
             )
-            for r in self.query(q, now):
-                labels = _labels(r)
-                v = r.get("value")
-                f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
-                if f is None:
+            for r in self.query(q, now).series:
+                if _instant(r) is None:
                     continue
-                where = (labels.get("instance", ""), labels.get(lm.host, ""))
+                where = (r.labels.get("instance", ""), r.labels.get(lm.host, ""))
                 if where not in groups:
-                    stale.setdefault(where, []).append(("", labels, float("nan")))
+                    stale.setdefault(where, []).append(("", r.labels, float("nan")))
         keys = sorted(set(groups) | set(stale))
         names = host_names((f"{i}\0{h}", h or i, i) for i, h in keys)
         hosts: list[HostState] = []
@@ -503,12 +481,11 @@ class PrometheusSource:
         times = [start + k * step for k in range(n)]
         series: dict[tuple[str, str], list[float]] = {}
         by_ident = {gpu_key_of(g): g.key for g in host.gpus}
-        for r in result:
-            labels = _labels(r)
-            name = labels.get("__name__", "")
-            attr, conv = wanted.get(name, (None, float))
+        for r in result.series:
+            labels = r.labels
+            attr, conv = wanted.get(r.name, (None, float))
             ident = by_ident.get(labels.get(self.labels.uuid) or labels.get(self.labels.gpu, ""))
-            vals = r.get("values")
+            vals = r.value
             if attr is None or ident is None or not isinstance(vals, list):
                 continue
             out = series.setdefault((ident, attr), [float("nan")] * n)

@@ -201,6 +201,8 @@ def status_line(
                 tail += [(f" ({age:.0f} s old)", S.warn)]
         if state.error:
             tail += [("  ✗ ", S.bad), (clean(state.error), S.bad)]
+        if state.note:
+            tail += [("  ⚠ ", S.warn), (clean(state.note), S.warn)]
         # the source (a URL) is cut before the error's reason is
         source = " " + clean(state.source)
         room = max(12, width - line_len(tail))
