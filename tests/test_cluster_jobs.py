@@ -302,3 +302,12 @@ def test_the_fleet_cap_counts_what_it_leaves_out():
     finally:
         jobs_module.MAX_FLEET_JOBS = old
     assert len(merged) == 25 and left_out == 15
+
+
+def test_what_the_caps_left_out_is_said_on_the_status_line():
+    from gputui.cluster.model import ClusterState
+    from gputui.ui.cluster.lines import status_line
+
+    state = ClusterState(source="2 exporters (direct)", jobs_left_out=1234)
+    text = "".join(t for t, _ in status_line(state, 160, "host", "all", None, 5.0))
+    assert "1,234 job series over the caps left out" in text, text

@@ -150,3 +150,38 @@ def test_a_number_cut_between_pieces_is_read_whole(piece):
     body += b",".join(items) + b'],"count":987654321}}'
     result = _read(body, piece=piece)
     assert len(result.series) == 3
+
+
+# ---- direct mode: an exporter over the cap -------------------------------------------------
+
+
+def test_an_exporter_over_the_cap_is_cut_with_one_line_and_never_read_whole():
+    """HAND-WRITTEN exposition: 50,000 GPU series from one target, the cap at 2,000."""
+    from cluster_support import raw_server_factory
+
+    from gputui.cluster.sources import DirectSource
+
+    lines = b"".join(
+        b'DCGM_FI_DEV_GPU_UTIL{gpu="%d",UUID="GPU-%08d",Hostname="big"} 5\n' % (k % 8, k)
+        for k in range(50_000)
+    )
+    answer = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(lines) + lines
+
+    def send(conn):  # type: ignore[no-untyped-def]
+        try:
+            conn.sendall(answer)
+        except OSError:
+            return False
+        return None
+
+    with raw_server_factory() as make:
+        s = make(send)
+        client = HttpClient(timeout=30)
+        src = DirectSource([s.target], client, max_series=CAP)
+        state = src.fetch()
+        src.close()
+    assert state.note == f"1 exporter sent more than {CAP:,} series: the rest was not read"
+    assert len(state.gpus) == CAP and state.hosts[0].up
+    assert client.bytes_received < len(answer) / 4, client.bytes_received
+    text = "".join(t for t, _ in status_line(state, 200, "host", "all", None, 5.0))
+    assert state.note in text

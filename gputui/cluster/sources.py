@@ -164,8 +164,11 @@ class DirectSource:
         client: HttpClient,
         labels: LabelMap | None = None,
         history_points: int = 720,
+        max_series: int = expfmt.MAX_SERIES,
     ) -> None:
         self.targets = [normalize_target(t) for t in targets]
+        self.max_series = max_series
+        """Series kept of one exporter's answer: the rest is not read (the refresh says so)."""
         self.client = client
         self.labels = labels or LabelMap()
         self.description = f"{len(self.targets)} exporter{'s' if len(self.targets) != 1 else ''} (direct)"
@@ -179,14 +182,14 @@ class DirectSource:
         self._history_points = history_points
         self._lock = threading.Lock()
 
-    def _scrape(self, target: str) -> list[expfmt.Sample] | str:
-        """The target's samples, or why not (one short line)."""
+    def _scrape(self, target: str) -> expfmt.Exposition | str:
+        """The target's samples (parsed as they arrive, up to expfmt.MAX_SERIES), or why not
+        (one short line)."""
         try:
-            body = self.client.get(target, accept="text/plain;version=0.0.4")
+            with self.client.stream(target, accept="text/plain;version=0.0.4") as pieces:
+                return expfmt.parse_lines(expfmt.lines_of(pieces), self.max_series, WANTED_SET)
         except FetchError as exc:
             return exc.reason  # the row names the host; the URL is its instance
-        text = body.decode("utf-8", "replace")
-        return expfmt.parse(text, names=WANTED_SET).samples
 
     def fetch(self) -> ClusterState:
         t0 = time.monotonic()
@@ -195,10 +198,13 @@ class DirectSource:
         now = time.time()
         lm = self.labels
         raw: list[tuple[str, str, str, list[expfmt.Sample] | str]] = []
-        for target, got in results:
+        cut = 0
+        for target, exp in results:
             instance = urllib.parse.urlsplit(target).netloc
             hostname = ""
+            got: list[expfmt.Sample] | str = exp if isinstance(exp, str) else exp.samples
             if not isinstance(got, str):
+                cut += exp.truncated
                 hostname = next((s.labels[lm.host] for s in got if s.labels.get(lm.host)), "")
             elif target in self._last:
                 hostname = self._last[target].name.split(" (")[0]
@@ -245,6 +251,12 @@ class DirectSource:
             bytes=self.client.bytes_received - bytes0,
             jobs=fleet,
             jobs_left_out=left_out + sum(h.jobs.dropped for h in hosts),
+            note=(
+                f"{cut} exporter{'s' if cut != 1 else ''} sent more than {self.max_series:,} series: "
+                "the rest was not read"
+                if cut
+                else None
+            ),
         )
 
     def history(self, host: HostState, seconds: float, points: int) -> History:

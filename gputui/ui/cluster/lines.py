@@ -203,6 +203,8 @@ def status_line(
             tail += [("  ✗ ", S.bad), (clean(state.error), S.bad)]
         if state.note:
             tail += [("  ⚠ ", S.warn), (clean(state.note), S.warn)]
+        if state.jobs_left_out:
+            tail += [(f"  ⚠ {state.jobs_left_out:,} job series over the caps left out", S.warn)]
         # the source (a URL) is cut before the error's reason is
         source = " " + clean(state.source)
         room = max(12, width - line_len(tail))
