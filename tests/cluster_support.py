@@ -223,6 +223,8 @@ class Fleet:
     started: float = field(default_factory=time.monotonic)
     frozen: bool = False
     """Serve a fixed tick per host (tests)."""
+    extra: dict[int, bytes] = field(default_factory=dict)
+    """More exposition text for host k (job series: bench/bench_cluster.py --jobs)."""
 
     def __post_init__(self) -> None:
         self.header, self.ticks = read_recording(self.recording)
@@ -239,6 +241,7 @@ class Fleet:
             hit = self._cache.get((k, t))
         if hit is None:
             hit = exposition(self.header.machine, self.ticks[t], host_name(k), self.processes)
+            hit += self.extra.get(k, b"")
             with self._lock:
                 if len(self._cache) > 8 * self.hosts:
                     self._cache.clear()

@@ -185,3 +185,35 @@ def test_an_exporter_over_the_cap_is_cut_with_one_line_and_never_read_whole():
     assert client.bytes_received < len(answer) / 4, client.bytes_received
     text = "".join(t for t, _ in status_line(state, 200, "host", "all", None, 5.0))
     assert state.note in text
+
+
+def test_scrapes_parse_one_at_a_time_and_wait_on_the_network_together():
+    """`one_at_a_time`: the lock is held while the consumer works on a piece and free while
+    the next piece is awaited (a scrape waiting on a slow target never holds up the others)."""
+    import threading
+
+    from gputui.cluster.sources import one_at_a_time
+
+    lock = threading.Lock()
+    seen_while_waiting: list[bool] = []
+
+    def network():  # type: ignore[no-untyped-def]
+        for piece in (b"a", b"b", b"c"):
+            seen_while_waiting.append(lock.locked())
+            yield piece
+
+    held_while_working = [lock.locked() for _ in one_at_a_time(network(), lock)]
+    assert seen_while_waiting == [False, False, False] and held_while_working == [True, True, True]
+    assert not lock.locked()
+    # a consumer that stops early (at its cap) or a network error leaves the lock free
+    for _ in one_at_a_time(network(), lock):
+        break
+    assert not lock.locked()
+
+    def broken():  # type: ignore[no-untyped-def]
+        yield b"a"
+        raise OSError("reset")
+
+    with pytest.raises(OSError):
+        list(one_at_a_time(broken(), lock))
+    assert not lock.locked()
