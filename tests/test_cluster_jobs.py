@@ -311,3 +311,15 @@ def test_what_the_caps_left_out_is_said_on_the_status_line():
     state = ClusterState(source="2 exporters (direct)", jobs_left_out=1234)
     text = "".join(t for t, _ in status_line(state, 160, "host", "all", None, 5.0))
     assert "1,234 job series over the caps left out" in text, text
+
+
+def test_without_the_stuck_gauge_the_verdicts_kind_decides():
+    """An exporter that sends verdict_info alone: stuck verdicts (alerts.STUCK_VERDICTS) are
+    stuck, a straggler is slow; with the gauge, the exporter's word wins."""
+    only_info = verdict("n", "launcher:1", "exited", rank="1", pid="7").split("\n", 1)[1]
+    slow_info = verdict("m", "launcher:2", "straggler", rank="2", pid="8").split("\n", 1)[1]
+    jobs = fleet({"n": only_info, "m": slow_info})
+    assert [(j.title, j.severity) for j in jobs] == [("launcher 1 on n", RANKED), ("launcher 2 on m", SLOW)]
+    said_not = verdict("k", "launcher:3", "culprit", stuck=False, pid="9")
+    (job,) = fleet({"k": said_not})
+    assert job.severity == SLOW and not job.stuck

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from gputui.telemetry.alerts import STUCK_VERDICTS
+
 STUCK = "gputui_job_stuck"
 VERDICT_INFO = "gputui_job_verdict_info"
 NCCL_PROBLEM = "gputui_nccl_rank_problem"
@@ -95,7 +97,8 @@ class NodeJob:
 
     @property
     def severity(self) -> int:
-        if self.stuck or (self.stuck is None and self.verdict in ("stuck", "culprit", "exited")):
+        """The exporter's gputui_job_stuck says whether it is stuck; without it, the verdict's kind."""
+        if self.stuck or (self.stuck is None and self.verdict in STUCK_VERDICTS):
             return RANKED if self.pid else STUCK_ALL
         return SLOW if self.verdict else NONE
 
