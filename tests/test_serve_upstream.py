@@ -99,3 +99,23 @@ def test_a_session_without_textual_serves_private_process_still_ends() -> None:
 
     asyncio.run(sessions.end(session, quit_wait=0.01))
     assert sessions.running == set() and session.service.stopped
+
+
+def test_the_page_is_served_without_opening_a_file_once_serve_has_started(monkeypatch) -> None:
+    """serve out of descriptors (its owner's own connections, which are not capped) still
+    gives the owner the page: the template was read once at start, never per request (a
+    request that had to open it failed with EMFILE and a traceback in the log)."""
+    import errno
+
+    import jinja2
+
+    from gputui.serve import upstream
+
+    assert upstream.probe() is None  # what `gputui serve` does before it listens
+    before = upstream.index_page("ws://h/s/t/ws", "http://h/s/t/static/", 16, "gputui")
+
+    def out_of_descriptors(*_args: object, **_kwargs: object) -> object:
+        raise OSError(errno.EMFILE, "Too many open files")
+
+    monkeypatch.setattr(jinja2.FileSystemLoader, "get_source", out_of_descriptors)
+    assert upstream.index_page("ws://h/s/t/ws", "http://h/s/t/static/", 16, "gputui") == before

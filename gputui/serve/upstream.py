@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import os
 from collections.abc import Awaitable, Callable
 from importlib import metadata
 from pathlib import Path
@@ -61,9 +62,6 @@ def index_page(
     """textual-serve's page, pointing at `websocket_url` and `static_url` (absolute URLs: the
     page's script uses them as they are).  A variable the template uses and this does not give
     raises (StrictUndefined): `probe` finds that before anyone opens the page."""
-    environment = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(templates), autoescape=True, undefined=jinja2.StrictUndefined
-    )
     context: dict[str, Any] = {
         "font_size": font_size,
         "app_websocket_url": websocket_url,
@@ -71,7 +69,31 @@ def index_page(
         "application": {"name": title},
         "ping_url": "",
     }
-    return environment.get_template(INDEX).render(context)
+    return index_template(templates).render(context)
+
+
+_TEMPLATE_CACHE: dict[str, tuple[tuple[int, int], jinja2.Template]] = {}
+
+
+def index_template(templates: Path = TEMPLATES) -> jinja2.Template:
+    """The page's template, read once (by `probe`, at start) and again only when the file
+    changes (`stat` needs no descriptor): the page is then served without opening a file, so
+    an owner's request still gets it while serve is out of descriptors."""
+    try:
+        st = os.stat(templates / INDEX)
+        key: tuple[int, int] | None = (st.st_mtime_ns, st.st_size)
+    except OSError:
+        key = None
+    cached = _TEMPLATE_CACHE.get(str(templates))
+    if key is not None and cached is not None and cached[0] == key:
+        return cached[1]
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(templates), autoescape=True, undefined=jinja2.StrictUndefined
+    )
+    template = environment.get_template(INDEX)
+    if key is not None:
+        _TEMPLATE_CACHE[str(templates)] = (key, template)
+    return template
 
 
 def probe(package: Path = PACKAGE) -> str | None:
