@@ -12,8 +12,8 @@ from gpm_support import FP32, phase_ticks
 from gputui.telemetry.hints import HintConfig, gpu_hints
 from gputui.telemetry.model import MachineInfo, Snapshot, SystemInfo
 from gputui.telemetry.recording import read_recording
-from gputui.ui.overview.card import gpu_card
 from gputui.ui.overview.lines import compact_detail, compact_row, header_line, host_lines
+from gputui.ui.widgets.card import gpu_card
 
 SPARK_GLYPHS = set("▁▂▃▄▅▆▇█")
 

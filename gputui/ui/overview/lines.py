@@ -23,7 +23,6 @@ from gputui.telemetry.model import (
     MachineInfo,
 )
 from gputui.ui.cards import activity_items, boxed, events_line, join_items, kv, metric, short_name, temp_color
-from gputui.ui.overview.card import DEFAULT_CARD, MIN_CARD_WIDTH, SeriesFn, card_height, gpu_card
 from gputui.ui.render import (
     CYAN,
     GREEN,
@@ -45,6 +44,7 @@ from gputui.ui.render import (
     ratio,
     sparkline_rows,
 )
+from gputui.ui.widgets.card import DEFAULT_CARD, MIN_CARD_WIDTH, SeriesFn, card_height, gpu_card
 
 MAX_SPARK_ROWS = 6
 

@@ -19,9 +19,9 @@ from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.cards import boxed
 from gputui.ui.messages import GpuSelected, OpenGpuDetail
-from gputui.ui.overview.card import card_height
 from gputui.ui.overview.lines import BoardLayout, banner_line, board_lines, header_line, host_lines
 from gputui.ui.render import NA, Line, S, clean
+from gputui.ui.widgets.card import card_height
 from gputui.ui.widgets.lines import LineWidget
 
 
