@@ -17,9 +17,10 @@ from gputui import cli
 from gputui.config import CardConfig, Config, UiConfig
 from gputui.telemetry.alerts import AlertConfig, ThresholdRule
 from gputui.ui import render
-from gputui.ui.overview.lines import board_lines, header_line
+from gputui.ui.overview.lines import board_lines
 from gputui.ui.render import S
 from gputui.ui.theme import ColorRemap
+from gputui.ui.widgets.header import header_line
 
 HOT = Config(alerts=AlertConfig(temperature=ThresholdRule(True, 55.0, 50.0, 0.0)))
 

@@ -32,11 +32,12 @@ from gputui.ui.base_app import BaseApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, InfoReady, OpenGpuDetail, PollerFailed, SnapshotReady
 from gputui.ui.overview.pane import OverviewPane
-from gputui.ui.overview.widgets import Banner, GpuBoard, HeaderBar
+from gputui.ui.overview.widgets import GpuBoard
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar, tab_bindings
 from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import KeyFooter
+from gputui.ui.widgets.header import Banner, HeaderBar
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)

@@ -35,9 +35,9 @@ from gputui.ui.detail.lines import (
     process_lines,
     title_line,
 )
-from gputui.ui.overview.widgets import Banner, HeaderBar
 from gputui.ui.render import Line, S
 from gputui.ui.widgets.footer import KeyFooter
+from gputui.ui.widgets.header import Banner, HeaderBar
 from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:

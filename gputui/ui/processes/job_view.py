@@ -22,8 +22,8 @@ from gputui.telemetry.health import duration
 from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.processes.lines import fmt_mem
-from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
+from gputui.ui.widgets.text import TextLines
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
