@@ -141,3 +141,30 @@ def test_the_check_sees_a_lazy_cycle_and_skips_type_checking_imports(tmp_path: P
     graph = import_graph(pkg)
     assert graph["gputui.ui.c"] == set()
     assert cycles(graph) == [["gputui.ui.a", "gputui.ui.b"]]
+
+
+#: Modules under ui/ still typed against the app itself, each with who removes it.
+APP_TYPED = {
+    "gputui.ui.diagnostics.choose": "issue 31, the diagnostics room's",
+}
+
+
+def test_no_screen_or_pane_knows_the_app_beyond_its_context() -> None:
+    """Panes and screens get a `PaneContext` (ui/context.py) and what they are handed; none
+    imports `gputui.ui.app`, not even for mypy (a TYPE_CHECKING import of the app, and a
+    cast to it, is the app <-> screen circle in disguise: ui/detail/screen.py had one)."""
+    offenders = []
+    for path in sorted((ROOT / "ui").rglob("*.py")):
+        name = module_name(path)
+        if name == "gputui.ui.app" or name in APP_TYPED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                targets = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            if "gputui.ui.app" in targets:
+                offenders.append(name)
+    assert offenders == []

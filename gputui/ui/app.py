@@ -487,9 +487,32 @@ class GpuTuiApp(BaseApp[int]):
         self.saved = replace(self.saved, sparklines=message.sparklines)  # saved at exit
 
     def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
-        from gputui.ui.detail.screen import open_gpu_detail
+        """Push the detail view of GPU `message.index` (no-op without such a GPU)."""
+        info = self.info
+        if info is None or not 0 <= message.index < len(info.devices):
+            return
+        from gputui.ui.detail.screen import GpuDetailScreen
 
-        open_gpu_detail(self, message.index)
+        screen = GpuDetailScreen(
+            self.hub,
+            message.index,
+            context=self.context,
+            info=info,
+            snapshot=self.snapshot,
+            header=self.query_one(HeaderBar),
+            banner=self.query_one(Banner).text,
+            tabs={p.TAB_KEY: p.PANE_ID for p in self.PANES if p.TAB_KEY},
+        )
+        self.push_screen(screen, self._detail_closed)
+
+    def _detail_closed(self, pane_id: str | None) -> None:
+        """The detail view is gone: the main screen catches up (not updated while it was
+        open), and shows the tab whose key closed the view."""
+        self.query_one(HeaderBar).update_lines()
+        if self.snapshot is not None:
+            self.current_pane().show_snapshot(self.info, self.snapshot)
+        if pane_id is not None:
+            self.call_later(self.action_show_tab, pane_id)
 
     async def action_diagnose(self) -> None:
         from gputui.ui.diagnostics.choose import diagnose

@@ -31,6 +31,11 @@ class HeaderBar(LineWidget):
         self.alerts = 0
         """How many alerts are active."""
 
+    def mirror(self, other: HeaderBar) -> None:
+        """Say what `other` says (the GPU detail view's header follows the main screen's)."""
+        for name in ("info", "live", "label", "interval", "paused", "position", "timestamp", "alerts"):
+            setattr(self, name, getattr(other, name))
+
     def build(self, width: int, height: int) -> list[Line]:
         return [
             header_line(
