@@ -39,15 +39,16 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
-    """The gputui modules `path` imports, at run time (anywhere in it)."""
+def imports_of(path: Path, modules: set[str], root: Path = ROOT, *, for_mypy: bool = False) -> set[str]:
+    """The gputui modules `path` imports, at run time (anywhere in it); `for_mypy`: those
+    under `if TYPE_CHECKING:` too."""
     tree = ast.parse(path.read_text(), str(path))
     me = module_name(path, root)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not for_mypy:
             for child in node.orelse:
                 visit(child)
             return
@@ -68,10 +69,10 @@ def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
     return {m for m in out if m in modules and m != me}
 
 
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+def import_graph(root: Path = ROOT, *, for_mypy: bool = False) -> dict[str, set[str]]:
     paths = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
     modules = {module_name(p, root) for p in paths}
-    return {module_name(p, root): imports_of(p, modules, root) for p in paths}
+    return {module_name(p, root): imports_of(p, modules, root, for_mypy=for_mypy) for p in paths}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -111,6 +112,30 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
+
+
+#: Circles that only mypy sees (TYPE_CHECKING imports), still to go, with whose they are.
+#: A circle found must lie inside one of these.
+TYPE_CIRCLES = {
+    frozenset(
+        {
+            "gputui.ui.context",
+            "gputui.ui.processes.job_view",
+            "gputui.ui.processes.process_list",
+            "gputui.ui.processes.screens",
+            "gputui.ui.processes.signals",
+        }
+    ): "issue 31, the processes room's",
+    frozenset({"gputui.ui.app", "gputui.ui.diagnostics.choose"}): "issue 31, the diagnostics room's",
+}
+
+
+def test_no_new_circle_even_for_mypy() -> None:
+    """A TYPE_CHECKING import that closes a circle is a circle in the design (the types of
+    each side need the other): ui/app.py <-> detail/screen.py and nvml/gpm.py <->
+    nvml/source.py were ones.  None beyond the listed ones, which are being removed."""
+    new = [c for c in cycles(import_graph(for_mypy=True)) if not any(set(c) <= k for k in TYPE_CIRCLES)]
+    assert new == []
 
 
 @pytest.mark.parametrize("room", sorted(HIGHER))
