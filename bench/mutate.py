@@ -467,7 +467,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "child-lifeline-no-pdeathsig",
-        "gputui/rules.py",
+        "gputui/rules/lifeline.py",
         "            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)",
         "            pass",
         (f"{LIFELINE}::test_a_child_dies_with_gputui_killed_by_sigkill",),
@@ -483,7 +483,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "child-lifeline-var-inherited",
-        "gputui/rules.py",
+        "gputui/rules/lifeline.py",
         '    value = os.environ.pop(PARENT_VAR, "")',
         '    value = os.environ.get(PARENT_VAR, "")',
         (f"{LIFELINE}::test_a_child_dies_with_gputui_killed_by_sigkill",),
@@ -492,7 +492,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "nccl-worker-untied",
         "gputui/diag/probe/compute.py",
-        "    if not rules.tie_to_parent():  # the probe that started it is gone already\n        os._exit(0)\n",
+        "    if not lifeline.tie_to_parent():  # the probe that started it is gone already\n        os._exit(0)\n",
         "",
         (f"{LIFELINE}::test_an_nccl_worker_whose_probe_is_gone_exits_at_once",),
         "an NCCL worker whose probe is gone runs on (torch import, a rendezvous nobody joins)",
@@ -500,8 +500,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "child-lifeline-parent-gone-runs-on",
         "gputui/diag/probe/protocol.py",
-        "    if not rules.tie_to_parent():\n        os._exit(0)",
-        "    rules.tie_to_parent()",
+        "    if not lifeline.tie_to_parent():\n        os._exit(0)",
+        "    lifeline.tie_to_parent()",
         (f"{LIFELINE}::test_a_child_whose_gputui_is_gone_already_exits_at_hello",),
         "a child whose gputui died before it asked runs on, unwatched",
     ),

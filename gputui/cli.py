@@ -157,7 +157,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # command still see them all)
     args = _parse(argv)
     if args.serve_session is not None and args.serve_parent is not None:
-        from gputui.rules import die_with_parent
+        from gputui.rules.lifeline import die_with_parent
 
         if not die_with_parent(args.serve_parent):
             return 0  # serve is gone already: so is this session's browser

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Mapping
 
-from gputui.rules import MULTICAST_OFF
+from gputui.rules.multicast import MULTICAST_OFF
 
 #: Set in every child: unbuffered UTF-8 output, and a Python traceback on a fatal signal
 #: (so a segfault in a CUDA library shows where it happened in the stderr tail).

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from gputui.rules import iso_utc
+from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.health import arithmetic_active
 from gputui.telemetry.health_report import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.job_energy import JobEnergy

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gputui.options import option
-from gputui.rules import iso_utc
+from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.health import HealthEngine
 from gputui.telemetry.health_report import HealthConfig, HealthReport, JobHealth
 from gputui.telemetry.hints import GPM_KINDS, MIB, HintConfig, gpu_hints, idle_holding_memory

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from gputui.rules import SLOWDOWN_MASK
+from gputui.rules.clocks import SLOWDOWN_MASK
 
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
