@@ -1719,6 +1719,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_workers.py",),
         "a rank that ended between two reads is shown as having no children, not None",
     ),
+    Mutation(
+        "hub-unjudged-skipped",
+        "gputui/telemetry/hub.py",
+        "                pending, self._unjudged = self._unjudged, []\n                judged = [(s, self._judge(s)) for s in pending]\n                events = self._judge(snap)",
+        "                judged = []\n                events = self._judge(snap)",
+        ("tests/test_history.py",),
+        "the ticks shown before the engines were made are never judged: an alert or verdict of the first tick lost",
+    ),
+    Mutation(
+        "first-tick-never-judged",
+        "gputui/ui/app.py",
+        "            self.call_after_refresh(self._judge_first, gen, where())",
+        "            pass",
+        ("tests/test_tui_settings.py",),
+        "the monitor's first tick is judged only at the poller's next tick: an alert true at start shows an interval late",
+    ),
 ]
 
 

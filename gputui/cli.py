@@ -222,11 +222,17 @@ def _needs_terminal() -> int:
     return 2
 
 
-def run_tui(args: argparse.Namespace) -> int:
-    from gputui.serve.child import in_browser
+def _in_browser(args: argparse.Namespace) -> bool:
+    """A browser session of `gputui serve` (no terminal; the page ends it)."""
+    from gputui.serve.child import in_browser  # (asked only without a terminal)
 
-    browser = in_browser() or args.serve_session is not None
-    no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
+    return args.serve_session is not None or in_browser()
+
+
+def run_tui(args: argparse.Namespace) -> int:
+    no_terminal = (
+        not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not _in_browser(args)
+    )
     replay_path = DEMO_RECORDING if args.demo else args.replay
     live = None
     if replay_path is None:

@@ -27,7 +27,7 @@ from conftest import (
 from gpm_support import FP32, phase_ticks
 
 from gputui.config import Config
-from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+from gputui.telemetry.alert_config import AlertConfig, ThresholdRule
 from gputui.telemetry.health_report import HealthConfig
 
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"

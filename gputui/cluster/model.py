@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.telemetry.gpm_check import checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
 from gputui.telemetry.hints import REMEDIES, Hint

@@ -3,19 +3,31 @@ to tell.
 
 Shared by the TUI and headless consumers (watch, exporter): the poller thread calls
 `publish`; readers take the lock only to copy what they need.
+
+The engines (alerts, hints, job health) judge every snapshot, in order.  A consumer hands
+them over made (`Hub(alerts=..., ...)`), or hands a function that makes them
+(`make_engines`): the monitor does, so that its first frame waits neither for the engines'
+modules nor for their first judgement.  They are then made on the first `judge()` (the
+first `publish` that judges, on the poller's thread, or an explicit call), which first
+judges the snapshots published before them, in order: what they say is the same, only later.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
-from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthReport
-from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
+
+if TYPE_CHECKING:
+    from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
+    from gputui.telemetry.health import HealthEngine
+    from gputui.telemetry.health_report import HealthReport
+    from gputui.telemetry.hints import Hint, HintEngine
+
+    Engines = tuple[AlertEngine | None, HintEngine | None, HealthEngine | None]
 
 
 class Hub:
@@ -25,6 +37,8 @@ class Hub:
         alerts: AlertEngine | None = None,
         hints: HintEngine | None = None,
         health: HealthEngine | None = None,
+        *,
+        make_engines: Callable[[], Engines] | None = None,
     ) -> None:
         self.history = History(capacity)
         self.latest: Snapshot | None = None
@@ -37,6 +51,11 @@ class Hub:
         """Job health, evaluated on every published snapshot when set (before the alerts,
         whose job_stuck rule reads its verdicts)."""
         self.lock = threading.Lock()
+        self._make_engines = make_engines
+        """Makes (alerts, hints, health) on the first `judge()`; None once they are made."""
+        self._engines_lock = threading.Lock()
+        self._unjudged: list[Snapshot] = []
+        """Snapshots published before the engines were made, oldest first."""
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
         self._alert_listeners: list[Callable[[list[AlertEvent]], None]] = []
@@ -57,22 +76,75 @@ class Hub:
         for listener in self._info_listeners:
             listener(info)
 
-    def publish(self, snap: Snapshot) -> None:
-        events: list[AlertEvent] = []
+    def publish(self, snap: Snapshot, *, judge: bool = True) -> None:
+        """Store `snap` as the latest tick and in the history, and have the engines judge it.
+        `judge=False` (the monitor's first frame, on the UI thread): engines not made yet are
+        left so; `snap` waits for them (`judge`)."""
+        if judge:
+            self._ensure_engines()
         with self.lock:
             self.history.append(snap)
             self.latest = snap
-            report = None
-            if self.health is not None:
-                report = self.health.update(snap)
-                if not self.health.config.enabled:
-                    report = None  # the job_stuck rule judges whether or not the view does
-            if self.alerts is not None and self.info is not None:
-                events = self.alerts.update(self.info, snap, report)
-            if self.hints is not None:
-                self.hints.update(snap)
-        for listener in self._listeners:
-            listener(snap)
+            if self._make_engines is not None:  # not made yet: judged once they are
+                self._unjudged.append(snap)
+                judged = []
+                events: list[AlertEvent] = []
+            else:
+                pending, self._unjudged = self._unjudged, []
+                judged = [(s, self._judge(s)) for s in pending]
+                events = self._judge(snap)
+        for earlier, earlier_events in judged:
+            self._tell(earlier, earlier_events, listeners=False)
+        self._tell(snap, events)
+
+    def judge(self) -> bool:
+        """Make the engines if they are not made yet (`make_engines`) and have them judge the
+        snapshots published before: True when there were such snapshots (what is shown of
+        the latest may have changed).  Any thread; the poller's in the monitor."""
+        if not self._ensure_engines():
+            return False
+        with self.lock:
+            pending, self._unjudged = self._unjudged, []
+            judged = [(s, self._judge(s)) for s in pending]
+        for snap, events in judged:
+            self._tell(snap, events, listeners=False)
+        return bool(judged)
+
+    def _ensure_engines(self) -> bool:
+        """Make the engines now if they are to be made: True when this call made them."""
+        if self._make_engines is None:  # made, or never to be made here
+            return False
+        with self._engines_lock:
+            make = self._engines_to_make()
+            if make is None:  # (another thread made them meanwhile)
+                return False
+            alerts, hints, health = make()  # (imports their modules: outside self.lock)
+            with self.lock:
+                self.alerts, self.hints, self.health = alerts, hints, health
+                self._make_engines = None
+        return True
+
+    def _engines_to_make(self) -> Callable[[], Engines] | None:
+        return self._make_engines
+
+    def _judge(self, snap: Snapshot) -> list[AlertEvent]:
+        """The engines' judgement of one tick (under self.lock)."""
+        events: list[AlertEvent] = []
+        report = None
+        if self.health is not None:
+            report = self.health.update(snap)
+            if not self.health.config.enabled:
+                report = None  # the job_stuck rule judges whether or not the view does
+        if self.alerts is not None and self.info is not None:
+            events = self.alerts.update(self.info, snap, report)
+        if self.hints is not None:
+            self.hints.update(snap)
+        return events
+
+    def _tell(self, snap: Snapshot, events: list[AlertEvent], *, listeners: bool = True) -> None:
+        if listeners:
+            for listener in self._listeners:
+                listener(snap)
         if events:
             for on_events in self._alert_listeners:
                 on_events(events)
@@ -110,6 +182,7 @@ class Hub:
 
     def reset(self) -> None:
         with self.lock:
+            self._unjudged.clear()
             self.history.clear()
             self.latest = None
             self.info = None

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,11 +18,7 @@ from textual.filter import LineFilter, Monochrome, NoColor
 from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
-from gputui.serve.child import pipes_alive
 from gputui.state import LAYOUTS, Filters, SavedState, portable
-from gputui.telemetry.alerts import AlertEngine
-from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
@@ -38,6 +34,9 @@ from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.header import Banner, HeaderBar
+
+if TYPE_CHECKING:
+    from gputui.telemetry.hub import Engines
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
@@ -142,11 +141,9 @@ class GpuTuiApp(BaseApp[int]):
         self._theme_filters: tuple[str, list[LineFilter]] = ("", [])
         self._no_color = NoColor()
         self.interval = interval
-        self.hub = Hub(  # the engines run on the poller's thread, in Hub.publish: never on the UI's
-            alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),
-            hints=HintEngine(self.config.hints),
-            health=HealthEngine(self.config.health),
-        )
+        # the engines run on the poller's thread, in Hub.publish: never on the UI's; they are
+        # made there too, once the first frame is up (`_judge_first`)
+        self.hub = Hub(make_engines=self._make_engines)
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
@@ -160,6 +157,19 @@ class GpuTuiApp(BaseApp[int]):
         self.error: BaseException | None = None
         self._watch_terminal = watch_terminal
         self._terminal_watch: TerminalWatch | None = None
+
+    def _make_engines(self) -> Engines:
+        """The alert, hint and job-health engines (on the poller's thread: see Hub)."""
+        from gputui.telemetry.alerts import AlertEngine
+        from gputui.telemetry.health import HealthEngine
+        from gputui.telemetry.hints import HintEngine
+
+        config = self.config
+        return (
+            AlertEngine(config.alerts, config.hints, config.health),
+            HintEngine(config.hints),
+            HealthEngine(config.health),
+        )
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters, then the theme's.  NO_COLOR (no-color.org) means no colour at
@@ -319,14 +329,28 @@ class GpuTuiApp(BaseApp[int]):
         if ready is not None:
             info, snap = ready
             self.hub.set_info(info)
-            self.hub.publish(snap)
+            self.hub.publish(snap, judge=False)  # the engines judge it after the first frame
             self._show_info(info)
             self._show_snapshot(snap, where())
+            self.call_after_refresh(self._judge_first, gen, where())
         self.poller = Poller(
             source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
         )
         self.interval = self.poller.interval  # as clamped
         self.poller.start()
+
+    def _judge_first(self, generation: int, position: tuple[int, int] | None) -> None:
+        """Once the first frame is on screen: the engines are made and judge the tick it
+        shows, on a thread (their modules and first judgement never delay that frame); the
+        tick is shown again with what they said (only changed cells are sent)."""
+
+        def work() -> None:
+            latest = self.hub.latest
+            # (shown again only if no newer tick came meanwhile: that one has it all)
+            if self.hub.judge() and latest is not None and self.hub.latest is latest:
+                self.post_message(SnapshotReady(latest, generation, position))
+
+        self.run_worker(work, thread=True, exclusive=False, group="engines")
 
     # ---- data ------------------------------------------------------------------------
 
@@ -534,7 +558,11 @@ class GpuTuiApp(BaseApp[int]):
         fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
         # in a browser (textual-serve) there is no terminal: the pipes to the server are what
         # goes away, and nothing in Textual's web driver notices (it runs on, unread)
-        alive = pipes_alive if self.is_web else None
+        alive = None
+        if self.is_web:
+            from gputui.serve.child import pipes_alive
+
+            alive = pipes_alive
 
         def on_lost() -> None:
             kill_children(CHILD_KILL_WAIT_S)  # from the watch thread: never waits on the UI

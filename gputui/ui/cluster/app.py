@@ -21,7 +21,7 @@ from textual.screen import Screen
 
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, published_hints, summarize
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.ui.base_app import BaseApp
 from gputui.ui.cluster.lines import FILTERS, SORTS, Row, row_line, rows, status_line, summary_line, visible
 from gputui.ui.cluster.lines import host_width as _host_width

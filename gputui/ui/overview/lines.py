@@ -8,11 +8,11 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 
 from gputui.config import CardConfig
-from gputui.telemetry.alerts import Alert, short_text
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -44,6 +44,9 @@ from gputui.ui.render import (
     sparkline_rows,
 )
 from gputui.ui.widgets.card import DEFAULT_CARD, MIN_CARD_WIDTH, SeriesFn, card_height, gpu_card
+
+if TYPE_CHECKING:
+    from gputui.telemetry.alerts import Alert
 
 MAX_SPARK_ROWS = 6
 
@@ -77,6 +80,8 @@ def alert_label(alerts: Sequence[Alert] | None) -> str | None:
     """ "⚠ 86°C" (+N when there are more) for a GPU with active alerts."""
     if not alerts:
         return None
+    from gputui.telemetry.alerts import short_text  # (alerts exist: so does the engine)
+
     more = f" +{len(alerts) - 1}" if len(alerts) > 1 else ""
     return "⚠ " + short_text(alerts[0]) + more
 

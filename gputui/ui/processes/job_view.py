@@ -17,8 +17,6 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
-from gputui.telemetry.alerts import job_label
-from gputui.telemetry.health import duration
 from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.processes.lines import fmt_mem
@@ -57,6 +55,8 @@ def verdict_lines(report: HealthReport | None, pids: set[int], width: int) -> li
         return []
     jobs = [j for j in report.jobs if j.verdict is not None and any(r.pid in pids for r in j.ranks)]
     lines: list[Line] = []
+    from gputui.telemetry.alerts import job_label  # (the engines' modules: not for the first frame)
+
     for job in jobs[:MAX_VERDICT_LINES]:
         text = f" ⚠ {job_label(job)}: {verdict_text(job)}"
         lines.append([(fit(text, max(10, width - 14)), S.warn), ("  J: job view", S.dim)])
@@ -78,6 +78,8 @@ def _pct(v: float | None) -> str:
 
 
 def _rank_cells(r: RankHealth, now: float) -> tuple[str, ...]:
+    from gputui.telemetry.health import duration
+
     since = "–" if r.state_since is None else duration(max(0.0, now - r.state_since))
     return (
         "?" if r.rank is None else str(r.rank),
@@ -101,6 +103,9 @@ def _row(cells: Sequence[str], style: object) -> Line:
 
 def job_lines(job: JobHealth | None, now: float, width: int) -> list[Line]:
     """The job view's content."""
+    from gputui.telemetry.alerts import job_label
+    from gputui.telemetry.health import duration
+
     if job is None:
         return [[(" the job has ended (no rank is running)", S.dim)]]
     lines: list[Line] = [[(" " + job_label(job), S.title), (f"  {len(job.ranks)} ranks", S.label)]]
@@ -230,6 +235,7 @@ def _job_stacks(plist: ProcessList, key: tuple[str, ...]) -> None:
     if job is None or not job.ranks:
         plist.notify("The job has no rank running.", markup=False)
         return
+    from gputui.telemetry.alerts import job_label
     from gputui.ui.processes.stacks_view import StacksScreen
 
     targets = [(r.pid, r.create_time) for r in job.ranks]
