@@ -139,7 +139,10 @@ class NvmlSource:
     def prefetch(self) -> None:
         """Start opening NVML and taking the first sample on a thread, e.g. while the UI's
         modules load (nvmlInit and the static queries are C calls that release the GIL);
-        `take_ready` hands them over, and the next `open()` waits for them."""
+        `take_ready` hands them over, and the next `open()` waits for them.  The read-ahead
+        starts no slow-cadence thread: the next `open()` (the poller's) does, so that its
+        first pass (PCIe reads that hold NVML 20 ms each, GPM, energy) neither delays the
+        first sample nor competes with the UI's imports."""
         if self._prefetch is not None or self.info is not None:
             return
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
@@ -174,9 +177,9 @@ class NvmlSource:
         if self._prefetch is not None:
             self._prefetch.join()
             self._prefetch = None
-        if self.info is not None:
-            return self.info
-        return self._open()
+        info = self.info if self.info is not None else self._open()
+        self._start_slow()
+        return info
 
     def _open(self) -> MachineInfo:
         hostname = os.uname().nodename  # (no `socket` import just for this)
@@ -206,12 +209,17 @@ class NvmlSource:
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
-        if self._slow_enabled:
-            self.gpm = GpmSampler(self._nvml)
-            self._xid_watch = XidWatch(self._nvml, self._handles, self._lost)
-            self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
-            self._slow_thread.start()
         return self.info
+
+    def _start_slow(self) -> None:
+        """The slow-cadence thread (PCIe, energy, per-process utilization, GPM, Xids), once,
+        on an open NVML with `slow=True`."""
+        if not self._slow_enabled or self._slow_thread is not None or self._nvml is None:
+            return
+        self.gpm = GpmSampler(self._nvml)
+        self._xid_watch = XidWatch(self._nvml, self._handles, self._lost)
+        self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
+        self._slow_thread.start()
 
     def read_topology(self) -> Topology | None:
         """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
