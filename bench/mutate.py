@@ -1735,6 +1735,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_tui_settings.py",),
         "the monitor's first tick is judged only at the poller's next tick: an alert true at start shows an interval late",
     ),
+    Mutation(
+        "snapshot-gpm-window-not-waited",
+        "gputui/telemetry/nvml/source.py",
+        "            time.sleep(max(0.0, opened[i] + (gpm_window or 0.0) - time.monotonic()))\n",
+        "",
+        ("tests/test_snapshot_gpm.py",),
+        "a one-shot snapshot's GPM figures are over a window shorter than --gpm-window says",
+    ),
+    Mutation(
+        "idle-gpu-process-util-zero",
+        "gputui/telemetry/nvml/source.py",
+        "            seen_us = 0\n",
+        "            seen_us = now_us\n",
+        ("tests/test_nvml_slow.py",),
+        "a process on a GPU whose utilization was not read shows SM 0 %, not unknown (None is not 0)",
+    ),
 ]
 
 

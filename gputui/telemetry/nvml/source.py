@@ -116,6 +116,9 @@ class NvmlSource:
         """Xid events of every GPU, drained after each slow pass (see events.py)."""
         self._mig_enabled: set[int] = set()
         """GPUs in MIG mode: NVML measures no per-process utilization there."""
+        self._idle_gpus: set[int] = set()
+        """GPUs that ran no process at the last tick: the slow pass does not ask NVML for
+        their per-process utilization (nothing to show; 2-3 ms of CPU a GPU a pass)."""
         self._slow_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._host = host_sampler()
@@ -346,6 +349,10 @@ class NvmlSource:
         with self._slow_lock:
             slow = self._slow.get(i)
             util = dict(slow.proc_util) if slow else {}
+            if merged:
+                self._idle_gpus.discard(i)
+            else:
+                self._idle_gpus.add(i)
         out = []
         for pid, e in merged.items():
             kinds = e["kinds"]
@@ -416,7 +423,74 @@ class NvmlSource:
                 if i not in self._lost
             )
 
-    def _slow_sample(self, i: int, h: Any) -> SlowValues:
+    def read_slow_once(self, gpm_window: float | None = None) -> None:
+        """For a one-shot reader (`gputui snapshot`) without the slow thread: the slow-cadence
+        values read once, now, on this thread, for the next `sample()`.  With `gpm_window`
+        (seconds), GPM is measured over that window too: each GPU's first GPM sample is
+        taken before the slow reads and its second `gpm_window` after it, so the reader
+        waits for the longer of the reads and the window, not for both."""
+        if self._nvml is None:
+            return
+        handles = [(i, h) for i, h in enumerate(self._handles) if i not in self._lost and h is not None]
+        opened: dict[int, float] = {}
+        if gpm_window is not None:
+            if self.gpm is None:
+                self.gpm = GpmSampler(self._nvml)
+            for i, h in handles:
+                if i in self._mig_enabled:
+                    continue  # its instances are known after the reads: sampled there
+                try:
+                    if self._gpm_sample(i, h, None) is None:  # a window opened
+                        opened[i] = time.monotonic()
+                except GpuLost:
+                    self._lost.add(i)
+        for i, h in handles:
+            if i in self._lost:
+                continue
+            try:
+                values = self._slow_sample(i, h, gpm=gpm_window is not None and i not in opened)
+            except GpuLost:
+                self._lost.add(i)
+                continue
+            if values.fields.get("gpm") is None and gpm_window is not None and i not in opened:
+                opened[i] = time.monotonic()  # a MIG GPU's windows opened in the reads
+            with self._slow_lock:
+                self._slow[i] = values
+        self.slow_passes += 1
+        for i, h in handles:
+            if i not in opened or i in self._lost:
+                continue
+            time.sleep(max(0.0, opened[i] + (gpm_window or 0.0) - time.monotonic()))
+            mig = self._slow[i].fields.get("mig_devices", ())
+            try:
+                gpm = self._gpm_sample(i, h, mig)
+            except GpuLost:
+                self._lost.add(i)
+                continue
+            with self._slow_lock:
+                self._slow[i].fields["gpm"] = gpm
+        if opened:
+            self.slow_passes += 1
+
+    def _gpm_sample(self, i: int, h: Any, mig: Any) -> Any:
+        """GPU i's next GPM sample (None: its first window just opened); `mig` its MIG
+        devices when it is in MIG mode."""
+        assert self.gpm is not None
+        dev = self._devices[i] if i < len(self._devices) else None
+        arch = dev.architecture if dev else None
+        return self.gpm.sample(
+            i,
+            h,
+            architecture=arch,
+            arch_code=_ARCHITECTURE_CODES.get(arch or ""),
+            mig_instances=(
+                tuple(sorted({m.gpu_instance_id for m in mig or () if m.gpu_instance_id is not None}))
+                if i in self._mig_enabled
+                else None
+            ),
+        )
+
+    def _slow_sample(self, i: int, h: Any, *, gpm: bool = True) -> SlowValues:
         nv = self._nvml
         assert nv is not None
 
@@ -425,10 +499,16 @@ class NvmlSource:
 
         with self._slow_lock:
             prev = self._slow.get(i) or SlowValues()
+            idle = i in self._idle_gpus
         now_us = int(time.time() * 1e6)
-        since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
-        samples = q("nvmlDeviceGetProcessUtilization", since) or ()
-        util = process_utilization(samples, since)
+        if idle:  # no process at the last tick: nothing to read; unknown (not 0) until read
+            util: dict[int, tuple[int, int, int, int]] = {}
+            seen_us = 0
+        else:
+            since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
+            samples = q("nvmlDeviceGetProcessUtilization", since) or ()
+            util = process_utilization(samples, since)
+            seen_us = now_us
         counters = self._nvlink_counters.setdefault(i, NvLinkCounters())
         nvl_rx, nvl_tx, link_rx, link_tx = nvlink_throughput(nv, i, h, counters)
         fields = SlowFields(**self._reads(i, h, NVML_READS["slow"]))  # type: ignore[typeddict-item]
@@ -455,21 +535,9 @@ class NvmlSource:
         if rare is None or rare_pass:
             rare = SlowFields(**self._reads(i, h, NVML_READS["rare"]))  # type: ignore[typeddict-item]
         fields.update(rare)  # (between their passes, the last values stand)
-        if self.gpm is not None:
-            dev = self._devices[i] if i < len(self._devices) else None
-            arch = dev.architecture if dev else None
-            fields["gpm"] = self.gpm.sample(
-                i,
-                h,
-                architecture=arch,
-                arch_code=_ARCHITECTURE_CODES.get(arch or ""),
-                mig_instances=(
-                    tuple(sorted({m.gpu_instance_id for m in mig if m.gpu_instance_id is not None}))
-                    if i in self._mig_enabled
-                    else None
-                ),
-            )
-        return SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=now_us)
+        if gpm and self.gpm is not None:
+            fields["gpm"] = self._gpm_sample(i, h, mig)
+        return SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=seen_us)
 
     def notes(self) -> list[str]:
         return self._nvml.notes if self._nvml else []
