@@ -1511,8 +1511,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "tui-alerts-without-health-config",
         "gputui/ui/app.py",
-        "            alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),",
-        "            alerts=AlertEngine(self.config.alerts, self.config.hints),",
+        "            AlertEngine(config.alerts, config.hints, config.health),",
+        "            AlertEngine(config.alerts, config.hints),",
         ("tests/test_tui_health.py",),
         "the TUI's job_stuck alert ignores [health] (its threshold is the default's)",
     ),
