@@ -19,6 +19,7 @@ FIRST_FRAME = {
     # the command line, the config file and the saved state
     "gputui",
     "gputui.cli",
+    "gputui.cmdline",  # the top-level parser (cli's, moved out)
     "gputui.commands",
     "gputui.commands.common",
     "gputui.config",
@@ -48,6 +49,7 @@ FIRST_FRAME = {
     "gputui.telemetry.poller",
     "gputui.telemetry.process_metrics",
     "gputui.telemetry.recording",
+    "gputui.recording_settings",  # a recording header's own settings (format 7), validated
     "gputui.telemetry.source",
     # the app and the Overview: header, banner, tab bar, cards, process list, host, footer
     "gputui.ui",
@@ -82,6 +84,7 @@ FIRST_FRAME = {
     "gputui.ui.processes.process_list",
     "gputui.ui.processes.rows",
     "gputui.ui.processes.signals",
+    "gputui.ui.processes.sent",  # the signal path's plain data (signals', moved out)
     "gputui.ui.processes.widgets",
 }
 """gputui's modules imported by `gputui --demo` up to its first frame."""
@@ -98,6 +101,10 @@ NOT_BEFORE_THE_FIRST_FRAME = (
     "gputui.cluster",
     "gputui.control",
     "gputui.ui.detail",
+    "gputui.telemetry.nccl",  # NCCL RAS: a snapshot's view is decoded or made when one comes
+    "gputui.telemetry.replay_judge",  # a replay's seeks: with the engines, after the frame
+    "gputui.telemetry.health",  # the engines' (hints import its spin test where they judge)
+    "gputui.ui.processes.nccl_lines",
     "gputui.ui.processes.pane",
     "gputui.telemetry.host.processes",
 )

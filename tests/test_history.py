@@ -11,6 +11,7 @@ from gputui.telemetry.history import GPU_METRICS, HISTORY, HOST_METRICS, History
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import RecordingHeader
+from gputui.telemetry.replay_judge import Engines
 
 
 def same(a: list[float], b: list[float | None]) -> bool:
@@ -261,11 +262,11 @@ def test_engines_made_later_judge_every_tick_in_order(
     made: list[str] = []
     engines: list[_Recorder] = []
 
-    def make() -> tuple[object, object, object]:
+    def make() -> Engines:
         engines.extend([_Recorder(made), _Recorder(made), _Recorder(made)])
-        return tuple(engines)  # type: ignore[return-value]
+        return Engines(*engines)  # type: ignore[arg-type]
 
-    hub = Hub(capacity=20, make_engines=make)  # type: ignore[arg-type]
+    hub = Hub(capacity=20, make_engines=make)
     hub.set_info(header.machine)
     seen: list[int] = []
     hub.subscribe(lambda s: seen.append(s.seq))
@@ -273,9 +274,9 @@ def test_engines_made_later_judge_every_tick_in_order(
     hub.publish(ticks[1], judge=False)
     assert made == [] and hub.hints_by_gpu() == {} and hub.health_report() is None
     assert hub.latest == ticks[1] and seen == [1, 2]  # stored and told as ever
-    assert hub.judge() is True  # made now; the two waiting ticks judged
+    assert hub.judge_pending() is True  # made now; the two waiting ticks judged
     assert len(made) == 3 and [e.seen for e in engines] == [[1, 2]] * 3
-    assert hub.judge() is False  # nothing left to judge, nothing made again
+    assert hub.judge_pending() is False  # nothing left to judge, nothing made again
     hub.publish(ticks[2])
     hub.publish(ticks[3], judge=False)  # made: judged at once all the same
     assert len(made) == 3 and [e.seen for e in engines] == [[1, 2, 3, 4]] * 3
@@ -288,11 +289,11 @@ def test_the_first_publish_that_judges_makes_the_engines_and_judges_what_waited(
     made: list[str] = []
     engines: list[_Recorder] = []
 
-    def make() -> tuple[object, object, object]:
+    def make() -> Engines:
         engines.extend([_Recorder(made), _Recorder(made), _Recorder(made)])
-        return tuple(engines)  # type: ignore[return-value]
+        return Engines(*engines)  # type: ignore[arg-type]
 
-    hub = Hub(capacity=20, make_engines=make)  # type: ignore[arg-type]
+    hub = Hub(capacity=20, make_engines=make)
     hub.set_info(header.machine)
     hub.publish(ticks[0], judge=False)
     hub.publish(ticks[1])  # the poller's first tick: makes them, judges tick 1 then tick 2

@@ -13,7 +13,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
-    load_config,
+    judging_config,
     nvml_unavailable,
     open_replay,
     positive,
@@ -185,6 +185,7 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None, *, one_shot: bo
         slow=any(f.slow for f in sel.wanted) and not one_shot,
         enrich_processes=processes,
         static=snap_fields.static_facts(sel.reads),
+        ras=False,  # `snapshot --processes --json` asks RAS itself (`_Judge`)
     )
 
 
@@ -212,29 +213,52 @@ def wait_for_slow(source: Any, sel: Selection) -> None:
 
 
 class _Judge:
-    """The job-health verdicts across the documents of one run: a replay's earlier ticks are
-    judged first (as the live run judged them), a live --watch builds up its own history."""
+    """The job-health verdicts across the documents of one run: a replay's tick is judged
+    as a function of the recording up to it (as the TUI and a live run judge it,
+    `Hub.follow`), a live --watch builds up its own history.  NCCL RAS's view: a replay's
+    latest recorded one up to the tick (the Hub keeps it); live, asked here (at most every
+    RasWatch.interval seconds, bounded by the client's deadline)."""
 
     def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
         from gputui.telemetry.health import HealthEngine
+        from gputui.telemetry.hub import Hub
 
-        self.config = load_config(args, PROG).config.health
-        self.engine = HealthEngine(self.config)
+        self.config = judging_config(PROG, args, source).health
+        self.hub = Hub(capacity=2, health=HealthEngine(self.config))
         self.first: float | None = None
+        self.live = live
+        self.nccl: Any = None
+        self.ras: Any = None
+        self.ras_due = 0.0
         if not live:
-            for snap in source.ticks[: source.position + 1]:  # those before the next sample
-                self._feed(snap)
+            self.hub.follow(source)
+            self.first = source.ticks[0].timestamp
 
-    def _feed(self, snap: Any) -> Any:
-        if self.first is None:
-            self.first = snap.timestamp
-        return self.engine.update(snap)
+    def _ask_ras(self, snap: Any) -> None:
+        """Live: one round of RAS questions for the jobs of this snapshot, when due."""
+        from gputui.telemetry.nccl.model import NO_JOB, NcclView
+        from gputui.telemetry.nccl.watch import RasWatch, job_ranks
+
+        if self.ras is None:
+            self.ras = RasWatch()
+        if time.monotonic() < self.ras_due:
+            return
+        self.ras_due = time.monotonic() + self.ras.interval
+        ranks = job_ranks(snap.processes)
+        self.nccl = self.ras.round(ranks, time.time()) if ranks else NcclView(time.time(), reason=NO_JOB)
 
     def block(self, snap: Any) -> dict[str, Any]:
         from gputui.export.health_json import health_block
 
-        report = self._feed(snap)
-        return health_block(report, snap, self.config, snap.timestamp - (self.first or snap.timestamp))
+        if self.first is None:
+            self.first = snap.timestamp
+        self.hub.publish(snap)
+        report = self.hub.health_report()
+        assert report is not None
+        if self.live:
+            self._ask_ras(snap)
+        nccl = self.nccl if self.live else self.hub.nccl_view()
+        return health_block(report, snap, self.config, snap.timestamp - self.first, nccl)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -266,6 +290,10 @@ def run(args: argparse.Namespace) -> int:
     info = source.open()
     problem = info.system.nvml_problem
     if problem is not None:
+        if kind == "json":  # a script reading JSON gets JSON that says why
+            src = {"kind": "live"} if live else {"kind": "replay", "file": str(args.replay)}
+            doc = snap_fmt.unavailable_document(info, problem, src)
+            print(snap_fmt.dumps(doc, pretty=args.watch is None), flush=True)
         return nvml_unavailable(PROG, problem)
     if live and args.watch is None:
         read_slow(source, sel, args.gpm_window)

@@ -7,9 +7,16 @@ change: bytes, bytes per second, watts, MHz, degrees Celsius, percent (0-100), s
 
 from __future__ import annotations
 
+import sys
+import types
+import typing
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 from gputui.rules.clocks import SLOWDOWN_MASK
+
+if TYPE_CHECKING:  # (imported where a view is made or decoded: `field_type`)
+    from gputui.telemetry.nccl.model import NcclView
 
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
@@ -511,8 +518,8 @@ class GpuProcess:
     gputui read it (format version 2 and older).  How long a process has been in its state
     is tracked across ticks by `gputui.telemetry.health`."""
     rank: int | None = None
-    """The distributed rank its environment gives (RANK, else OMPI_COMM_WORLD_RANK,
-    PMI_RANK, SLURM_PROCID), read once when the process is first seen; None where the
+    """The distributed rank its environment gives (`gputui.telemetry.host.rank`: RANK, else
+    OMPI_COMM_WORLD_RANK ...), read once when the process is first seen; None where the
     environment is not readable (another user's process, without root) or says none."""
     worker_cpu: tuple[float, ...] | None = None
     """CPU of each of its child processes (and their children: workers a forkserver
@@ -552,5 +559,25 @@ class Snapshot:
     host: HostSample | None = None
     launchers: tuple[LauncherProcess, ...] = ()
     """The launchers of the GPU processes (their `launcher` PIDs), and theirs."""
+    nccl: NcclView | None = None
+    """NCCL RAS's answers (gputui.telemetry.nccl), on the tick after a round of questions
+    ended (every ~10 s while a job of two ranks or more runs); None on the other ticks (the
+    Hub keeps the latest).  Where RAS was off or did not answer, the view's answers say why:
+    None never means "no problem"."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""
+
+
+def field_type(cls: type, name: str) -> Any:
+    """The type of field `name` of a dataclass a snapshot holds, resolved alone (annotations
+    are strings here) when a value of it is first decoded (`codec`): a type named for type
+    checking only, the NCCL RAS view's, is imported then, not for the first frame (a
+    snapshot carries one only where a job of two ranks or more runs)."""
+    one = types.SimpleNamespace(__annotations__={name: cls.__annotations__[name]})
+    names = vars(sys.modules[cls.__module__])
+    try:
+        return typing.get_type_hints(one, names)[name]
+    except NameError:
+        from gputui.telemetry.nccl.model import NcclView
+
+        return typing.get_type_hints(one, {**names, "NcclView": NcclView})[name]

@@ -36,11 +36,14 @@ from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.header import Banner, HeaderBar
 
 if TYPE_CHECKING:
-    from gputui.telemetry.hub import Engines
+    from gputui.telemetry.replay_judge import Engines
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
+SAY_JUDGING_FROM = 2000
+"""`--start N` from this tick on says that the ticks before are judged first (a 2-GPU
+recording: about 0.35 ms a tick, bench/bench_seek.py)."""
 
 
 class GpuTuiApp(BaseApp[int]):
@@ -112,8 +115,12 @@ class GpuTuiApp(BaseApp[int]):
         state_warning: str | None = None,
         serve_session: bool = False,
         diag_python: str | None = None,
+        judged_with: str | None = None,
     ) -> None:
+        """`judged_with`: the line saying which of a recording's own settings the replay is
+        judged with (`recording_settings.applied`), shown in the banner."""
         super().__init__()
+        self.judged_with = judged_with
         config = config or Config()
         if saved is not None and saved.sparklines is not None:  # the charts last ticked (C)
             config = replace(config, cards=replace(config.cards, sparklines=saved.sparklines))
@@ -159,16 +166,17 @@ class GpuTuiApp(BaseApp[int]):
         self._terminal_watch: TerminalWatch | None = None
 
     def _make_engines(self) -> Engines:
-        """The alert, hint and job-health engines (on the poller's thread: see Hub)."""
+        """The alert, hint and job-health engines (off the UI thread: see Hub)."""
         from gputui.telemetry.alerts import AlertEngine
         from gputui.telemetry.health import HealthEngine
         from gputui.telemetry.hints import HintEngine
+        from gputui.telemetry.replay_judge import Engines
 
         config = self.config
-        return (
-            AlertEngine(config.alerts, config.hints, config.health),
-            HintEngine(config.hints),
-            HealthEngine(config.health),
+        return Engines(
+            health=HealthEngine(config.health),
+            hints=HintEngine(config.hints, config.health),
+            alerts=AlertEngine(config.alerts, config.hints, config.health),
         )
 
     def get_line_filters(self) -> Sequence[LineFilter]:
@@ -269,7 +277,11 @@ class GpuTuiApp(BaseApp[int]):
         replay = self.source.seekable
         if replay is not None and replay.header.derived:
             parts.append("1DERIVED from real recordings")
+        if self.judged_with:  # a recording's own settings: always said (as long as it fits)
+            parts.append("1" + clean(self.judged_with).replace("|", "¦"))
         parts += ["2not live data from this machine", "4space pause  . step  , back"]
+        if self.demo:
+            parts.append("5a stuck job: gputui --demo-job")
         return "|".join(parts)
 
     def on_mount(self) -> None:
@@ -304,6 +316,7 @@ class GpuTuiApp(BaseApp[int]):
         gen = self.generation
         self.hub.reset()
         source = self.source
+        self.hub.follow(source.seekable)  # a replay's verdicts: those of its ticks up to each
 
         def where() -> tuple[int, int] | None:
             """(the tick just sampled, 1-based; the recording's ticks); None when live."""
@@ -325,7 +338,16 @@ class GpuTuiApp(BaseApp[int]):
         # the file), handled here and now: the first frame is drawn with the data (a message
         # from the poller's thread could come after the first paint, which then shows an
         # empty screen first, and lays it out and paints it again)
-        ready = take_ready(source)
+        # (not a replay that starts further in, `--start N`: its first tick is judged from
+        # the recording's first on the poller's thread, never on this one)
+        replay = source.seekable
+        ready = take_ready(source) if replay is None or replay.position < 0 else None
+        if replay is not None and replay.position + 1 >= SAY_JUDGING_FROM:
+            self.notify(
+                f"Judging ticks 1 to {replay.position + 1} first: a verdict at a tick is the "
+                "recording's up to it",
+                timeout=5,
+            )
         if ready is not None:
             info, snap = ready
             self.hub.set_info(info)
@@ -347,7 +369,7 @@ class GpuTuiApp(BaseApp[int]):
         def work() -> None:
             latest = self.hub.latest
             # (shown again only if no newer tick came meanwhile: that one has it all)
-            if self.hub.judge() and latest is not None and self.hub.latest is latest:
+            if self.hub.judge_pending() and latest is not None and self.hub.latest is latest:
                 self.post_message(SnapshotReady(latest, generation, position))
 
         self.run_worker(work, thread=True, exclusive=False, group="engines")
@@ -539,14 +561,20 @@ class GpuTuiApp(BaseApp[int]):
             self.call_later(self.action_show_tab, pane_id)
 
     async def action_diagnose(self) -> None:
-        from gputui.ui.diagnostics.choose import diagnose
+        from gputui.ui.diagnostics.choose import selected_row
+        from gputui.ui.diagnostics.pane import DiagnosticsPane
 
-        await diagnose(self)
+        row = selected_row(self.focused)  # (before the tab takes the focus)
+        again = self.query_one(ContentSwitcher).current == "diagnostics"
+        pane = await self.load_pane("diagnostics")
+        await self.action_show_tab("diagnostics")
+        if isinstance(pane, DiagnosticsPane):
+            pane.diagnose(row, again)
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen
 
-        self.push_screen(HelpScreen(self.PANES))
+        self.push_screen(HelpScreen(self.PANES, self.query_one(ContentSwitcher).current))
 
     # ---- going away cleanly ----------------------------------------------------------
 

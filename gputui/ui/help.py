@@ -95,22 +95,32 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark,f1", "dismiss", "Close", key_display="esc"),
     ]
 
-    def __init__(self, panes: Sequence[type[Pane] | PaneSpec] = ()) -> None:
+    def __init__(self, panes: Sequence[type[Pane] | PaneSpec] = (), current: str | None = None) -> None:
         super().__init__()
         self.panes = panes
-        """The app's tabs, whose keys are listed after the app's own."""
+        """The app's tabs, whose keys are listed with the app's own."""
+        self.current = current
+        """The tab on screen (its PANE_ID): its keys come first, then those that work
+        everywhere, then the other tabs'."""
 
     def compose(self) -> ComposeResult:
-        sections: list[tuple[str | None, list[tuple[str, str]]]] = [
-            (None, binding_rows(own_bindings(self.app)))
-        ]
+        tabs: list[tuple[str, list[tuple[str | None, list[tuple[str, str]]]]]] = []
         for entry in self.panes:
             pane = entry.load() if isinstance(entry, PaneSpec) else entry
             mounted = list(self.app.query(pane.KEYS_WIDGET or pane))
+            own: list[tuple[str | None, list[tuple[str, str]]]] = []
             for pane_title, bindings in pane.help_sections():
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
                 shown = [b for b in bindings if not (mounted and _hidden(mounted[0], b))]
-                sections.append((pane_title, binding_rows(shown)))
+                own.append((pane_title, binding_rows(shown)))
+            tabs.append((pane.PANE_ID, own))
+        everywhere: tuple[str | None, list[tuple[str, str]]] = (
+            "Everywhere" if tabs else None,
+            binding_rows(own_bindings(self.app)),
+        )
+        first = [own for pane_id, own in tabs if pane_id == self.current]
+        rest = [own for pane_id, own in tabs if pane_id != self.current]
+        sections = [*(s for own in first for s in own), everywhere, *(s for own in rest for s in own)]
         self.sections = sections
         key_width = max((len(keys) for _, rows in sections for keys, _ in rows), default=8)
         parts: list[Text | Table] = []

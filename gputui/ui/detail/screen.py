@@ -18,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 
-from gputui.telemetry.hints import Hint
+from gputui.telemetry.hints import Hint, with_spinning
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.detail.charts import chart_lines, chart_metrics
@@ -63,7 +63,7 @@ class DetailFacts(LineWidget):
         self.snapshot: Snapshot | None = None
         self.process_rows = 0
         """The most process rows shown for this GPU so far: the box never shrinks."""
-        self.hints: dict[int, tuple[Hint, ...]] = {}
+        self.hints: Mapping[int, tuple[Hint, ...]] = {}
         """Each GPU's efficiency hints at the latest tick (the Hub's)."""
         self.live = True
 
@@ -187,7 +187,8 @@ class GpuDetailScreen(Screen[str | None]):
         with VerticalScroll(id="detail-body"):
             facts = DetailFacts(self.index, id="detail-facts")
             facts.info, facts.snapshot = self.info, self.snapshot
-            facts.hints, facts.live = self.hub.hints_by_gpu(), self.live
+            facts.hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
+            facts.live = self.live
             yield facts
             charts = DetailCharts(self.hub, self.index, live=self.live, id="detail-charts")
             charts.info = self.info
@@ -213,7 +214,7 @@ class GpuDetailScreen(Screen[str | None]):
         facts.index = self.index
         facts.info = self.info
         facts.snapshot = self.snapshot
-        facts.hints = self.hub.hints_by_gpu()
+        facts.hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
         self._sync_header()
         facts.update_lines()
         chart = self.query_one(DetailCharts)
