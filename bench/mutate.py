@@ -53,6 +53,11 @@ PRIVILEGE = "tests/test_diag_privilege.py"
 ENV_PASS = "tests/test_diag_env_pass.py"
 P2P = "tests/test_diag_p2p.py"
 HOSTILE = "tests/test_cluster_hostile.py"
+WIRE = "tests/test_cluster_wire.py"
+VERDICTS = "tests/test_cluster_verdicts.py"
+JOBS = "tests/test_cluster_jobs.py"
+JOBS_UI = "tests/test_cluster_jobs_ui.py"
+PROM_CAPS = "tests/test_cluster_prometheus_caps.py"
 PRIVATE = "tests/test_private_files.py"
 BAD_FILES = "tests/test_bad_files.py"
 NAMED = "tests/test_named_files.py"
@@ -577,17 +582,67 @@ MUTATIONS: list[Mutation] = [
         "cluster-bad-chunk-ends",
         "gputui/cluster/wire.py",
         '                raise WireError("a bad chunk (its size line is not hexadecimal)")',
-        "                return bytes(out)",
+        "                return",
         (HOSTILE,),
         "a bad chunk is taken for the end of the body",
     ),
     Mutation(
         "cluster-short-body",
         "gputui/cluster/wire.py",
-        '                raise WireError(f"the server closed the connection in the {what}")\n        out = bytes',
-        "                break\n        out = bytes",
-        (HOSTILE,),
+        '                piece = self.some(min(left, READ), "body")\n                left -= len(piece)',
+        "                piece = self.some(min(left, READ))\n                if not piece:\n                    break\n"
+        "                left -= len(piece)",
+        (HOSTILE, WIRE),
         "a body shorter than its Content-Length is accepted",
+    ),
+    # ---- the byte cap on every path, and the work per byte (issue 31) --------------------
+    Mutation(
+        "cluster-bomb-inflated-whole",
+        "gputui/cluster/wire.py",
+        "out = inflate.decompress(data, limit - total + 1)",
+        "out = inflate.decompress(data)",
+        (WIRE,),
+        "a decompression bomb is inflated whole before the cap refuses it",
+    ),
+    Mutation(
+        "cluster-cap-off-by-one",
+        "gputui/cluster/wire.py",
+        "            total += len(out)\n            if total > limit:",
+        "            total += len(out)\n            if total >= limit:",
+        (WIRE,),
+        "a compressed answer exactly at the cap is refused",
+    ),
+    Mutation(
+        "cluster-cap-before-decoding",
+        "gputui/cluster/http.py",
+        "pieces = wire.decoded(resp.body(wire.raw_limit(self.max_body, coding)), coding, self.max_body)",
+        "pieces = wire.decoded(resp.body(self.max_body), coding, 1 << 62)",
+        (WIRE,),
+        "the cap counts the compressed bytes: what they inflate to is not bounded",
+    ),
+    Mutation(
+        "cluster-chunks-unbounded",
+        "gputui/cluster/wire.py",
+        "            if self.chunks > CHUNKS_FREE + total // MIN_CHUNK_BYTES:",
+        "            if False:",
+        (WIRE,),
+        "1-byte chunks are parsed a byte at a time until the cap or the deadline (a core per scrape)",
+    ),
+    Mutation(
+        "cluster-reads-unpaced",
+        "gputui/cluster/wire.py",
+        "        self._pace = self.reads >= READS_FREE and len(got) < SMALL_READ",
+        "        self._pace = False",
+        (WIRE,),
+        "a body sent a byte per TCP segment costs a read per byte",
+    ),
+    Mutation(
+        "cluster-second-gzip-member-ignored",
+        "gputui/cluster/wire.py",
+        "                if gz and members and data[:2] != _GZIP_MAGIC:",
+        "                if gz and members:\n                    break\n                if False:",
+        (WIRE,),
+        "a second gzip member is dropped (and never counted against the cap)",
     ),
     Mutation(
         "cluster-scrape-threads-joined",
@@ -695,6 +750,87 @@ MUTATIONS: list[Mutation] = [
         'hostname = next((s.labels["Hostname"] for s in got if s.labels.get("Hostname")), "")',
         ("tests/test_cluster_drill.py",),
         "direct mode reads dcgm-exporter's Hostname whatever the configured host label",
+    ),
+    # ---- job verdicts across nodes (issue 32, item 4) -------------------------------------
+    Mutation(
+        "export-verdict-env-identity",
+        "gputui/export/prometheus.py",
+        "    ids = [j for j in (jobs_of.get(r.pid) for r in job.ranks) if j is not None and trusted(j)]",
+        "    ids = [j for j in (jobs_of.get(r.pid) for r in job.ranks) if j is not None]",
+        (VERDICTS,),
+        "a user's own SLURM_JOB_ID is published as the job's identity: the cluster view merges it with root's",
+    ),
+    Mutation(
+        "cluster-merge-claimed-id",
+        "gputui/cluster/jobs.py",
+        "        if self.claimed:\n            return None\n",
+        "",
+        (JOBS,),
+        "a user's own SLURM_JOB_ID (an '(env)' job) is merged with root's real job of that id",
+    ),
+    Mutation(
+        "cluster-merge-across-clusters",
+        "gputui/cluster/jobs.py",
+        'return ("slurm", self.cluster, self.slurm_job)',
+        'return ("slurm", "", self.slurm_job)',
+        (JOBS,),
+        "job 4242 of two Slurm clusters is merged into one",
+    ),
+    Mutation(
+        "cluster-comm-joins-verified",
+        "gputui/cluster/jobs.py",
+        "        free = [k for k in ks if not groups.ids[groups.find(k)]]",
+        "        free = ks",
+        (JOBS,),
+        "a communicator hash (from a RAS service a user can stand in for) joins a job to root's",
+    ),
+    Mutation(
+        "cluster-verdict-makes-gpu",
+        "gputui/cluster/model.py",
+        "        if name in JOB_NAMES:\n            continue  # a job's series names its rank's GPU: it never makes one\n",
+        "",
+        (JOBS,),
+        "a verdict's gpu label adds a phantom GPU to the host",
+    ),
+    Mutation(
+        "cluster-jobs-uncapped",
+        "gputui/cluster/jobs.py",
+        "                if len(jobs) >= MAX_JOBS_PER_HOST:",
+        "                if False:",
+        (JOBS,),
+        "an exporter's job series are held without a cap",
+    ),
+    Mutation(
+        "cluster-stuck-unknown-as-0",
+        "gputui/ui/cluster/jobs.py",
+        "    if not state.jobs and not any(h.jobs.jobs for h in state.hosts):\n        return None\n",
+        "",
+        (JOBS_UI,),
+        "the summary says 'stuck jobs 0' where no exporter judges jobs (unknown read as 0)",
+    ),
+    Mutation(
+        "cluster-job-summary-raw",
+        "gputui/ui/cluster/jobs.py",
+        "        parts.append((clean(summary), S.text))",
+        "        parts.append((summary, S.text))",
+        (JOBS_UI,),
+        "an exporter's verdict line reaches the terminal unfiltered (OSC 52, colours)",
+    ),
+    Mutation(
+        "cluster-prom-series-uncapped",
+        "gputui/cluster/promjson.py",
+        "                if len(kept) >= max_series:",
+        "                if False:",
+        (PROM_CAPS,),
+        "a Prometheus answer of any number of series is read and held whole (400k: 679 MiB, 11 s)",
+    ),
+    Mutation(
+        "cluster-prom-number-cut",
+        "gputui/cluster/promjson.py",
+        "            if end >= 0 and (end < len(self.buf) or self.eof):",
+        "            if end >= 0:",
+        (PROM_CAPS,),
+        "a value ending where a piece of the answer ends is taken as complete (a number cut in two)",
     ),
     # ---- snapshot documents --------------------------------------------------------------
     Mutation(

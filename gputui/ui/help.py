@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.dom import DOMNode
+from textual.keys import key_to_character
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -20,6 +21,7 @@ from gputui.ui.panes import Pane, PaneSpec
 
 
 def key_names(binding: Binding) -> str:
+    """The binding's keys as a user types them: "! / u", not Textual's "exclamation_mark"."""
     keys = [k.strip() for k in binding.key.split(",")]
     names = {
         "question_mark": "?",
@@ -42,7 +44,13 @@ def key_names(binding: Binding) -> str:
         "up": "↑",
         "down": "↓",
     }
-    return " / ".join(names.get(k, k) for k in keys)
+    return " / ".join(names.get(k) or _character(k) for k in keys)
+
+
+def _character(key: str) -> str:
+    """A printable key's character (Textual names "!" exclamation_mark), else the name."""
+    char = key_to_character(key)
+    return char if char is not None and char.isprintable() and not char.isspace() else key
 
 
 def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
