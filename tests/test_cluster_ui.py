@@ -305,7 +305,7 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
         deadline = time.monotonic() + 60
         while True:
             try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/?token={token}", timeout=2) as r:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/s/{token}/", timeout=2) as r:
                     page = r.read().decode()
                 break
             except OSError:
@@ -322,7 +322,7 @@ def test_serve_in_headless_chromium_shows_a_replay_and_answers_a_key(tmp_path):
              "--remote-allow-origins=*", "--window-size=1400,900", "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
         )  # fmt: skip
-        seen = asyncio.run(_drive(debug_port, f"http://127.0.0.1:{port}/?token={token}", tmp_path))
+        seen = asyncio.run(_drive(debug_port, f"http://127.0.0.1:{port}/s/{token}/", tmp_path))
         # the page's DOM: the terminal element exists and got the app's first bytes
         assert seen["dom"] == {"terminal": True, "first_byte": True}, seen["dom"]
         # what the browser received over the page's websocket and drew: the replay's GPUs
