@@ -4,6 +4,19 @@
 # nvidia-ml-py, psutil, textual, rich and pyte; PYTHON picks another interpreter, PTYBENCH
 # the terminal benchmark (default ../shared/bench/ptybench.py).
 #
+#   bench/device.sh all OUTDIR [BASEDIR]  issue 33's figures in one run (about 7 minutes, on
+#       one GPU or four): the first frame (8 interleaved rounds of the one-line Textual app,
+#       this tree's gputui, BASEDIR's, nvitop and nvtop), the steady CPU and bytes (3 rounds of
+#       15 s: gputui, BASEDIR's, nvtop), the bytes of each screen row (bench/pty_rows.py,
+#       gputui and nvtop), `gputui snapshot --json` and CSV against `nvitop -1` (5 rounds),
+#       all under a 12 GiB holder and a bf16 training job on GPU 0; then without them: what
+#       each NVML read costs (bench/nvml_cost.py), what NVML's read-ahead costs the start-up
+#       imports (bench/start_profile.py), and GPM's stability over 0.1/0.2/0.5/1 s windows
+#       under bf16, float32 and copy loads (bench/gpm_window.py).  Needs only .whl/'s wheels
+#       (installed first) and the machine's python3 with torch, nvidia-ml-py, psutil, nvtop.
+#       Each gputui runs as `python3 -P` with its own PYTHONPATH (checked to import its own
+#       package); BASEDIR holds a `gputui` package (e.g. `git archive main gputui` extracted).
+#       Writes 8 files to OUTDIR; OUTDIR/summary.txt has every figure against its target
 #   bench/device.sh peers OUTDIR [ROUNDS]  live vs peers: bench/live_check.py (the screen
 #       against nvidia-smi), then ROUNDS (default 3) rounds of gputui, nvtop, nvitop and
 #       nvidia-smi -l 1, each 20 s at 160x50 and 1 Hz, with a 12 GiB holder and a bf16 training
@@ -65,12 +78,12 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 caller_pythonpath=${PYTHONPATH-}
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 py=$(command -v "${PYTHON:-python3}")
-PTYBENCH=${PTYBENCH:-../shared/bench/ptybench.py}
+PTYBENCH=${PTYBENCH:-bench/ptybench.py}  # (a copy of ../shared/bench/ptybench.py)
 
-start_load() {  # a 12 GiB holder and a bf16 training job on GPU 0 (PIDs in $hold, $train)
-$py bench/load/hold_memory.py --gib 12 --seconds 100000 > "$out/hold.log" 2>&1 &
+start_load() {  # a 12 GiB holder and a bf16 training job on GPU 0 (PIDs in $hold, $train); logs in $1 or OUTDIR
+$py bench/load/hold_memory.py --gib 12 --seconds 100000 > "${1:-$out}/hold.log" 2>&1 &
 hold=$!
-$py bench/load/train_like.py --seconds 100000 --pause-every 10000 > "$out/train.log" 2>&1 &
+$py bench/load/train_like.py --seconds 100000 --pause-every 10000 > "${1:-$out}/train.log" 2>&1 &
 train=$!
 sleep 12
 }
@@ -619,7 +632,144 @@ for k, rs in by.items():
 PY
 }
 
+
+mode_all() {
+base=${1:-}
+[ -z "$base" ] || base=$(cd "$base" && pwd) || { echo "no such BASEDIR" >&2; return 2; }
+# ALL_QUICK=1: one short round of each part, to check the script itself (no figures)
+if [ -n "${ALL_QUICK:-}" ]; then q_ff=1 q_st=1 q_sts=4 q_rows=6 q_snap=1 q_prof=1 q_gpm="--repeats 1 --warmup 0.5"
+else q_ff=8 q_st=3 q_sts=15 q_rows=25 q_snap=5 q_prof=5 q_gpm=""; fi
+if [ -n "$caller_pythonpath" ]; then export PYTHONPATH=$caller_pythonpath; else unset PYTHONPATH; fi
+work=$(mktemp -d)
+log="$out/log.txt"
+: > "$log"
+t_start=$(date +%s)
+stamp() { echo "== $(( $(date +%s) - t_start )) s: $*" >> "$log"; }
+site=$($py -c 'import site; print(site.getsitepackages()[0])')
+$py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl >> "$log" 2>&1
+$py -m compileall -q gputui bench ${base:+"$base"} "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
+nvtop=${NVTOP:-$(command -v nvtop)}
+variants="$PWD${base:+ $base}"
+for dir in $variants; do
+  got=$(PYTHONPATH=$dir $py -P -c 'import gputui, os; print(os.path.dirname(os.path.dirname(os.path.abspath(gputui.__file__))))')
+  if [ "$got" != "$dir" ]; then echo "variant $dir imports gputui from $got" >&2; return 2; fi
+done
+name_of() { if [ "$1" = "$PWD" ]; then echo now; else echo base; fi; }
+{ nvidia-smi -L; "$nvtop" --version; $py -m nvitop --version; $py -V
+  $py -c "import textual, pynvml; print('textual', textual.__version__)"; git log -1 --format='%h %s' 2>/dev/null
+  [ -n "$base" ] && echo "base: $base"; } >> "$log" 2>&1
+export XDG_CONFIG_HOME="$work/config" XDG_STATE_HOME="$work/state"
+stamp "load"
+start_load "$work"
+res="$out/results.jsonl"
+: > "$res"
+tag() { sed "s/^{/{\"part\": \"$1\", \"what\": \"$2\", \"round\": $3, /" >> "$res"; }
+# 1. the first frame: 8 interleaved rounds
+stamp "first frame"
+ff="$py bench/pty_timeline.py --start --json --seconds 2.5"
+for r in $(seq $q_ff); do
+  $ff -- $py -P bench/minimal_textual.py 2>> "$log" | tag first-frame minimal "$r"
+  for dir in $variants; do
+    PYTHONPATH=$dir $ff -- $py -P -m gputui --interval 1 --no-remember 2>> "$log" | tag first-frame "gputui $(name_of "$dir")" "$r"
+  done
+  $ff -- $py -m nvitop --interval 1 2>> "$log" | tag first-frame nvitop "$r"
+  $ff -- "$nvtop" -d 10 2>> "$log" | tag first-frame nvtop "$r"
+done
+# 2. steady CPU and bytes: 3 rounds of 15 s
+stamp "steady"
+pb="$py $PTYBENCH --seconds $q_sts --cols 160 --rows 50 --json"
+for r in $(seq $q_st); do
+  for dir in $variants; do
+    PYTHONPATH=$dir $pb --screen "$work/screen-gputui-$(name_of "$dir").txt" -- $py -P -m gputui --interval 1 --no-remember 2>> "$log" | tag steady "gputui $(name_of "$dir")" "$r"
+  done
+  $pb --screen "$work/screen-nvtop.txt" -- "$nvtop" -d 10 2>> "$log" | tag steady nvtop "$r"
+done
+# 3. the bytes of each screen row
+stamp "rows"
+{ echo "== gputui (this tree), 160x50, 25 s, the first 5 s left out"
+  PYTHONPATH=$PWD $py bench/pty_rows.py --seconds $q_rows --skip 5 --top 25 -- $py -P -m gputui --interval 1 --no-remember
+  echo; echo "== nvtop"
+  $py bench/pty_rows.py --seconds $q_rows --skip 5 --top 25 -- "$nvtop" -d 10; } > "$out/rows.txt" 2>> "$log"
+# 4. one-shot snapshots: 5 interleaved rounds, wall time
+stamp "snapshots"
+wall() {  # wall WHAT ROUND CMD...: one run's wall time as a result row
+  local what=$1 r=$2; shift 2
+  local s e rc
+  s=$(date +%s%N); "$@" > "$work/snap.out" 2>> "$log"; rc=$?; e=$(date +%s%N)
+  echo "{\"wall_s\": $(( (e - s) / 1000 ))e-6, \"rc\": $rc, \"bytes\": $(wc -c < "$work/snap.out")}" | tag snapshot "$what" "$r"
+}
+for r in $(seq $q_snap); do
+  for dir in $variants; do
+    wall "gputui snapshot --json $(name_of "$dir")" "$r" env PYTHONPATH=$dir $py -P -m gputui snapshot --json
+  done
+  wall "gputui snapshot csv now" "$r" env PYTHONPATH=$PWD $py -P -m gputui snapshot
+  wall "nvitop -1" "$r" $py -m nvitop -1
+  wall "nvidia-smi --query-gpu" "$r" nvidia-smi --query-gpu=index,name,utilization.gpu,memory.used,temperature.gpu,power.draw --format=csv
+done
+PYTHONPATH=$PWD $py -P -m gputui snapshot --json > "$work/snapshot.json" 2>> "$log"
+kill $hold $train 2>/dev/null; wait 2>/dev/null
+sleep 3
+# 5. what each NVML read costs, at its cadence
+stamp "nvml cost"
+PYTHONPATH=$PWD $py -P bench/nvml_cost.py --ticks 20 --json "$out/nvml_cost.json" > "$work/nvml_cost.txt" 2>> "$log"
+# 6. NVML's read-ahead against the start-up imports
+stamp "start profile"
+$py bench/start_profile.py --rounds $q_prof --json "$out/start_profile.jsonl" > "$work/start_profile.txt" 2>> "$log"
+# 7. GPM windows under steady loads
+stamp "gpm windows"
+PYTHONPATH=$PWD $py -P bench/gpm_window.py $q_gpm --json "$out/gpm_window.json" > "$work/gpm_window.txt" 2>> "$log"
+stamp "done"
+{ for f in "$work"/screen-*.txt; do echo "== $(basename "$f")"; cat "$f"; done
+  echo "== gputui snapshot --json (this tree, idle GPUs)"; head -c 4000 "$work/snapshot.json"; } > "$out/screens.txt"
+$py - "$res" "$work" <<'PY' | tee "$out/summary.txt"
+import json, statistics, sys
+from pathlib import Path
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+work = Path(sys.argv[2])
+def med(part, what, key):
+    v = [r[key] for r in rows if r["part"] == part and r["what"] == what and r.get(key) is not None]
+    return statistics.median(v) if v else None
+def line(text): print(text)
+line("== first frame: settled (output quiet 0.3 s), median of 8 interleaved rounds")
+floor = med("first-frame", "minimal", "settle_s")
+for what in ("minimal", "gputui now", "gputui base", "nvitop", "nvtop"):
+    s = med("first-frame", what, "settle_s")
+    if s is None: continue
+    fb, c = med("first-frame", what, "first_byte_s"), med("first-frame", what, "complete_s")
+    ratio = f"  {s / floor:.2f}x the one-line app" if floor and what.startswith("gputui") else ""
+    line(f"  {what:12s} settled {s:.3f} s  complete {c if c is None else round(c, 3)} s  first byte {fb:.3f} s{ratio}")
+if floor and med("first-frame", "gputui now", "settle_s"):
+    r = med("first-frame", "gputui now", "settle_s") / floor
+    line(f"  target <= 1.3x: {'met' if r <= 1.3 else 'NOT met'} ({r:.2f}x)")
+line("== steady (15 s after the first frame, 1 Hz, 160x50), median of 3 rounds")
+n_cpu, n_b = med("steady", "nvtop", "steady_cpu_pct"), med("steady", "nvtop", "bytes_per_s")
+for what in ("gputui now", "gputui base", "nvtop"):
+    c, b, rss = med("steady", what, "steady_cpu_pct"), med("steady", what, "bytes_per_s"), med("steady", what, "rss_mb")
+    if c is None: continue
+    extra = f"  {c / n_cpu:.2f}x nvtop's CPU, {b / n_b:.2f}x its bytes" if n_cpu and n_b and what != "nvtop" else ""
+    line(f"  {what:12s} CPU {c:.2f} %  bytes {b:.0f}/s  RSS {rss:.0f} MB{extra}")
+c, b = med("steady", "gputui now", "steady_cpu_pct"), med("steady", "gputui now", "bytes_per_s")
+if c and n_cpu and b and n_b:
+    line(f"  targets: CPU <= 2x nvtop {'met' if c / n_cpu <= 2 else 'NOT met'} ({c / n_cpu:.2f}x); "
+         f"bytes <= 1.2x nvtop (4 GPUs) {'met' if b / n_b <= 1.2 else 'NOT met'} ({b / n_b:.2f}x)")
+line("== one-shot snapshots: wall, median of 5 interleaved runs")
+for what in ("gputui snapshot --json now", "gputui snapshot --json base", "gputui snapshot csv now", "nvitop -1", "nvidia-smi --query-gpu"):
+    w = med("snapshot", what, "wall_s")
+    if w is not None: line(f"  {what:28s} {w:.3f} s")
+j, nv = med("snapshot", "gputui snapshot --json now", "wall_s"), med("snapshot", "nvitop -1", "wall_s")
+if j and nv:
+    line(f"  target: --json <= nvitop -1 + the GPM window (0.2 s): {'met' if j <= nv + 0.2 else 'NOT met'} ({j:.3f} vs {nv + 0.2:.3f} s)")
+for name in ("start_profile.txt", "gpm_window.txt", "nvml_cost.txt"):
+    f = work / name
+    line(f"== {name[:-4]}")
+    text = f.read_text() if f.exists() else "(missing: see log.txt)\n"
+    print("".join("  " + l for l in text.splitlines(True)[:30]), end="")
+PY
+rm -rf "$work"
+}
+
 case $mode in
+  all) mode_all "${3:-}" ;;
   steady) mode_steady "${3:-2}" "${4:-}" ;;
   peers) mode_peers "${3:-3}" ;;
   first-frame) shift 2; mode_first_frame "$@" ;;

@@ -1,7 +1,10 @@
 """What one poller tick costs on live NVML, per GPU, and whether the slow-cadence thread
-(PCIe throughput, per-process utilization, energy) stalls it.
+(PCIe throughput, per-process utilization, energy) stalls it; and what each NVML read
+costs at the cadence it is read on ("reads": the registry's reads and the slow pass's own
+calls, GPU 0, CPU and wall per call, % of a core a GPU), so the cadence of each is a
+visible choice.
 
-    python bench/nvml_cost.py [--ticks 60] [--json OUT]
+    python bench/nvml_cost.py [--ticks 60] [--json OUT]   (with --json: the reads as a table)
     python bench/nvml_cost.py --gpm [--passes 20] [--interval 1] [--json OUT]
 
 Phase "quiet": the slow thread has done its first pass and sleeps.
@@ -82,6 +85,100 @@ def gpm_cost(passes, interval):
     return out
 
 
+CADENCE_S = {"tick": 1.0, "slow": 2.0, "rare": 2.0 * 5}
+"""Seconds between two reads at each cadence (1 Hz ticks; the slow pass every 2 s; the rare
+counters every RARE_EVERY-th pass)."""
+
+
+def read_costs(src, repeat=20):
+    """One row per distinct NVML call NvmlSource makes for a GPU: the registry's reads
+    (metrics.NVML_READS) by cadence with the fields they fill and whether a card, a chart
+    or /metrics shows them, then the slow pass's own calls.  CPU is this thread's time."""
+    from gputui.telemetry.metrics import GPU_METRICS, NVML_READS
+    from gputui.telemetry.nvml.query import memory_info
+
+    nv, h = src._nvml, src._handles[0]
+    lib = nv.lib
+    calls = {}
+    for cadence, reads in NVML_READS.items():
+        for name, r in reads:
+            key = f"field {r.field_id}" if r.field_id is not None else (r.fn, tuple(r.args))
+            entry = calls.setdefault(key, {"cadence": cadence, "fields": [], "read": r})
+            entry["fields"].append(name)
+    rows = []
+
+    def timed(fn):
+        cpu, wall = [], []
+        for _ in range(repeat):
+            c0, w0 = time.thread_time(), time.perf_counter()
+            fn()
+            cpu.append(time.thread_time() - c0)
+            wall.append(time.perf_counter() - w0)
+        return statistics.median(cpu), statistics.median(wall)
+
+    for e in calls.values():
+        r = e["read"]
+        if r.field_id is not None:
+            fn = lambda r=r: nv.query("nvmlDeviceGetFieldValues", h, [r.field_id], device=0)  # noqa: E731
+            call = f"nvmlDeviceGetFieldValues({r.field_id})"
+        elif r.fn == "nvmlDeviceGetMemoryInfo":
+            fn = lambda: memory_info(nv, 0, h)  # noqa: E731
+            call = r.fn
+        else:
+            args = tuple(getattr(lib, a) if isinstance(a, str) else a for a in r.args)
+            fn = lambda r=r, args=args: nv.query(r.fn, h, *args, device=0)  # noqa: E731
+            call = r.fn + (f"({', '.join(map(str, r.args))})" if r.args else "")
+        metrics = [m for m in GPU_METRICS if m.field in e["fields"]]
+        cpu, wall = timed(fn)
+        rows.append(
+            {
+                "call": call,
+                "cadence": e["cadence"],
+                "fields": e["fields"],
+                "card_or_chart": any(m.history or m.card for m in metrics),
+                "exported": any(m.prometheus for m in metrics),
+                "cpu_us": round(1e6 * cpu, 1),
+                "wall_us": round(1e6 * wall, 1),
+                "cpu_pct_per_gpu": round(100 * cpu / CADENCE_S[e["cadence"]], 4),
+            }
+        )
+    since = int(time.time() * 1e6) - 2_000_000
+    for call, fn in [
+        (
+            "nvmlDeviceGetProcessUtilization",
+            lambda: nv.query("nvmlDeviceGetProcessUtilization", h, since, device=0),
+        ),
+        (
+            "nvmlDeviceGetPcieThroughput(TX)",
+            lambda: nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_TX_BYTES, device=0),
+        ),
+        (
+            "nvmlDeviceGetPcieThroughput(RX)",
+            lambda: nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_RX_BYTES, device=0),
+        ),
+        (
+            "nvmlDeviceGetComputeRunningProcesses",
+            lambda: nv.query("nvmlDeviceGetComputeRunningProcesses", h, device=0),
+        ),
+        ("nvmlDeviceGetMigMode", lambda: nv.query("nvmlDeviceGetMigMode", h, device=0)),
+    ]:
+        cpu, wall = timed(fn)
+        cadence = "tick" if "Running" in call else ("rare" if "Mig" in call else "slow")
+        rows.append(
+            {
+                "call": call,
+                "cadence": cadence,
+                "fields": [],
+                "card_or_chart": True,
+                "exported": True,
+                "cpu_us": round(1e6 * cpu, 1),
+                "wall_us": round(1e6 * wall, 1),
+                "cpu_pct_per_gpu": round(100 * cpu / CADENCE_S[cadence], 4),
+            }
+        )
+    return sorted(rows, key=lambda r: -r["cpu_pct_per_gpu"])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ticks", type=int, default=60)
@@ -124,39 +221,22 @@ def main():
     out["tick_quiet_per_gpu_ms"] = round(1000 * statistics.fmean(quiet) / max(n, 1), 3)
     out["tick_with_slow_busy"] = stats(busy)
     out["tick_with_slow_busy_per_gpu_ms"] = round(1000 * statistics.fmean(busy) / max(n, 1), 3)
-    # per-call costs through the query helper, GPU 0
-    nv = src._nvml
-    h = src._handles[0] if src._handles else None
-    calls = {}
-    if h is not None:
-        lib = nv.lib
-        for name, args in [
-            ("nvmlDeviceGetUtilizationRates", ()),
-            ("nvmlDeviceGetMemoryInfo", ()),
-            ("nvmlDeviceGetTemperature", (lib.NVML_TEMPERATURE_GPU,)),
-            ("nvmlDeviceGetPowerUsage", ()),
-            ("nvmlDeviceGetClockInfo", (lib.NVML_CLOCK_SM,)),
-            ("nvmlDeviceGetCurrentClocksEventReasons", ()),
-            ("nvmlDeviceGetCurrPcieLinkGeneration", ()),
-            ("nvmlDeviceGetComputeRunningProcesses", ()),
-            ("nvmlDeviceGetTotalEccErrors", (lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_VOLATILE_ECC)),
-            ("nvmlDeviceGetPcieThroughput", (lib.NVML_PCIE_UTIL_TX_BYTES,)),
-            ("nvmlDeviceGetTotalEnergyConsumption", ()),
-            ("nvmlDeviceGetProcessUtilization", (int(time.time() * 1e6) - 2_000_000,)),
-        ]:
-            ts = []
-            for _ in range(10):
-                t0 = time.perf_counter()
-                nv.query(name, h, *args, device=0)
-                ts.append(time.perf_counter() - t0)
-            calls[name] = round(1e6 * statistics.fmean(ts), 1)
-    out["call_us"] = calls
+    # every read of the metric registry, and the slow thread's own calls, GPU 0: CPU and
+    # wall per call, and what each costs a second at the cadence it is read on
+    out["reads"] = read_costs(src) if src._handles else []
+    out["call_us"] = {r["call"]: r["wall_us"] for r in out["reads"]}
     out["notes"] = src.notes()
     src.close()
     text = json.dumps(out, indent=1)
-    print(text)
     if a.json:
         Path(a.json).write_text(text)
+        for r in out["reads"]:  # the table, the costliest first
+            print(
+                f"{r['cpu_pct_per_gpu']:8.4f} % of a core a GPU  {r['cpu_us']:8.1f} us CPU  {r['wall_us']:8.1f} us wall  "
+                f"{r['cadence']:4s}  {r['call']}  {','.join(r['fields'])}"
+            )
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

@@ -90,7 +90,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # command still see them all)
     args = _parse(argv)
     if args.serve_session is not None and args.serve_parent is not None:
-        from gputui.rules import die_with_parent
+        from gputui.rules.lifeline import die_with_parent
 
         if not die_with_parent(args.serve_parent):
             return 0  # serve is gone already: so is this session's browser
@@ -164,6 +164,13 @@ def _needs_terminal() -> int:
     return 2
 
 
+def _in_browser(args: argparse.Namespace) -> bool:
+    """A browser session of `gputui serve` (no terminal; the page ends it)."""
+    from gputui.serve.child import in_browser  # (asked only without a terminal)
+
+    return args.serve_session is not None or in_browser()
+
+
 def open_tui_replay(
     path: str, start: int, loaded: LoadedConfig
 ) -> tuple[ReplaySource, Config, str | None] | None:
@@ -181,10 +188,9 @@ def open_tui_replay(
 
 
 def run_tui(args: argparse.Namespace) -> int:
-    from gputui.serve.child import in_browser
-
-    browser = in_browser() or args.serve_session is not None
-    no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
+    no_terminal = (
+        not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not _in_browser(args)
+    )
     replay_path = DEMO_RECORDING if args.demo else DEMO_JOB_RECORDING if args.demo_job else args.replay
     live = None
     if replay_path is None:

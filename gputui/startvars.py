@@ -1,7 +1,7 @@
 """The variables that change how CUDA, torch and NCCL start, each with the form of its value.
 
 One table, one place (`START_VARIABLES`), standard library only, Python 3.8+, no gputui
-imports: like gputui/rules.py, the diagnosis child loads this file by its path and checks
+imports: like gputui/rules/, the diagnosis child loads this file by its path and checks
 every one of these that is set before any CUDA call (a malformed value named, not a crash
 explained afterwards); gputui's own process imports it as `gputui.startvars` and names the
 ones set in a child that died as the suspects (`start_suspects`).
@@ -11,7 +11,7 @@ formed.  Formats from NVIDIA's "CUDA Environment Variables" (CUDA Programming Gu
 "Environment Variables" page, PyTorch's "CUDA semantics: memory management" and c10's
 allocator-config parser (the tests compare `alloc_conf` with torch's own parser, which the
 CPU build has too).  CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER are judged by the diagnosis's
-visibility check with gputui/rules.py's `visible_devices` (`checked_by`).
+visibility check with gputui/rules/cuda_devices.py's `visible_devices` (`checked_by`).
 """
 
 from __future__ import annotations

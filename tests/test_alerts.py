@@ -12,16 +12,8 @@ import dataclasses
 import pytest
 from conftest import H200_X1
 
-from gputui.telemetry.alerts import (
-    AlertConfig,
-    AlertEngine,
-    AlertEvent,
-    IdleRule,
-    ProcessAgeRule,
-    Switch,
-    ThresholdRule,
-    event_json,
-)
+from gputui.telemetry.alert_config import AlertConfig, IdleRule, ProcessAgeRule, Switch, ThresholdRule
+from gputui.telemetry.alerts import AlertEngine, AlertEvent, event_json
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.recording import read_recording
 

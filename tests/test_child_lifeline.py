@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from gputui.rules import PARENT_VAR
+from gputui.rules.lifeline import PARENT_VAR
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux's")
 ROOT = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ from gputui.cluster.model import (
 )
 from gputui.cluster.sources import DirectSource, PrometheusSource
 from gputui.export.prometheus import GPU_EXPORTS
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.telemetry.model import DeviceInfo, GpuSample, Snapshot
 from gputui.telemetry.recording import read_recording
 

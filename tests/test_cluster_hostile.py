@@ -111,7 +111,7 @@ def test_each_hostile_exporter_is_one_host_down_and_the_real_one_stays(raw_serve
 
 
 def src_rule():  # type: ignore[no-untyped-def]
-    from gputui.telemetry.alerts import IdleRule
+    from gputui.telemetry.alert_config import IdleRule
 
     return IdleRule(True, 30.0, 0, 1024)
 

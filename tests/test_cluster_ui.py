@@ -23,7 +23,7 @@ from conftest import FIXTURES, screen_lines, wait_for
 from gputui.cluster.http import Credentials, HttpClient
 from gputui.cluster.model import gpu_flags, summarize
 from gputui.cluster.sources import DirectSource
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.ui.cluster.app import ClusterApp, HostScreen
 
 X8_240 = FIXTURES / "derived" / "h200x8-nvswitch-240procs.jsonl.gz"

@@ -43,7 +43,7 @@ from gputui.diag.verdicts import (
     report_markdown,
     torch_index_for,
 )
-from gputui.rules import MULTICAST_OFF
+from gputui.rules.multicast import MULTICAST_OFF
 
 
 @pytest.fixture(scope="module")
@@ -226,7 +226,7 @@ def test_not_an_interpreter():
 CHILD_FILES = [
     *sorted(PROBE.glob("*.py")),
     STRESS,
-    ROOT / "gputui" / "rules.py",
+    *sorted((ROOT / "gputui" / "rules").glob("*.py")),
     ROOT / "gputui" / "startvars.py",
 ]
 

@@ -25,7 +25,8 @@ from prometheus_client.registry import CollectorRegistry
 
 from gputui.export.address import is_loopback, parse_listen
 from gputui.export.prometheus import DCGM_LABELS, GpuCollector, build_families, metrics_app, serve
-from gputui.telemetry.alerts import AlertConfig, AlertEngine, ThresholdRule
+from gputui.telemetry.alert_config import AlertConfig, ThresholdRule
+from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.poller import Poller

@@ -1,6 +1,9 @@
-"""What the monitor's first frame does not import (issue 25: the first frame with public
-APIs only, by doing less before it).  Each check runs in a fresh interpreter, since other
-tests import everything; how fast the frame comes is a benchmark (bench/RESULTS.md)."""
+"""What the monitor imports before its first frame: what the first screen draws and nothing
+else (issues 25 and 33: the first frame with public APIs only, by doing less before it).
+gputui's own modules are checked against a list (FIRST_FRAME): a module added to the start,
+or one that leaves it, is a deliberate edit of that list.  Each check runs in a fresh
+interpreter, since other tests import everything; how fast the frame comes is a benchmark
+(bench/RESULTS.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +14,80 @@ import textwrap
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+FIRST_FRAME = {
+    # the command line, the config file and the saved state
+    "gputui",
+    "gputui.cli",
+    "gputui.cmdline",  # the top-level parser (cli's, moved out)
+    "gputui.commands",
+    "gputui.commands.common",
+    "gputui.config",
+    "gputui.options",
+    "gputui.palette",
+    "gputui.safefile",
+    "gputui.state",
+    "gputui.toml_bounds",
+    "gputui.untrusted",
+    # the engines' settings (the config file's [alerts], [hints], [health]); the engines
+    # themselves are made on the poller's thread once the first frame is up
+    "gputui.telemetry.alert_config",
+    "gputui.telemetry.hints",  # HintConfig lives there (the hints' room)
+    "gputui.telemetry.health_report",  # HealthConfig lives there (the health room)
+    "gputui.telemetry.job_energy",  # health_report's JobEnergy
+    # the samples: model, metric registry, the recording, the poller and the hub
+    "gputui.rules",
+    "gputui.rules.clocks",
+    "gputui.telemetry",
+    "gputui.telemetry.codec",
+    "gputui.telemetry.gpm_check",
+    "gputui.telemetry.history",
+    "gputui.telemetry.hub",
+    "gputui.telemetry.metric_types",
+    "gputui.telemetry.metrics",
+    "gputui.telemetry.model",
+    "gputui.telemetry.poller",
+    "gputui.telemetry.process_metrics",
+    "gputui.telemetry.recording",
+    "gputui.recording_settings",  # a recording header's own settings (format 7), validated
+    "gputui.telemetry.source",
+    # the app and the Overview: header, banner, tab bar, cards, process list, host, footer
+    "gputui.ui",
+    "gputui.ui.app",
+    "gputui.ui.base_app",
+    "gputui.ui.cards",
+    "gputui.ui.context",
+    "gputui.ui.messages",
+    "gputui.ui.overview",
+    "gputui.ui.overview.lines",
+    "gputui.ui.overview.pane",
+    "gputui.ui.overview.widgets",
+    "gputui.ui.panes",
+    "gputui.ui.render",
+    "gputui.ui.terminal_watch",
+    "gputui.ui.textual_crop",
+    "gputui.ui.theme",
+    "gputui.ui.widgets",
+    "gputui.ui.widgets.card",
+    "gputui.ui.widgets.footer",
+    "gputui.ui.widgets.header",
+    "gputui.ui.widgets.lines",
+    "gputui.ui.widgets.text",
+    # the Overview's process list (the Processes tab's widget): rows, lines, the table, the
+    # verdict lines above it (job_view, its engine imports inside), the one signal path
+    "gputui.telemetry.host",
+    "gputui.telemetry.host.cmdline",
+    "gputui.telemetry.host.pidns",
+    "gputui.ui.processes",
+    "gputui.ui.processes.job_view",
+    "gputui.ui.processes.lines",
+    "gputui.ui.processes.process_list",
+    "gputui.ui.processes.rows",
+    "gputui.ui.processes.signals",
+    "gputui.ui.processes.sent",  # the signal path's plain data (signals', moved out)
+    "gputui.ui.processes.widgets",
+}
+"""gputui's modules imported by `gputui --demo` up to its first frame."""
 
 NOT_BEFORE_THE_FIRST_FRAME = (
     "plotext",  # the detail view's charts
@@ -24,6 +101,10 @@ NOT_BEFORE_THE_FIRST_FRAME = (
     "gputui.cluster",
     "gputui.control",
     "gputui.ui.detail",
+    "gputui.telemetry.nccl",  # NCCL RAS: a snapshot's view is decoded or made when one comes
+    "gputui.telemetry.replay_judge",  # a replay's seeks: with the engines, after the frame
+    "gputui.telemetry.health",  # the engines' (hints import its spin test where they judge)
+    "gputui.ui.processes.nccl_lines",
     "gputui.ui.processes.pane",
     "gputui.telemetry.host.processes",
 )
@@ -56,7 +137,7 @@ def test_the_demos_first_frame_is_drawn_without_the_modules_it_does_not_need(tmp
     drawn with the first paint)."""
     result = _run(
         f"""
-        import asyncio, json, sys
+        import asyncio, json, os, sys
         from gputui import cli
         args = cli._parse(["--demo"])
         from gputui.config import load
@@ -68,27 +149,45 @@ def test_the_demos_first_frame_is_drawn_without_the_modules_it_does_not_need(tmp
         imported = "ctypes" in sys.modules  # (a browser session's parent-death signal; Textual's
                                             # test driver imports it for itself)
 
+        frame = {{}}
+
+        def at_first_frame():
+            frame["gputui"] = sorted(m for m in sys.modules if m.split(".")[0] == "gputui")
+            frame["modules"] = sorted(
+                m for m in sys.modules if m.split(".")[0] in {json.dumps(NOT_BEFORE_THE_FIRST_FRAME)}
+                or any(m == n or m.startswith(n + ".") for n in {json.dumps(NOT_BEFORE_THE_FIRST_FRAME)})
+            )
+
+        class Probe(GpuTuiApp):
+            CSS_PATH = os.path.join(os.path.dirname(cli.__file__), "ui", GpuTuiApp.CSS_PATH)
+
+            def on_mount(self):  # (before the app's own: its callbacks after the frame come later)
+                self.call_after_refresh(at_first_frame)
+
         async def go():
-            app = GpuTuiApp(source=source, interval=3600.0, demo=True, config=loaded.config,
-                            saved=saved, state_path=path, watch_terminal=False)
+            app = Probe(source=source, interval=3600.0, demo=True, config=loaded.config,
+                        saved=saved, state_path=path, watch_terminal=False)
             async with app.run_test(size=(160, 50)) as pilot:
-                await pilot.pause()
+                while "gputui" not in frame:
+                    await pilot.pause()
                 # drawn with the data taken at mount: the poller's first tick is one interval on
                 at_mount = app.snapshot is not None and app.poller.ticks == 0
                 position = app.query_one("HeaderBar").position
-                return at_mount, position, sorted(
-                    m for m in sys.modules if m.split(".")[0] in {json.dumps(NOT_BEFORE_THE_FIRST_FRAME)}
-                    or any(m == n or m.startswith(n + ".") for n in {json.dumps(NOT_BEFORE_THE_FIRST_FRAME)})
-                )
+                return at_mount, position
 
-        at_mount, position, loaded_modules = asyncio.run(go())
-        print(json.dumps({{"at_mount": at_mount, "position": position, "modules": loaded_modules,
-                          "ctypes": imported}}))
+        at_mount, position = asyncio.run(go())
+        print(json.dumps({{"at_mount": at_mount, "position": position, "modules": frame["modules"],
+                          "ctypes": imported, "gputui": frame["gputui"]}}))
         """,
         tmp_path,
     )
     assert result["modules"] == []
     assert result["ctypes"] is False
+    gputui = set(result["gputui"])
+    assert {"added": sorted(gputui - FIRST_FRAME), "gone": sorted(FIRST_FRAME - gputui)} == {
+        "added": [],
+        "gone": [],
+    }
     assert result["at_mount"] is True  # the first tick was shown at mount, not a message later
     assert result["position"][0] == 1  # and the header says which tick it is
 

@@ -108,7 +108,8 @@ def test_memory_held_while_idle_for_minutes() -> None:
 def test_efficiency_alert_fires_when_a_hint_holds_and_clears_when_it_ends() -> None:
     """[alerts.efficiency] on the H100 recording: the float32 phase's hint held for 6 s fires
     once; the bf16 phase before it raises nothing; each alert clears when its load ends."""
-    from gputui.telemetry.alerts import AlertConfig, AlertEngine, EfficiencyRule, short_text
+    from gputui.telemetry.alert_config import AlertConfig, EfficiencyRule
+    from gputui.telemetry.alerts import AlertEngine, short_text
 
     engine = AlertEngine(AlertConfig(efficiency=EfficiencyRule(True, 0.1)), HintConfig(enabled=False))
     fired, resolved = [], []

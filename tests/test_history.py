@@ -11,6 +11,7 @@ from gputui.telemetry.history import GPU_METRICS, HISTORY, HOST_METRICS, History
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import RecordingHeader
+from gputui.telemetry.replay_judge import Engines
 
 
 def same(a: list[float], b: list[float | None]) -> bool:
@@ -229,3 +230,75 @@ def test_a_loop_starts_a_new_history(x2_recording: tuple[RecordingHeader, list[S
     assert history.timestamps.last() == [s.timestamp for s in ticks[:40]]
     assert same(history.series(0, "gpu_util"), [s.gpus[0].gpu_util for s in ticks[:40]])
     assert same(history.host["cpu_percent"].last(), [s.host.cpu_percent for s in ticks[:40]])  # type: ignore[union-attr]
+
+
+class _Recorder:
+    """A stand-in engine of each kind: what it judged, in order (the real engines' own tests
+    are theirs; here only the Hub's handing over is checked)."""
+
+    def __init__(self, made: list[str]) -> None:
+        made.append("made")
+        self.seen: list[int] = []
+        self.current: dict[int, tuple[object, ...]] = {}
+        self.active: dict[str, object] = {}
+        self.config = type("Cfg", (), {"enabled": True})()
+
+    def update(self, *args: object) -> object:
+        snap = next(a for a in args if isinstance(a, Snapshot))
+        self.seen.append(snap.seq)
+        return [] if len(args) == 3 else None  # alerts: events; health: a report
+
+    def reset(self) -> None:
+        self.seen.clear()
+
+
+def test_engines_made_later_judge_every_tick_in_order(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """The monitor's Hub makes its engines after the first frame: ticks published before
+    (`judge=False`) are judged first, in order, once they are made; nothing is judged twice
+    or skipped, and they are made once."""
+    header, ticks = x2_recording
+    made: list[str] = []
+    engines: list[_Recorder] = []
+
+    def make() -> Engines:
+        engines.extend([_Recorder(made), _Recorder(made), _Recorder(made)])
+        return Engines(*engines)  # type: ignore[arg-type]
+
+    hub = Hub(capacity=20, make_engines=make)
+    hub.set_info(header.machine)
+    seen: list[int] = []
+    hub.subscribe(lambda s: seen.append(s.seq))
+    hub.publish(ticks[0], judge=False)
+    hub.publish(ticks[1], judge=False)
+    assert made == [] and hub.hints_by_gpu() == {} and hub.health_report() is None
+    assert hub.latest == ticks[1] and seen == [1, 2]  # stored and told as ever
+    assert hub.judge_pending() is True  # made now; the two waiting ticks judged
+    assert len(made) == 3 and [e.seen for e in engines] == [[1, 2]] * 3
+    assert hub.judge_pending() is False  # nothing left to judge, nothing made again
+    hub.publish(ticks[2])
+    hub.publish(ticks[3], judge=False)  # made: judged at once all the same
+    assert len(made) == 3 and [e.seen for e in engines] == [[1, 2, 3, 4]] * 3
+
+
+def test_the_first_publish_that_judges_makes_the_engines_and_judges_what_waited(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    header, ticks = x2_recording
+    made: list[str] = []
+    engines: list[_Recorder] = []
+
+    def make() -> Engines:
+        engines.extend([_Recorder(made), _Recorder(made), _Recorder(made)])
+        return Engines(*engines)  # type: ignore[arg-type]
+
+    hub = Hub(capacity=20, make_engines=make)
+    hub.set_info(header.machine)
+    hub.publish(ticks[0], judge=False)
+    hub.publish(ticks[1])  # the poller's first tick: makes them, judges tick 1 then tick 2
+    assert [e.seen for e in engines] == [[1, 2]] * 3
+    hub.reset()
+    hub.set_info(header.machine)
+    hub.publish(ticks[5], judge=False)  # engines made: judged at once
+    assert [e.seen for e in engines] == [[6]] * 3

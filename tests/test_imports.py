@@ -41,15 +41,16 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
-    """The gputui modules `path` imports, at run time (anywhere in it)."""
+def imports_of(path: Path, modules: set[str], root: Path = ROOT, *, for_mypy: bool = False) -> set[str]:
+    """The gputui modules `path` imports, at run time (anywhere in it); `for_mypy`: those
+    under `if TYPE_CHECKING:` too."""
     tree = ast.parse(path.read_text(), str(path))
     me = module_name(path, root)
     package = me if path.name == "__init__.py" else me.rpartition(".")[0]
     out: set[str] = set()
 
     def visit(node: ast.AST) -> None:
-        if isinstance(node, ast.If) and _is_type_checking(node):
+        if isinstance(node, ast.If) and _is_type_checking(node) and not for_mypy:
             for child in node.orelse:
                 visit(child)
             return
@@ -70,10 +71,10 @@ def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> set[str]:
     return {m for m in out if m in modules and m != me}
 
 
-def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
+def import_graph(root: Path = ROOT, *, for_mypy: bool = False) -> dict[str, set[str]]:
     paths = [p for p in root.rglob("*.py") if "__pycache__" not in p.parts]
     modules = {module_name(p, root) for p in paths}
-    return {module_name(p, root): imports_of(p, modules, root) for p in paths}
+    return {module_name(p, root): imports_of(p, modules, root, for_mypy=for_mypy) for p in paths}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -115,6 +116,30 @@ def test_no_import_cycles() -> None:
     assert cycles(import_graph()) == []
 
 
+#: Circles that only mypy sees (TYPE_CHECKING imports), still to go, with whose they are.
+#: A circle found must lie inside one of these.
+TYPE_CIRCLES = {
+    frozenset(
+        {
+            "gputui.ui.context",
+            "gputui.ui.processes.job_view",
+            "gputui.ui.processes.process_list",
+            "gputui.ui.processes.screens",
+            "gputui.ui.processes.signals",
+        }
+    ): "issue 31, the processes room's",
+    frozenset({"gputui.ui.app", "gputui.ui.diagnostics.choose"}): "issue 31, the diagnostics room's",
+}
+
+
+def test_no_new_circle_even_for_mypy() -> None:
+    """A TYPE_CHECKING import that closes a circle is a circle in the design (the types of
+    each side need the other): ui/app.py <-> detail/screen.py and nvml/gpm.py <->
+    nvml/source.py were ones.  None beyond the listed ones, which are being removed."""
+    new = [c for c in cycles(import_graph(for_mypy=True)) if not any(set(c) <= k for k in TYPE_CIRCLES)]
+    assert new == []
+
+
 @pytest.mark.parametrize("room", sorted(HIGHER))
 def test_no_lower_room_imports_a_higher_one(room: str) -> None:
     bad = [
@@ -143,3 +168,30 @@ def test_the_check_sees_a_lazy_cycle_and_skips_type_checking_imports(tmp_path: P
     graph = import_graph(pkg)
     assert graph["gputui.ui.c"] == set()
     assert cycles(graph) == [["gputui.ui.a", "gputui.ui.b"]]
+
+
+#: Modules under ui/ still typed against the app itself, each with who removes it.
+APP_TYPED = {
+    "gputui.ui.diagnostics.choose": "issue 31, the diagnostics room's",
+}
+
+
+def test_no_screen_or_pane_knows_the_app_beyond_its_context() -> None:
+    """Panes and screens get a `PaneContext` (ui/context.py) and what they are handed; none
+    imports `gputui.ui.app`, not even for mypy (a TYPE_CHECKING import of the app, and a
+    cast to it, is the app <-> screen circle in disguise: ui/detail/screen.py had one)."""
+    offenders = []
+    for path in sorted((ROOT / "ui").rglob("*.py")):
+        name = module_name(path)
+        if name == "gputui.ui.app" or name in APP_TYPED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ImportFrom):
+                targets = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            if "gputui.ui.app" in targets:
+                offenders.append(name)
+    assert offenders == []

@@ -31,10 +31,10 @@ from gputui.telemetry.model import GpuProcess, GpuSample
 from gputui.telemetry.nvml.source import Nvml, NvmlSource
 from gputui.telemetry.process_metrics import PROCESS_METRICS
 from gputui.telemetry.recording import read_recording
-from gputui.ui.overview.card import gpu_card
 from gputui.ui.processes.lines import CELL_TEXT, cell_text
 from gputui.ui.processes.rows import RowBuilder
 from gputui.ui.render import UNIT_TEXT
+from gputui.ui.widgets.card import gpu_card
 
 #: GpuSample fields that are not one quantity: identity, structure (MIG devices; the per-link
 #: NVLink rates the topology tab draws).

@@ -153,3 +153,27 @@ def test_a_seek_shows_the_recordings_nccl_view_as_of_the_tick(tmp_path) -> None:
         source.seek(tick - 2)
         hub.publish(source.sample())
         assert hub.nccl_view() == recorded(tick), tick
+
+
+def test_a_seek_published_before_the_engines_shows_the_recordings_nccl_view(tmp_path) -> None:
+    """The monitor's first tick is stored before its engines are made (`Hub.make_engines`):
+    a first tick further in shows, once they are, the latest view recorded at or before it."""
+    from ras_support import with_ras
+
+    from gputui.telemetry.hub import Hub
+    from gputui.telemetry.recording import ReplaySource, read_recording
+    from gputui.telemetry.replay_judge import Engines
+
+    path = with_ras("3-mismatch-slow-gpu", tmp_path / "mismatch-ras.jsonl.gz")
+    _, ticks = read_recording(path)
+    tick = next(k + 1 for k, s in enumerate(ticks) if s.nccl is not None) + 1  # the tick after a view
+    view = ticks[tick - 2].nccl
+    assert view is not None and ticks[tick - 1].nccl is None
+    source = ReplaySource(path)
+    hub = Hub(capacity=8, make_engines=Engines)
+    hub.set_info(source.open())
+    hub.follow(source, every=4)
+    source.seek(tick - 2)
+    hub.publish(source.sample(), judge=False)
+    assert hub.judge_pending() is True
+    assert hub.nccl_view() == view

@@ -503,6 +503,33 @@ def test_prefetch_opens_in_the_background_and_open_returns_its_result():
     src.close()
 
 
+def test_the_read_ahead_leaves_the_slow_thread_to_the_poller(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """The read-ahead (open and first sample while the UI loads) starts no slow-cadence
+    thread: its 20 ms PCIe calls would hold NVML under the first sample's reads, and its
+    work would compete with the UI's imports for the interpreter.  The poller's open()
+    starts it, once; the first sample carries no slow value yet (as before)."""
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.prefetch()
+        prefetch = source._prefetch
+        assert prefetch is not None
+        prefetch.join()
+        assert source._slow_thread is None
+        ready = source.take_ready()
+        assert ready is not None and [g.pcie_rx for g in ready[1].gpus] == [None, None]
+        source.open()  # the poller's
+        slow = source._slow_thread
+        assert slow is not None and slow.is_alive()
+        source.open()
+        assert source._slow_thread is slow  # one slow thread
+    finally:
+        source.close()
+
+
 def test_a_one_shot_source_starts_no_slow_thread_and_skips_psutil(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
 ) -> None:

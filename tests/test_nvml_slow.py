@@ -322,3 +322,36 @@ def test_mig_mode_is_asked_on_the_rare_cadence_until_it_is_on() -> None:
     for k in range(1, RARE_EVERY):  # and from then on every pass reads the instances
         source.slow_passes = RARE_EVERY + k
         assert len(source._slow_sample(0, "handle-0").fields["mig_devices"]) == 2
+
+
+def test_a_gpu_without_processes_is_not_asked_for_per_process_utilization() -> None:
+    """Per-process utilization (2-3 ms of CPU a GPU a pass) is read only for a GPU that had a
+    process at the last tick: nothing to show on one without.  A process that appears after
+    a skipped pass has its utilization unknown (None), not 0, until the next pass reads it."""
+    running: list[Any] = []
+    asked: list[int] = []
+
+    def utilization(h: str, since: int) -> list[Any]:
+        asked.append(since)
+        return [
+            type(
+                "S",
+                (),
+                {"pid": 7, "timeStamp": since + 1, "smUtil": 55, "memUtil": 9, "encUtil": 0, "decUtil": 0},
+            )()
+        ]
+
+    lib = ScriptedNvmlLib(
+        nvmlDeviceGetMigMode=(0, 0),
+        nvmlDeviceGetComputeRunningProcesses=lambda h: list(running),
+        nvmlDeviceGetProcessUtilization=utilization,
+    )
+    source = make_source(lib)
+    assert source._gpu_processes(0, "handle-0") == []  # the tick: no process on GPU 0
+    source._slow[0] = source._slow_sample(0, "handle-0")
+    assert asked == []
+    running.append(type("P", (), {"pid": 7, "usedGpuMemory": 1})())
+    assert source._gpu_processes(0, "handle-0")[0].sm_util is None  # not read: unknown
+    source._slow[0] = source._slow_sample(0, "handle-0")
+    assert len(asked) == 1
+    assert source._gpu_processes(0, "handle-0")[0].sm_util == 55

@@ -12,8 +12,9 @@ from gpm_support import FP32, phase_ticks
 from gputui.telemetry.hints import HintConfig, gpu_hints
 from gputui.telemetry.model import MachineInfo, Snapshot, SystemInfo
 from gputui.telemetry.recording import read_recording
-from gputui.ui.overview.card import gpu_card
-from gputui.ui.overview.lines import compact_detail, compact_row, header_line, host_lines
+from gputui.ui.overview.lines import compact_detail, compact_row, host_lines
+from gputui.ui.widgets.card import gpu_card
+from gputui.ui.widgets.header import header_line
 
 SPARK_GLYPHS = set("▁▂▃▄▅▆▇█")
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import sys
 import typing
 from pathlib import Path
 
@@ -31,7 +30,7 @@ def recorded_fields() -> dict[str, list[str]]:
         if cls.__name__ in out:
             continue
         out[cls.__name__] = [f.name for f in dataclasses.fields(cls)]
-        for hint in typing.get_type_hints(cls, vars(sys.modules[cls.__module__])).values():
+        for hint in (model.field_type(cls, f.name) for f in dataclasses.fields(cls)):
             stack = [hint]
             while stack:
                 t = stack.pop()

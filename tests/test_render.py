@@ -8,8 +8,7 @@ import pytest
 
 from gputui.telemetry.model import DeviceInfo
 from gputui.ui.cards import boxed, events_line, join_items, short_name
-from gputui.ui.overview.card import CARD_FIXED_LINES, card_height
-from gputui.ui.overview.lines import core_strip, header_line, plan_layout
+from gputui.ui.overview.lines import core_strip, plan_layout
 from gputui.ui.render import (
     S,
     bar,
@@ -24,6 +23,8 @@ from gputui.ui.render import (
     pad_line,
     sparkline_rows,
 )
+from gputui.ui.widgets.card import CARD_FIXED_LINES, card_height
+from gputui.ui.widgets.header import header_line
 
 
 def text(line):

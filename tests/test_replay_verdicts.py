@@ -24,6 +24,7 @@ from gputui.telemetry.health import HealthEngine
 from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.recording import ReplaySource, read_recording
+from gputui.telemetry.replay_judge import Engines
 from gputui.ui.app import GpuTuiApp
 
 STOPPED = FIXTURES / "h200-x2-nccl" / "stopped.jsonl.gz"
@@ -203,3 +204,66 @@ def test_a_snapshot_changed_by_its_source_is_judged_as_live_data(config: Config)
     source.seek(48)
     hub.publish(dataclasses.replace(source.sample()))
     assert hub.judge is not None and hub.judge.replayed == 0 and hub.judge.last is None
+
+
+def engines_for(config: Config) -> Engines:
+    return Engines(
+        health=HealthEngine(config.health),
+        hints=HintEngine(config.hints),
+        alerts=AlertEngine(config.alerts, config.hints, config.health),
+    )
+
+
+def test_engines_made_after_the_first_frame_judge_a_replay_as_the_recording(
+    config: Config, in_order: dict[int, tuple[Any, ...]]
+) -> None:
+    """The monitor's hub makes its engines after the first frame (`make_engines`): the
+    replay it follows is judged from then on as a function of the recording, the first tick
+    (published unjudged) included, a seek after it too."""
+    source = ReplaySource(STOPPED)
+    hub = Hub(make_engines=lambda: engines_for(config))
+    hub.set_info(source.open())
+    hub.follow(source, every=4)
+    assert hub.judge is None  # (made with the engines)
+    hub.publish(source.sample(), judge=False)  # the first frame's tick 1
+    assert hub.health_report() is None
+    assert hub.judge_pending() is True
+    judge = hub.judge
+    assert judge is not None and judge.last == 0 and judge.replayed == 0
+    assert judged(hub) == in_order[1]
+    for tick in (60, 59, 61):
+        source.seek(tick - 2)
+        hub.publish(source.sample())
+        assert judged(hub) == in_order[tick], tick
+
+
+def test_a_tick_published_unjudged_is_judged_where_the_replay_stood_then(
+    config: Config, in_order: dict[int, tuple[Any, ...]]
+) -> None:
+    """Its position is the one it was sampled at, not where the replay is when the engines
+    come: tick 1 then tick 2 in order, nothing replayed."""
+    source = ReplaySource(STOPPED)
+    hub = Hub(make_engines=lambda: engines_for(config))
+    hub.set_info(source.open())
+    hub.follow(source, every=4)
+    hub.publish(source.sample(), judge=False)
+    hub.publish(source.sample())  # the poller's first tick: makes them, judges 1 then 2
+    assert hub.judge is not None and hub.judge.replayed == 0 and hub.judge.last == 1
+    assert judged(hub) == in_order[2]
+
+
+def test_a_seek_published_unjudged_is_judged_as_the_recording_up_to_it(
+    config: Config, in_order: dict[int, tuple[Any, ...]]
+) -> None:
+    """A first tick further in, stored before the engines exist: judged, once they are, from
+    the recording's first tick; the charts end at it without a gap."""
+    source = ReplaySource(STOPPED)
+    hub = Hub(make_engines=lambda: engines_for(config))
+    hub.set_info(source.open())
+    hub.follow(source, every=4)
+    source.seek(48)
+    hub.publish(source.sample(), judge=False)  # tick 50
+    assert hub.judge_pending() is True
+    assert judged(hub) == in_order[50]
+    _, ticks = read_recording(STOPPED)
+    assert hub.history.timestamps.last() == [s.timestamp for s in ticks[:50]]

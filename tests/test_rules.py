@@ -1,4 +1,4 @@
-"""The rules gputui and its diagnosis children share (gputui/rules.py), each tested once:
+"""The rules gputui and its diagnosis children share (gputui/rules/), each tested once:
 versions, the NVLink-multicast switches, the slowdown reasons, UTC timestamps.  (The
 CUDA_VISIBLE_DEVICES rule has its own file: test_rules_cuda_visible.py.)"""
 
@@ -10,10 +10,10 @@ import sys
 
 import pytest
 
-from gputui import rules
 from gputui.diag import PROBE
 from gputui.diag.childenv import child_env
 from gputui.diag.verdicts import Diagnosis
+from gputui.rules import clocks, cuda_devices, multicast, timestamps, versions
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, decode_clock_events
 
 
@@ -34,34 +34,34 @@ from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK, decode_clock_event
     ],
 )
 def test_version_tuple(text: str | None, expected: tuple[int, int] | None) -> None:
-    assert rules.version_tuple(text) == expected
+    assert versions.version_tuple(text) == expected
 
 
 def test_multicast_is_off_in_every_child() -> None:
-    assert rules.MULTICAST_OFF == {
+    assert multicast.MULTICAST_OFF == {
         "NCCL_NVLS_ENABLE": "0",
         "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
         "NVSHMEM_DISABLE_NVLS": "1",
     }
     env, changes = child_env(sys.executable, base={"NCCL_NVLS_ENABLE": "1"})
-    for name, value in rules.MULTICAST_OFF.items():
+    for name, value in multicast.MULTICAST_OFF.items():
         assert env[name] == value
     assert changes["NCCL_NVLS_ENABLE"] == "0"
 
 
 def test_slowdown_reasons() -> None:
     # NVML's bits: HW slowdown 0x8, SW thermal 0x20, HW thermal 0x40, HW power brake 0x80
-    assert rules.SLOWDOWN_MASK == 0x008 | 0x020 | 0x040 | 0x080
-    assert CLOCK_EVENT_SLOWDOWN_MASK == rules.SLOWDOWN_MASK  # the monitor's colour uses the rule
-    assert rules.slowdown_names(0x001 | 0x004 | 0x040) == ["HW thermal"]  # idle, SW power cap: not slow
-    assert rules.slowdown_names(None) == []
-    assert rules.slowdown_names(0xFF) == ["HW slowdown", "SW thermal", "HW thermal", "HW power brake"]
-    assert len(decode_clock_events(rules.SLOWDOWN_MASK)) == 4
+    assert clocks.SLOWDOWN_MASK == 0x008 | 0x020 | 0x040 | 0x080
+    assert CLOCK_EVENT_SLOWDOWN_MASK == clocks.SLOWDOWN_MASK  # the monitor's colour uses the rule
+    assert clocks.slowdown_names(0x001 | 0x004 | 0x040) == ["HW thermal"]  # idle, SW power cap: not slow
+    assert clocks.slowdown_names(None) == []
+    assert clocks.slowdown_names(0xFF) == ["HW slowdown", "SW thermal", "HW thermal", "HW power brake"]
+    assert len(decode_clock_events(clocks.SLOWDOWN_MASK)) == 4
 
 
 def test_iso_utc_one_suffix() -> None:
-    assert rules.iso_utc(0) == "1970-01-01T00:00:00+00:00"
-    text = rules.iso_utc(1795355836.9)
+    assert timestamps.iso_utc(0) == "1970-01-01T00:00:00+00:00"
+    text = timestamps.iso_utc(1795355836.9)
     assert text is not None and text.endswith("+00:00")
     parsed = dt.datetime.fromisoformat(text)  # readable on every Python version
     assert parsed.tzinfo is not None and parsed.timestamp() == 1795355836
@@ -70,16 +70,20 @@ def test_iso_utc_one_suffix() -> None:
 
 @pytest.mark.parametrize("value", [float("inf"), float("nan"), 1e18, -1e18])
 def test_iso_utc_of_an_impossible_time_is_none(value: float) -> None:
-    assert rules.iso_utc(value) is None
+    assert timestamps.iso_utc(value) is None
 
 
 def test_the_children_load_the_same_file() -> None:
-    """The probe package loads gputui/rules.py by path: the very file the app imports."""
+    """The probe package loads each of gputui/rules/'s files it uses by path: the very files
+    the app imports."""
     spec = importlib.util.spec_from_file_location(
         "_gputui_probe_t", PROBE / "__init__.py", submodule_search_locations=[str(PROBE)]
     )
     assert spec is not None and spec.loader is not None
     package = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(package)
-    assert rules.__file__ == package.RULES_PATH
-    assert package.rules.visible_devices("0,2,0", 8).repeated
+    for module in (cuda_devices, versions, multicast, clocks):
+        loaded = getattr(package, module.__name__.rpartition(".")[2])
+        assert loaded.__file__ == module.__file__
+    assert package.cuda_devices.visible_devices("0,2,0", 8).repeated
+    assert package.lifeline.PARENT_VAR == "GPUTUI_PARENT_PID"

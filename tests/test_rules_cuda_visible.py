@@ -1,5 +1,6 @@
-"""CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as CUDA reads them: `gputui.rules.visible_devices`,
-the one rule both the monitor (`telemetry/cuda_visible.py`) and the diagnosis child use.
+"""CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as CUDA reads them: `visible_devices` of
+`gputui.rules.cuda_devices`, the one rule both the monitor (`telemetry/cuda_visible.py`) and
+the diagnosis child use.
 
 The expected results follow the CUDA Programming Guide ("CUDA Environment Variables": unset is
 every device, empty is none, "2,1" enumerates 2 before 1, "0,2,-1,1" shows 0 and 2, UUID
@@ -14,20 +15,20 @@ from __future__ import annotations
 import pytest
 from diag_support import make_bare_venv, run_probe_checks
 
-from gputui import rules
+from gputui.rules.cuda_devices import device_order, visible_devices
 from gputui.telemetry.cuda_visible import cuda_visibility
 from gputui.telemetry.model import DeviceInfo
 
 
 def ordinals(value: str | None, count: int | None = 8) -> list[int | None]:
-    return [e.ordinal for e in rules.visible_devices(value, count).entries]
+    return [e.ordinal for e in visible_devices(value, count).entries]
 
 
 def test_unset_is_every_device_and_empty_is_none() -> None:
-    unset = rules.visible_devices(None, 4)
+    unset = visible_devices(None, 4)
     assert unset.form == "unset" and unset.unset and not unset.hides_everything
     for value in ("", " "):
-        empty = rules.visible_devices(value, 4)
+        empty = visible_devices(value, 4)
         assert empty.form == "empty" and empty.entries == () and empty.reason
 
 
@@ -53,16 +54,19 @@ def test_unset_is_every_device_and_empty_is_none() -> None:
     ],
 )
 def test_index_lists(value: str, expected: list[int], stopped_at: str | None) -> None:
-    seen = rules.visible_devices(value, 8)
+    seen = visible_devices(value, 8)
     assert [e.ordinal for e in seen.entries] == expected
     assert seen.stopped_at == stopped_at
     assert (seen.reason is None) == (stopped_at is None)
 
 
 def test_entries_read_loosely_are_listed() -> None:
-    assert rules.visible_devices("0 1,2", 8).loose == ("'0 1' is read as 0",)
-    assert rules.visible_devices("1gpu2, +3,4", 8).loose == ("'1gpu2' is read as 1", "'+3' is read as 3")
-    assert rules.visible_devices(" 0, 1", 8).loose == ()  # blanks around a number are plain
+    assert visible_devices("0 1,2", 8).loose == ("'0 1' is read as 0",)
+    assert visible_devices("1gpu2, +3,4", 8).loose == (
+        "'1gpu2' is read as 1",
+        "'+3' is read as 3",
+    )
+    assert visible_devices(" 0, 1", 8).loose == ()  # blanks around a number are plain
 
 
 def test_a_repeat_after_the_end_of_the_list_does_not_count() -> None:
@@ -71,16 +75,16 @@ def test_a_repeat_after_the_end_of_the_list_does_not_count() -> None:
 
 
 def test_index_beyond_the_device_count_ends_the_list() -> None:
-    seen = rules.visible_devices("1, 5, 0", 2)  # PyTorch's test: one device visible
+    seen = visible_devices("1, 5, 0", 2)  # PyTorch's test: one device visible
     assert [e.ordinal for e in seen.entries] == [1]
     assert seen.ignored == (" 0",)
     assert seen.reason is not None and "beyond the 2 device(s)" in seen.reason
 
 
 def test_without_the_devices_only_the_form_is_checked() -> None:
-    seen = rules.visible_devices("5,9", None)
+    seen = visible_devices("5,9", None)
     assert [e.ordinal for e in seen.entries] == [5, 9] and not seen.checked
-    assert rules.visible_devices("GPU-ab,GPU-cd", 2).checked is False  # no UUIDs given
+    assert visible_devices("GPU-ab,GPU-cd", 2).checked is False  # no UUIDs given
 
 
 @pytest.mark.parametrize(
@@ -94,7 +98,7 @@ def test_without_the_devices_only_the_form_is_checked() -> None:
     ],
 )
 def test_special_values_mean_no_gpu_and_are_explained(value: str, needle: str) -> None:
-    seen = rules.visible_devices(value, 4)
+    seen = visible_devices(value, 4)
     assert seen.entries == () and seen.hides_everything
     assert seen.special is not None and needle in seen.special
 
@@ -120,18 +124,18 @@ UUIDS = [
     ],
 )
 def test_gpu_uuid_lists(value: str, expected: list[int]) -> None:
-    seen = rules.visible_devices(value, len(UUIDS), UUIDS)
+    seen = visible_devices(value, len(UUIDS), UUIDS)
     assert seen.form == "gpu-uuid"
     assert [UUIDS.index(e.uuid) for e in seen.entries if e.uuid] == expected
 
 
 def test_mig_uuid_lists_both_forms() -> None:
     migs = ["MIG-aaaa1111-0000", "MIG-bbbb2222-0000", "MIG-GPU-e429a63e-c61c-4795-b757-5132caeb8e70/9/0"]
-    seen = rules.visible_devices("MIG-bbbb,MIG-GPU-e429a63e-c61c-4795-b757-5132caeb8e70/9/0", 4, UUIDS, migs)
+    seen = visible_devices("MIG-bbbb,MIG-GPU-e429a63e-c61c-4795-b757-5132caeb8e70/9/0", 4, UUIDS, migs)
     assert seen.form == "mig-uuid"
     assert [e.uuid for e in seen.entries] == [migs[1], migs[2]]
-    assert rules.visible_devices("MIG-aaaa1111,GPU-9e8d", 4, UUIDS, migs).stopped_at == "GPU-9e8d"
-    assert rules.visible_devices("MIG-cccc", 4, UUIDS, migs).entries == ()
+    assert visible_devices("MIG-aaaa1111,GPU-9e8d", 4, UUIDS, migs).stopped_at == "GPU-9e8d"
+    assert visible_devices("MIG-cccc", 4, UUIDS, migs).entries == ()
 
 
 @pytest.mark.parametrize(
@@ -143,7 +147,7 @@ def test_mig_uuid_lists_both_forms() -> None:
     ],
 )
 def test_device_order(value: str | None, order: str, noted: bool) -> None:
-    got, note = rules.device_order(value)
+    got, note = device_order(value)
     assert got == order and (note is not None) == noted
 
 
@@ -167,7 +171,7 @@ def test_the_monitor_and_the_diagnosis_child_agree(value: str, bare_python: str)
     # only the form is checked)
     vis = run_probe_checks(bare_python, {"CUDA_VISIBLE_DEVICES": value})["visibility.env"]
     count = vis["evidence"]["nvml_device_count"]
-    seen = rules.visible_devices(value, count)
+    seen = visible_devices(value, count)
     assert vis["evidence"]["visible"] == [e.ordinal for e in seen.entries]
     assert vis["evidence"]["repeated"] == seen.repeated
     want = "FAIL" if not seen.entries else ("WARN" if seen.stopped_at is not None or seen.loose else "PASS")

@@ -1,6 +1,9 @@
-"""`gputui snapshot --json` and GPM (issue 24 item 15): the whole document measures one GPM
-window where GPM works (about a second), says why not where it does not, and never prints
-every gpm.* figure null beside a null `gpm.unavailable` (the schema's "measured").
+"""`gputui snapshot --json` and GPM (issue 24 item 15, issue 33 item 3): the whole document
+measures one GPM window where GPM works (--gpm-window, 0.2 s by default), says why not where
+it does not, and never prints every gpm.* figure null beside a null `gpm.unavailable` (the
+schema's "measured").  A one-shot snapshot reads the slow values once on its own thread,
+with the window open around those reads (it waits for the longer of the two, not both);
+--watch keeps the slow thread and its bounded wait.
 
 Live runs go through the real NvmlSource and the command's own selection and wait, on
 ScriptedNvmlLib answering with the real H100 GPM recording (tests/fixtures/h100-gpm): NVML's
@@ -10,7 +13,6 @@ windows.  The check on a real H100 is `bench/device.sh snapshot-gpm OUT`."""
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pynvml
@@ -44,38 +46,62 @@ def h100_lib(arch: int = pynvml.NVML_DEVICE_ARCH_HOPPER, **gpm_overrides: Any) -
     return lib
 
 
-def live_document(argv: list[str], lib: Any, **later: float) -> tuple[dict[str, Any], float]:
-    """What `gputui snapshot ARGV` prints live on `lib`, and how long its wait took.
-    `later`: the command's constants to change after the source is made."""
+def live_document(argv: list[str], lib: Any, **later: float) -> tuple[dict[str, Any], Any]:
+    """What `gputui snapshot ARGV` prints live on `lib` (one-shot, or --watch's first
+    document), and the source it read.  `later`: the command's constants to change after
+    the source is made."""
     args = _parse(["snapshot", *argv])
     sel = cmd.select(args)
-    source = cmd.open_live(sel, bool(args.processes), nvml=Nvml(lib=lib))
+    source = cmd.open_live(sel, bool(args.processes), nvml=Nvml(lib=lib), one_shot=args.watch is None)
     saved = {name: getattr(cmd, name) for name in later}
     try:
         info = source.open()
         assert info.system.nvml_problem is None
         for name, value in later.items():
             setattr(cmd, name, value)
-        t0 = time.monotonic()
-        cmd.wait_for_slow(source, sel)
-        waited = time.monotonic() - t0
+        if args.watch is None:
+            cmd.read_slow(source, sel, args.gpm_window)
+        else:
+            cmd.wait_for_slow(source, sel)
         doc = fmt.document(info, source.sample(), sel.gpu_fields, sel.proc_fields, processes=args.processes)
     finally:
         for name, value in saved.items():
             setattr(cmd, name, value)
         source.close()
-    return doc, waited
+    return doc, source
 
 
-def test_the_whole_document_measures_one_gpm_window_on_a_hopper_gpu() -> None:
-    doc, waited = live_document(["--json"], h100_lib())
+@pytest.mark.parametrize("window", [None, 0.05, 0.3])
+def test_the_whole_document_measures_one_gpm_window_on_a_hopper_gpu(window: float | None) -> None:
+    """One window of the length asked for (the default without --gpm-window), measured
+    around the slow reads on the command's own thread: no slow thread is started."""
+    argv = ["--json"] if window is None else ["--json", "--gpm-window", str(window)]
+    doc, source = live_document(argv, h100_lib())
     gpu = doc["gpus"][0]
     want = recorded_window(FP32)
     assert gpu["gpm.unavailable"] is None
     assert gpu["gpm.fp32_active"] == pytest.approx(want.fp32_active, abs=0.01)
     assert gpu["gpm.tensor_active"] == 0.0  # a measured 0, not null
     assert gpu["gpm.sm_active"] == pytest.approx(want.sm_active, abs=0.01)
-    assert 0.5 * cmd.GPM_WINDOW_S <= waited <= cmd.GPM_WINDOW_S + cmd.SLOW_WAIT_S
+    measured = source._slow[0].fields["gpm"].window  # the window NVML's figures are over
+    assert measured >= (cmd.GPM_WINDOW_S if window is None else window)
+    assert source._slow_thread is None and source.slow_passes == 2
+
+
+def test_the_window_is_a_setting_within_bounds() -> None:
+    assert _parse(["snapshot", "--json"]).gpm_window == cmd.GPM_WINDOW_S
+    assert _parse(["snapshot", "--gpm-window", "1"]).gpm_window == 1.0
+    for bad in ("0", "0.01", "11", "nan", "x"):
+        r = gputui("snapshot", "--json", "--gpm-window", bad)
+        assert r.returncode == 2 and "--gpm-window" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_watch_measures_over_its_slow_cadence() -> None:
+    """--watch keeps the slow thread: its first document waits (bounded) for the window
+    between its first two passes, WATCH_SLOW_S apart."""
+    doc, source = live_document(["--json", "--watch", "5"], h100_lib(), WATCH_SLOW_S=0.2)
+    assert doc["gpus"][0]["gpm.unavailable"] is None
+    assert source._slow_thread is not None
 
 
 def test_the_whole_document_does_not_wait_where_gpm_cannot_work() -> None:
@@ -84,9 +110,9 @@ def test_the_whole_document_does_not_wait_where_gpm_cannot_work() -> None:
         arch=pynvml.NVML_DEVICE_ARCH_AMPERE,
         nvmlGpmQueryDeviceSupport=type("S", (), {"isSupportedDevice": 0})(),
     )
-    doc, waited = live_document(["--json"], lib)
+    doc, source = live_document(["--json", "--gpm-window", "10"], lib)
     gpu = doc["gpus"][0]
-    assert waited < 0.5 * cmd.GPM_WINDOW_S
+    assert source.slow_passes == 1  # no second GPM sample, so no wait for one
     assert gpu["gpm.unavailable"] == "GPM needs a Hopper or newer GPU (this one is Ampere)"
     assert {gpu[name] for name in GPM_FIELDS} == {None}
 
@@ -101,10 +127,9 @@ def test_a_window_not_closed_in_time_is_said_not_null(monkeypatch: pytest.Monkey
     """The wait is bounded: where the second GPM sample comes later than the wait allows
     (here a slow cadence of a minute), gpm.* stay null with the reason, never null as if
     measured."""
-    monkeypatch.setattr(cmd, "GPM_WINDOW_S", 60.0)  # the source's slow cadence
-    doc, waited = live_document(["--json"], h100_lib(), GPM_WINDOW_S=0.2)
+    monkeypatch.setattr(cmd, "WATCH_SLOW_S", 60.0)  # the source's slow cadence
+    doc, _ = live_document(["--json", "--watch", "5"], h100_lib(), WATCH_SLOW_S=0.2)
     gpu = doc["gpus"][0]
-    assert waited < 0.2 + cmd.SLOW_WAIT_S + 1
     assert {gpu[name] for name in GPM_FIELDS} == {None}
     assert gpu["gpm.unavailable"] == fields_fmt.NO_WINDOW_LIVE
 

@@ -11,7 +11,7 @@ import jsonschema
 import pytest
 from conftest import FIXTURES, gputui
 
-from gputui.rules import iso_utc
+from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.recording import read_recording
 
 HEALTH = FIXTURES / "h100-health"

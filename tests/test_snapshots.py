@@ -28,7 +28,7 @@ from conftest import (
 from gpm_support import FP32, phase_ticks
 
 from gputui.config import Config
-from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+from gputui.telemetry.alert_config import AlertConfig, ThresholdRule
 from gputui.ui.app import GpuTuiApp
 
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"

@@ -20,7 +20,8 @@ from conftest import FIXTURES, FROZEN, screen_lines, wait_for
 
 from gputui.config import Config
 from gputui.export.prometheus import build_families
-from gputui.telemetry.alerts import AlertConfig, AlertEngine, EfficiencyRule
+from gputui.telemetry.alert_config import AlertConfig, EfficiencyRule
+from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.health import HealthEngine, polling_kernel
 from gputui.telemetry.health_report import HealthConfig
 from gputui.telemetry.hints import HintConfig, HintEngine, gpu_hints

@@ -15,11 +15,12 @@ from textual.filter import NoColor
 
 from gputui import cli
 from gputui.config import CardConfig, Config, UiConfig
-from gputui.telemetry.alerts import AlertConfig, ThresholdRule
+from gputui.telemetry.alert_config import AlertConfig, ThresholdRule
 from gputui.ui import render
-from gputui.ui.overview.lines import board_lines, header_line
+from gputui.ui.overview.lines import board_lines
 from gputui.ui.render import S
 from gputui.ui.theme import ColorRemap
+from gputui.ui.widgets.header import header_line
 
 HOT = Config(alerts=AlertConfig(temperature=ThresholdRule(True, 55.0, 50.0, 0.0)))
 
@@ -208,3 +209,22 @@ def test_a_card_shows_the_last_xid_in_the_error_colour(x2_recording):
     hit = info_line({**gpus, 0: dataclasses.replace(gpus[0], xid_count=3, xid_last=79)})
     assert ("XID ", S.label) in hit and ("79 ×3", S.bad) in hit  # first: a narrow card keeps it
     assert [t for t, _ in hit].index("XID ") < [t for t, _ in hit].index("P-state ")
+
+
+def test_an_alert_of_the_first_tick_shows_without_waiting_for_the_next(x2_recording):
+    """The engines are made after the first frame (the start does not wait for them), and
+    they judge the tick that frame shows at once: an alert true at the first tick is on
+    screen before the poller's next tick (the replay is frozen: there is none)."""
+    _, ticks = x2_recording
+    first = min(g.temperature for g in ticks[0].gpus if g.temperature is not None)
+    cold = Config(alerts=AlertConfig(temperature=ThresholdRule(True, first - 10.0, first - 20.0, 0.0)))
+
+    async def go() -> tuple[str, int]:
+        app = replay_app(H200_X2, config=cold)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: "alert" in screen_lines(app)[0])
+            return screen_lines(app)[0], app.poller.ticks
+
+    header, poller_ticks = asyncio.run(go())
+    assert "⚠ 2 alerts" in header
+    assert poller_ticks == 0

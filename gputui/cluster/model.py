@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from gputui.cluster.jobs import JOB_SERIES, FleetJob, HostJobs
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.telemetry.gpm_check import checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
 from gputui.telemetry.hints import REMEDIES, Hint

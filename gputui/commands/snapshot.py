@@ -24,9 +24,13 @@ PROG = "gputui snapshot"
 SLOW_WAIT_S = 1.5
 """Longest a single live snapshot waits for NVML's slow-cadence values (PCIe throughput,
 energy, per-process utilization) when a field needs them."""
-GPM_WINDOW_S = 1.0
-"""The window a snapshot measures GPM over when a field asks for it (the slow cadence then
-runs every second): a single snapshot waits about this long for its second GPM sample."""
+GPM_WINDOW_S = 0.2
+"""The window a one-shot snapshot measures GPM over (SM, tensor, DRAM activity) when a field
+asks for it, unless --gpm-window says otherwise: the shortest that gives stable figures under
+steady loads (docs/gpm-and-hints.md, bench/gpm_window.py).  The snapshot waits for the longer
+of this window and its slow-cadence reads, not for both."""
+WATCH_SLOW_S = 1.0
+"""With --watch, the slow cadence (and so the GPM window) when a field needs it."""
 
 
 def add_parser(subparsers: Any) -> None:
@@ -67,12 +71,27 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument(
         "--watch", type=positive, default=None, metavar="S", help="repeat every S seconds until Ctrl-C"
     )
+    p.add_argument(
+        "--gpm-window",
+        type=_gpm_window,
+        default=GPM_WINDOW_S,
+        metavar="S",
+        help=f"seconds a one-shot live snapshot measures GPM over (default {GPM_WINDOW_S:g}; 0.05 to 10): "
+        "longer averages more, shorter answers sooner",
+    )
     p.add_argument("--list-fields", action="store_true", help="list the fields with units and exit")
     p.add_argument("--schema", action="store_true", help="print the JSON schema of --json and exit")
     add_replay_options(p, "take the snapshot")
     p.add_argument(
         "--tick", type=int, default=1, metavar="N", help="with --replay: the recorded tick to print (from 1)"
     )
+
+
+def _gpm_window(value: str) -> float:
+    seconds = positive(value)
+    if not 0.05 <= seconds <= 10.0:
+        raise argparse.ArgumentTypeError(f"must be from 0.05 to 10 seconds: {value!r}")
+    return seconds
 
 
 def _parse_format(text: str | None) -> tuple[str, set[str]]:
@@ -151,28 +170,36 @@ def select(args: argparse.Namespace) -> Selection:
     return sel
 
 
-def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
+def open_live(sel: Selection, processes: bool, nvml: Any = None, *, one_shot: bool = False) -> Any:
     """The NVML source for `sel`: only what the fields need (the slow thread's PCIe calls,
     psutil's process facts and some static facts, NUMA affinity alone 12 ms on an H200,
-    cost a one-shot reader tens of ms)."""
+    cost a one-shot reader tens of ms).  `one_shot`: no slow thread; the slow values are
+    read once (`read_slow`)."""
     from gputui.export import snapshot_fields as snap_fields
     from gputui.telemetry.nvml.source import NvmlSource
 
     window = any(f.window for f in sel.wanted)
     return NvmlSource(
-        slow_interval=GPM_WINDOW_S if window else 2.0,
+        slow_interval=WATCH_SLOW_S if window else 2.0,
         nvml=nvml,
-        slow=any(f.slow for f in sel.wanted),
+        slow=any(f.slow for f in sel.wanted) and not one_shot,
         enrich_processes=processes,
         static=snap_fields.static_facts(sel.reads),
         ras=False,  # `snapshot --processes --json` asks RAS itself (`_Judge`)
     )
 
 
+def read_slow(source: Any, sel: Selection, gpm_window: float) -> None:
+    """A one-shot snapshot's slow-cadence values, read once on this thread, with GPM over
+    `gpm_window` seconds where a field needs it."""
+    if any(f.slow for f in sel.wanted):
+        source.read_slow_once(gpm_window if any(f.window for f in sel.wanted) else None)
+
+
 def wait_for_slow(source: Any, sel: Selection) -> None:
     """Wait (bounded) for the slow-cadence pass the fields need, then, where a GPM field is
     wanted and GPM works on a GPU (its first pass took a sample, no reason why not), for the
-    second pass that closes its first window: about GPM_WINDOW_S more."""
+    second pass that closes its first window: about WATCH_SLOW_S more (--watch)."""
     if not any(f.slow for f in sel.wanted):
         return
     deadline = time.monotonic() + SLOW_WAIT_S
@@ -180,7 +207,7 @@ def wait_for_slow(source: Any, sel: Selection) -> None:
         time.sleep(0.005)
     if not any(f.window for f in sel.wanted) or not source.gpm_window_pending():
         return
-    deadline = time.monotonic() + SLOW_WAIT_S + GPM_WINDOW_S
+    deadline = time.monotonic() + SLOW_WAIT_S + WATCH_SLOW_S
     while source.slow_passes < 2 and time.monotonic() < deadline:
         time.sleep(0.005)
 
@@ -258,7 +285,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         live = False
     else:
-        source = open_live(sel, bool(args.processes))
+        source = open_live(sel, bool(args.processes), one_shot=args.watch is None)
         live = True
     info = source.open()
     problem = info.system.nvml_problem
@@ -268,7 +295,9 @@ def run(args: argparse.Namespace) -> int:
             doc = snap_fmt.unavailable_document(info, problem, src)
             print(snap_fmt.dumps(doc, pretty=args.watch is None), flush=True)
         return nvml_unavailable(PROG, problem)
-    if live:
+    if live and args.watch is None:
+        read_slow(source, sel, args.gpm_window)
+    elif live:
         wait_for_slow(source, sel)
     judge = _Judge(args, source, live) if kind == "json" and args.processes else None
 

@@ -17,7 +17,7 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from gputui.rules import MULTICAST_OFF
+from gputui.rules.multicast import MULTICAST_OFF
 
 if TYPE_CHECKING:
     from gputui.diag.privilege import RunAs

@@ -47,7 +47,7 @@ from gputui.diag.reaper import (
     release_subreaper,
     start_ticks,
 )
-from gputui.rules import PARENT_VAR
+from gputui.rules.lifeline import PARENT_VAR
 from gputui.startvars import start_suspects
 
 STDERR_TAIL_LINES = 40

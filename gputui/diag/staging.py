@@ -32,7 +32,7 @@ class StagingError(OSError):
 def child_files() -> list[Path]:
     """Every file a child loads (relative to the gputui package)."""
     return sorted(
-        [*PROBE.glob("*.py"), STRESS, _GPUTUI / "rules.py", _GPUTUI / "startvars.py"],
+        [*PROBE.glob("*.py"), STRESS, *(_GPUTUI / "rules").glob("*.py"), _GPUTUI / "startvars.py"],
     )
 
 

@@ -13,7 +13,7 @@ import dataclasses
 from typing import Any
 
 from gputui.export.nccl_json import nccl_job, nccl_schema
-from gputui.rules import iso_utc
+from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.health import arithmetic_active
 from gputui.telemetry.health_report import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.job_energy import JobEnergy

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from gputui.rules import iso_utc
+from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.host.jobs import CONTAINER_KINDS, UNPUBLISHED, job_label
 from gputui.telemetry.metric_types import GpuMetric, Smi
 from gputui.telemetry.metrics import GPM_METRICS, GPU_METRICS

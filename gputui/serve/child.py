@@ -2,7 +2,7 @@
 
 A session is a process that talks to its browser through pipes to `gputui serve`.  It must
 not outlive serve (killed by the kernel when serve dies, SIGKILL included: PR_SET_PDEATHSIG,
-`gputui.rules.die_with_parent`)
+`gputui.rules.lifeline.die_with_parent`)
 and must notice when serve stops listening to it (its pipes close or break): a session
 nobody reads would otherwise run on forever, blocked in a write to a full pipe where no
 signal handler of its event loop can run.  Standard library only.

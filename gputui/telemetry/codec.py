@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.model import MachineInfo, Snapshot, field_type
 
 MAX_INT = 2**64
 """Integers in a recording are counters and sizes of 64 bits at most."""
@@ -167,13 +167,12 @@ def _make_converter(tp: Any) -> Converter:
 
 
 def _dataclass_converter(cls: Any) -> Converter:
-    hints = typing.get_type_hints(cls)
     specs: list[tuple[str, Converter, bool]] = []
     for f in dataclasses.fields(cls):
         if not f.compare:
             continue
         required = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
-        specs.append((f.name, _lazy(hints[f.name]), required))
+        specs.append((f.name, _lazy(cls, f.name), required))
     known = {name for name, _, _ in specs}
     name = cls.__name__
 
@@ -195,13 +194,14 @@ def _dataclass_converter(cls: Any) -> Converter:
     return conv
 
 
-def _lazy(tp: Any) -> Converter:
-    """Resolve nested converters on first use (dataclasses can refer to each other)."""
+def _lazy(cls: Any, name: str) -> Converter:
+    """The converter of field `name` of `cls`, its type resolved on first use (dataclasses can
+    refer to each other; a field's type may be imported only then: `model.field_type`)."""
     cell: list[Converter] = []
 
     def conv(v: Any, where: str) -> Any:
         if not cell:
-            cell.append(_converter(tp))
+            cell.append(_converter(field_type(cls, name)))
         return cell[0](v, where)
 
     return conv

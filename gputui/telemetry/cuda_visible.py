@@ -9,7 +9,7 @@ CUDA reads two environment variables when it initialises:
   "fastest first" is a tie that CUDA breaks by PCI bus id).
 - `CUDA_VISIBLE_DEVICES`: which devices, in which order; its rules (indices read like
   strtoul, GPU-/MIG- UUID prefixes, the first bad entry ends the list, a repeated device
-  empties it) live once in `gputui.rules.visible_devices`, shared with the diagnosis child.
+  empties it) live once in `gputui.rules.cuda_devices.visible_devices`, shared with the diagnosis child.
   This module maps what that rule accepts onto NVML's GPUs and MIG devices.
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from gputui import rules
+from gputui.rules import cuda_devices
 from gputui.telemetry.model import DeviceInfo, MigDevice
 from gputui.telemetry.topology import bus_key
 
@@ -92,7 +92,7 @@ def cuda_visibility(
     `mig_devices` maps a GPU's index to its MIG devices where MIG is enabled."""
     mig_devices = mig_devices or {}
     notes: list[str] = []
-    order, order_note = rules.device_order(device_order)
+    order, order_note = cuda_devices.device_order(device_order)
     if order_note:
         notes.append(order_note)
     ordered, exact = cuda_order(devices, order)
@@ -118,7 +118,7 @@ def cuda_visibility(
                 mig_by_uuid[m.uuid] = (d.index, m)
             if d.uuid and m.gpu_instance_id is not None and m.compute_instance_id is not None:
                 mig_by_uuid[f"MIG-{d.uuid}/{m.gpu_instance_id}/{m.compute_instance_id}"] = (d.index, m)
-    seen = rules.visible_devices(visible_devices, len(ordered), list(gpu_by_uuid), list(mig_by_uuid))
+    seen = cuda_devices.visible_devices(visible_devices, len(ordered), list(gpu_by_uuid), list(mig_by_uuid))
     if seen.loose:
         notes.append("; ".join(seen.loose) + ": CUDA reads the number an entry starts with")
     if seen.special:

@@ -27,7 +27,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gputui.options import option
-from gputui.telemetry.health import polling_kernel
 from gputui.telemetry.health_report import HealthConfig, HealthReport
 from gputui.telemetry.model import GpuSample, Snapshot
 
@@ -177,6 +176,8 @@ def gpu_hints(
     """The hints one GPU sample gives.  `idle_seconds`: how long the GPU has been idle with
     memory held (HintEngine keeps that); None when unknown.  `spin`: the [health] settings,
     whose spinning signature is not tiny kernels."""
+    from gputui.telemetry.health import polling_kernel  # (the engines': not for the first frame)
+
     if not cfg.enabled or g.lost:
         return ()
     out: list[Hint] = []

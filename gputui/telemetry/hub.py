@@ -2,9 +2,20 @@
 to tell.
 
 Shared by the TUI and headless consumers (watch, exporter, snapshot): the poller thread calls
-`publish`; readers take the lock only to copy what they need.  A hub that `follow`s a replay
-judges each tick as a function of the recording up to it, whatever was stepped or skipped
-(`replay_judge`).
+`publish`; readers take the lock only to copy what they need.
+
+The engines (alerts, hints, job health) judge every snapshot, in order.  A consumer hands
+them over made (`Hub(alerts=..., ...)`), or hands a function that makes them
+(`make_engines`): the monitor does, so that its first frame waits neither for the engines'
+modules nor for their first judgement.  They are then made on the first `judge_pending()`
+(or the first `publish` that judges, on the poller's thread), which first judges the
+snapshots published before them, in order: what they say is the same, only later.
+
+A hub that `follow`s a replay judges each tick as a function of the recording up to it,
+whatever was stepped or skipped (`replay_judge`, imported only for a replay, once the
+engines are made): a tick out of order has the engines (and the charts' history and the NCCL
+view) as they stood after the tick before, built aside on the publishing thread, swapped in
+whole.
 """
 
 from __future__ import annotations
@@ -13,16 +24,16 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
-from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthReport
-from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
-from gputui.telemetry.nccl.model import NcclView
-from gputui.telemetry.replay_judge import CHECKPOINT_EVERY, Engines, ReplayJudge, history_gap
 
 if TYPE_CHECKING:
+    from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
+    from gputui.telemetry.health import HealthEngine
+    from gputui.telemetry.health_report import HealthReport
+    from gputui.telemetry.hints import Hint, HintEngine
+    from gputui.telemetry.nccl.model import NcclView
+    from gputui.telemetry.replay_judge import Engines, ReplayJudge
     from gputui.telemetry.source import Seekable
 
 
@@ -33,6 +44,8 @@ class Hub:
         alerts: AlertEngine | None = None,
         hints: HintEngine | None = None,
         health: HealthEngine | None = None,
+        *,
+        make_engines: Callable[[], Engines] | None = None,
     ) -> None:
         self.history = History(capacity)
         self.latest: Snapshot | None = None
@@ -49,7 +62,17 @@ class Hub:
         questions (`Snapshot.nccl`); this keeps it for the ticks between."""
         self.lock = threading.Lock()
         self.judge: ReplayJudge | None = None
-        """Set by `follow` for a replay."""
+        """Set by `follow` for a replay (once the engines are made, where `make_engines`)."""
+        self._following: tuple[Seekable, int | None] | None = None
+        """The replay `follow` was given, and its checkpoint spacing."""
+        self._make_engines = make_engines
+        """Makes the engines on the first `judge_pending()`; None once they are made."""
+        self._engines_lock = threading.Lock()
+        self._judging = threading.Lock()
+        """One judgement at a time, in the order published (the poller's and a worker's)."""
+        self._unjudged: list[tuple[Snapshot, int]] = []
+        """Snapshots published before the engines were made, oldest first, each with the
+        position its replay stood at then (-1: not following one)."""
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
         self._alert_listeners: list[Callable[[list[AlertEvent]], None]] = []
@@ -70,44 +93,154 @@ class Hub:
         for listener in self._info_listeners:
             listener(info)
 
-    def follow(self, replay: Seekable | None, every: int = CHECKPOINT_EVERY) -> None:
+    def follow(self, replay: Seekable | None, every: int | None = None) -> None:
         """Judge the snapshots of `replay` (its ticks as `sample` returns them) as a function
-        of the recording up to each one, with a copy of the engines kept every `every` ticks;
-        None: live data, judged in the order it comes."""
-        self.judge = None if replay is None else ReplayJudge(replay, self._engines().fresh(), every)
+        of the recording up to each one, with a copy of the engines kept every `every` ticks
+        (None: `replay_judge.CHECKPOINT_EVERY`); None: live data, judged in the order it
+        comes."""
+        with self.lock:
+            self._following = None if replay is None else (replay, every)
+            made = self._make_engines is None
+            self.judge = self._replay_judge() if made else None  # (else: made with them)
+
+    def _replay_judge(self) -> ReplayJudge | None:
+        """A judge of the replay followed, from the engines as they are now (fresh copies)."""
+        if self._following is None:
+            return None
+        from gputui.telemetry.replay_judge import CHECKPOINT_EVERY, ReplayJudge  # (a replay only)
+
+        replay, every = self._following
+        return ReplayJudge(replay, self._engines().fresh(), CHECKPOINT_EVERY if every is None else every)
 
     def _engines(self) -> Engines:
+        from gputui.telemetry.replay_judge import Engines  # (loaded with the engines)
+
         return Engines(self.health, self.hints, self.alerts)
 
-    def publish(self, snap: Snapshot) -> None:
-        judge = self.judge
-        pos = judge.position_of(snap) if judge is not None else None
-        if judge is not None and pos is not None and judge.needs_catch_up(pos):
-            # a seek: the engines (and the charts' history) as they stood after the tick
-            # before, built aside on this thread, then swapped in whole
-            history = History(self.history.capacity) if history_gap(judge.replay, pos, self.history) else None
-            engines = judge.before(pos, self.info, history)
-            nccl = recorded_nccl(judge.replay.ticks, pos - 1)
-            with self.lock:
-                self.health, self.hints, self.alerts = engines.health, engines.hints, engines.alerts
-                self.nccl = nccl
-                if history is not None:
-                    self.history = history
+    def publish(self, snap: Snapshot, *, judge: bool = True) -> None:
+        """Store `snap` as the latest tick and in the history, and have the engines judge it.
+        `judge=False` (the monitor's first frame, on the UI thread): engines not made yet are
+        left so; `snap` waits for them (`judge_pending`)."""
+        if judge:
+            self._ensure_engines()
         with self.lock:
-            latest = self.latest
-            if snap.nccl is not None:
-                self.nccl = snap.nccl
-            elif latest is not None and snap.timestamp < latest.timestamp and judge is None:
-                self.nccl = None  # a replay went back: a later tick's view is not this one's
-            self.history.append(snap)
-            self.latest = snap
+            waits = self._make_engines is not None
+            if waits:  # not made yet: judged once they are
+                replay = self._following[0] if self._following is not None else None
+                self._unjudged.append((snap, -1 if replay is None else replay.position))
+                self._store(snap, following=False)
+        if waits:
+            self._tell(snap, [])
+            return
+        with self._judging:
+            earlier = self._judge_waiting()
+            events = self._judge_new(snap)
+        for before, before_events in earlier:
+            self._tell(before, before_events, listeners=False)
+        self._tell(snap, events)
+
+    def judge_pending(self) -> bool:
+        """Make the engines if they are not made yet (`make_engines`) and have them judge the
+        snapshots published before: True when there were such snapshots (what is shown of
+        the latest may have changed).  Any thread; a worker's in the monitor."""
+        self._ensure_engines()
+        with self._judging:
+            judged = self._judge_waiting()
+        for snap, events in judged:
+            self._tell(snap, events, listeners=False)
+        return bool(judged)
+
+    def _ensure_engines(self) -> bool:
+        """Make the engines now if they are to be made: True when this call made them."""
+        if self._make_engines is None:  # made, or never to be made here
+            return False
+        with self._engines_lock:
+            make = self._engines_to_make()
+            if make is None:  # (another thread made them meanwhile)
+                return False
+            engines = make()  # (imports their modules: outside self.lock)
+            with self.lock:
+                self.alerts, self.hints, self.health = engines.alerts, engines.hints, engines.health
+                self.judge = self._replay_judge()
+                self._make_engines = None
+        return True
+
+    def _engines_to_make(self) -> Callable[[], Engines] | None:
+        return self._make_engines
+
+    def _store(self, snap: Snapshot, *, following: bool) -> None:
+        """`snap` as the latest tick, in the history, its NCCL view kept (under self.lock).
+        `following`: a seek has set the view already (`_seek`)."""
+        latest = self.latest
+        if snap.nccl is not None:
+            self.nccl = snap.nccl
+        elif latest is not None and snap.timestamp < latest.timestamp and not following:
+            self.nccl = None  # a replay went back: a later tick's view is not this one's
+        self.history.append(snap)
+        self.latest = snap
+
+    def _judge_new(self, snap: Snapshot) -> list[AlertEvent]:
+        """Store and judge a snapshot just published (under self._judging)."""
+        rj = self.judge
+        pos = rj.position_of(snap) if rj is not None else None
+        if rj is not None and pos is not None and rj.needs_catch_up(pos):
+            self._seek(rj, pos, snap, stored=False)
+        with self.lock:
+            self._store(snap, following=rj is not None)
             engines = self._engines()
             events = engines.judge(self.info, snap)
-        if judge is not None and pos is not None:
-            judge.last = pos
-            judge.keep(pos, engines)
-        for listener in self._listeners:
-            listener(snap)
+        if rj is not None and pos is not None:
+            rj.last = pos
+            rj.keep(pos, engines)
+        return events
+
+    def _judge_waiting(self) -> list[tuple[Snapshot, list[AlertEvent]]]:
+        """Judge, in order, the snapshots stored before the engines were made (under
+        self._judging; none once they are)."""
+        with self.lock:
+            waiting, self._unjudged = self._unjudged, []
+        out = []
+        for snap, position in waiting:
+            rj = self.judge
+            pos = rj.position_of(snap, position) if rj is not None and position >= 0 else None
+            if rj is not None and pos is not None and rj.needs_catch_up(pos):
+                self._seek(rj, pos, snap, stored=True)  # (never the monitor's: its first tick)
+            with self.lock:
+                engines = self._engines()
+                events = engines.judge(self.info, snap)
+            if rj is not None and pos is not None:
+                rj.last = pos
+                rj.keep(pos, engines)
+            out.append((snap, events))
+        return out
+
+    def _seek(self, rj: ReplayJudge, pos: int, snap: Snapshot, *, stored: bool) -> None:
+        """Before the recording's tick `pos` (`snap`) is judged out of order: the engines as
+        they stood after the tick before, built aside on this thread, then swapped in whole;
+        the charts' history (where it lacks the tick before) and the NCCL view as of that
+        tick too, unless a later snapshot is stored already (`stored`: `snap` was stored
+        before the engines were made)."""
+        from gputui.telemetry.replay_judge import history_gap
+
+        shown = not stored or self.latest is snap
+        history = None
+        if shown and history_gap(rj.replay, pos, self.history):
+            history = History(self.history.capacity)
+        engines = rj.before(pos, self.info, history)
+        nccl = recorded_nccl(rj.replay.ticks, pos - 1) if shown else None
+        with self.lock:
+            self.health, self.hints, self.alerts = engines.health, engines.hints, engines.alerts
+            if shown:
+                self.nccl = snap.nccl if stored and snap.nccl is not None else nccl
+            if history is not None:
+                if stored:
+                    history.append(snap)
+                self.history = history
+
+    def _tell(self, snap: Snapshot, events: list[AlertEvent], *, listeners: bool = True) -> None:
+        if listeners:
+            for listener in self._listeners:
+                listener(snap)
         if events:
             for on_events in self._alert_listeners:
                 on_events(events)
@@ -149,6 +282,7 @@ class Hub:
 
     def reset(self) -> None:
         with self.lock:
+            self._unjudged.clear()
             self.history.clear()
             self.latest = None
             self.info = None
@@ -160,6 +294,7 @@ class Hub:
             if self.health is not None:
                 self.health.reset()
             self.judge = None  # its checkpoints were of the engines before
+            self._following = None
 
 
 NCCL_LOOKBACK = 120

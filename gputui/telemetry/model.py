@@ -7,10 +7,16 @@ change: bytes, bytes per second, watts, MHz, degrees Celsius, percent (0-100), s
 
 from __future__ import annotations
 
+import sys
+import types
+import typing
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from gputui.rules import SLOWDOWN_MASK
-from gputui.telemetry.nccl.model import NcclView
+from gputui.rules.clocks import SLOWDOWN_MASK
+
+if TYPE_CHECKING:  # (imported where a view is made or decoded: `field_type`)
+    from gputui.telemetry.nccl.model import NcclView
 
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
@@ -560,3 +566,18 @@ class Snapshot:
     None never means "no problem"."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""
+
+
+def field_type(cls: type, name: str) -> Any:
+    """The type of field `name` of a dataclass a snapshot holds, resolved alone (annotations
+    are strings here) when a value of it is first decoded (`codec`): a type named for type
+    checking only, the NCCL RAS view's, is imported then, not for the first frame (a
+    snapshot carries one only where a job of two ranks or more runs)."""
+    one = types.SimpleNamespace(__annotations__={name: cls.__annotations__[name]})
+    names = vars(sys.modules[cls.__module__])
+    try:
+        return typing.get_type_hints(one, names)[name]
+    except NameError:
+        from gputui.telemetry.nccl.model import NcclView
+
+        return typing.get_type_hints(one, {**names, "NcclView": NcclView})[name]

@@ -94,10 +94,11 @@ class ReplayJudge:
         self.replayed = 0
         """Ticks fed silently by catch-ups so far (for tests and benchmarks)."""
 
-    def position_of(self, snap: Snapshot) -> int | None:
-        """The recording's position of `snap`, just sampled; None when `snap` is not the
-        recorded tick itself."""
-        pos = self.replay.position
+    def position_of(self, snap: Snapshot, position: int | None = None) -> int | None:
+        """The recording's position of `snap`, just sampled (or sampled where the replay
+        stood at `position`: a snapshot judged later, `Hub.judge_pending`); None when `snap`
+        is not the recorded tick itself."""
+        pos = self.replay.position if position is None else position
         ticks = self.replay.ticks
         if not 0 <= pos < len(ticks) or ticks[pos] is not snap:
             return None

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -18,11 +18,7 @@ from textual.filter import LineFilter, Monochrome, NoColor
 from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
-from gputui.serve.child import pipes_alive
 from gputui.state import LAYOUTS, Filters, SavedState, portable
-from gputui.telemetry.alerts import AlertEngine
-from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.hints import HintEngine
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.poller import Poller
@@ -32,11 +28,15 @@ from gputui.ui.base_app import BaseApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
 from gputui.ui.messages import ChartsChosen, InfoReady, OpenGpuDetail, PollerFailed, SnapshotReady
 from gputui.ui.overview.pane import OverviewPane
-from gputui.ui.overview.widgets import Banner, GpuBoard, HeaderBar
+from gputui.ui.overview.widgets import GpuBoard
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar, tab_bindings
 from gputui.ui.render import clean
 from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import KeyFooter
+from gputui.ui.widgets.header import Banner, HeaderBar
+
+if TYPE_CHECKING:
+    from gputui.telemetry.replay_judge import Engines
 
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
@@ -148,11 +148,9 @@ class GpuTuiApp(BaseApp[int]):
         self._theme_filters: tuple[str, list[LineFilter]] = ("", [])
         self._no_color = NoColor()
         self.interval = interval
-        self.hub = Hub(  # the engines run on the poller's thread, in Hub.publish: never on the UI's
-            alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),
-            hints=HintEngine(self.config.hints, self.config.health),
-            health=HealthEngine(self.config.health),
-        )
+        # the engines run on the poller's thread, in Hub.publish: never on the UI's; they are
+        # made there too, once the first frame is up (`_judge_first`)
+        self.hub = Hub(make_engines=self._make_engines)
         self.poller: Poller | None = None
         self.generation = 0
         self.info: MachineInfo | None = None
@@ -166,6 +164,20 @@ class GpuTuiApp(BaseApp[int]):
         self.error: BaseException | None = None
         self._watch_terminal = watch_terminal
         self._terminal_watch: TerminalWatch | None = None
+
+    def _make_engines(self) -> Engines:
+        """The alert, hint and job-health engines (off the UI thread: see Hub)."""
+        from gputui.telemetry.alerts import AlertEngine
+        from gputui.telemetry.health import HealthEngine
+        from gputui.telemetry.hints import HintEngine
+        from gputui.telemetry.replay_judge import Engines
+
+        config = self.config
+        return Engines(
+            health=HealthEngine(config.health),
+            hints=HintEngine(config.hints, config.health),
+            alerts=AlertEngine(config.alerts, config.hints, config.health),
+        )
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters, then the theme's.  NO_COLOR (no-color.org) means no colour at
@@ -339,14 +351,28 @@ class GpuTuiApp(BaseApp[int]):
         if ready is not None:
             info, snap = ready
             self.hub.set_info(info)
-            self.hub.publish(snap)
+            self.hub.publish(snap, judge=False)  # the engines judge it after the first frame
             self._show_info(info)
             self._show_snapshot(snap, where())
+            self.call_after_refresh(self._judge_first, gen, where())
         self.poller = Poller(
             source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
         )
         self.interval = self.poller.interval  # as clamped
         self.poller.start()
+
+    def _judge_first(self, generation: int, position: tuple[int, int] | None) -> None:
+        """Once the first frame is on screen: the engines are made and judge the tick it
+        shows, on a thread (their modules and first judgement never delay that frame); the
+        tick is shown again with what they said (only changed cells are sent)."""
+
+        def work() -> None:
+            latest = self.hub.latest
+            # (shown again only if no newer tick came meanwhile: that one has it all)
+            if self.hub.judge_pending() and latest is not None and self.hub.latest is latest:
+                self.post_message(SnapshotReady(latest, generation, position))
+
+        self.run_worker(work, thread=True, exclusive=False, group="engines")
 
     # ---- data ------------------------------------------------------------------------
 
@@ -507,9 +533,32 @@ class GpuTuiApp(BaseApp[int]):
         self.saved = replace(self.saved, sparklines=message.sparklines)  # saved at exit
 
     def on_open_gpu_detail(self, message: OpenGpuDetail) -> None:
-        from gputui.ui.detail.screen import open_gpu_detail
+        """Push the detail view of GPU `message.index` (no-op without such a GPU)."""
+        info = self.info
+        if info is None or not 0 <= message.index < len(info.devices):
+            return
+        from gputui.ui.detail.screen import GpuDetailScreen
 
-        open_gpu_detail(self, message.index)
+        screen = GpuDetailScreen(
+            self.hub,
+            message.index,
+            context=self.context,
+            info=info,
+            snapshot=self.snapshot,
+            header=self.query_one(HeaderBar),
+            banner=self.query_one(Banner).text,
+            tabs={p.TAB_KEY: p.PANE_ID for p in self.PANES if p.TAB_KEY},
+        )
+        self.push_screen(screen, self._detail_closed)
+
+    def _detail_closed(self, pane_id: str | None) -> None:
+        """The detail view is gone: the main screen catches up (not updated while it was
+        open), and shows the tab whose key closed the view."""
+        self.query_one(HeaderBar).update_lines()
+        if self.snapshot is not None:
+            self.current_pane().show_snapshot(self.info, self.snapshot)
+        if pane_id is not None:
+            self.call_later(self.action_show_tab, pane_id)
 
     async def action_diagnose(self) -> None:
         from gputui.ui.diagnostics.choose import selected_row
@@ -537,7 +586,11 @@ class GpuTuiApp(BaseApp[int]):
         fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
         # in a browser (textual-serve) there is no terminal: the pipes to the server are what
         # goes away, and nothing in Textual's web driver notices (it runs on, unread)
-        alive = pipes_alive if self.is_web else None
+        alive = None
+        if self.is_web:
+            from gputui.serve.child import pipes_alive
+
+            alive = pipes_alive
 
         def on_lost() -> None:
             kill_children(CHILD_KILL_WAIT_S)  # from the watch thread: never waits on the UI

@@ -3,9 +3,9 @@
 Runs INSIDE the interpreter being diagnosed, as a directory (`python .../probe`) or a module
 (`python -m gputui.diag.probe`), so it uses the standard library only (plus torch, which it
 probes, and libnvidia-ml / libcuda through ctypes) and stays compatible with Python 3.8.  It
-imports nothing from gputui: the rules it shares with gputui (gputui/rules.py, and the table of
+imports nothing from gputui: the rules it shares with gputui (gputui/rules/, and the table of
 variables that change how CUDA, torch and NCCL start, gputui/startvars.py) are loaded by file
-path (`rules` and `startvars` below).
+path (`cuda_devices`, `versions`, `multicast`, `clocks`, `lifeline` and `startvars` below).
 
 One module per layer, in the order a layer depends on the one before: `system` (Python, the
 driver through NVML, /dev/nvidia*, cuInit), `visibility`, `environment`, `torch_layer`,
@@ -42,8 +42,8 @@ import os
 import sys
 
 _GPUTUI = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RULES_PATH = os.path.join(_GPUTUI, "rules.py")
-"""gputui/rules.py: the rules the children share with gputui."""
+RULES_DIR = os.path.join(_GPUTUI, "rules")
+"""gputui/rules/: the rules the children share with gputui, one file a subject."""
 STARTVARS_PATH = os.path.join(_GPUTUI, "startvars.py")
 """gputui/startvars.py: the variables that change how CUDA, torch and NCCL start."""
 
@@ -57,10 +57,14 @@ def _load(name, path):
     return sys.modules[name]
 
 
-def load_rules():
-    """gputui/rules.py, loaded by its path (gputui itself is not importable here)."""
-    return _load("_gputui_rules", RULES_PATH)
+def load_rule(name):
+    """gputui/rules/NAME.py, loaded by its path (gputui itself is not importable here)."""
+    return _load("_gputui_rules_" + name, os.path.join(RULES_DIR, name + ".py"))
 
 
-rules = load_rules()
+cuda_devices = load_rule("cuda_devices")
+versions = load_rule("versions")
+multicast = load_rule("multicast")
+clocks = load_rule("clocks")
+lifeline = load_rule("lifeline")
 startvars = _load("_gputui_startvars", STARTVARS_PATH)

@@ -11,13 +11,13 @@ import sys
 import threading
 import time
 
-from . import memory, protocol, rules
+from . import lifeline, memory, multicast, protocol
 from .causes import nccl_cause
 from .protocol import Phase, check, first_line, safe
 from .registry import declare
 
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
-MULTICAST_OFF = rules.MULTICAST_OFF
+MULTICAST_OFF = multicast.MULTICAST_OFF
 
 
 @declare("compute.matmul", "compute", "Matrix multiply vs CPU", needs=("cuda",))
@@ -280,7 +280,7 @@ def start_nccl(p):
     env.update(MULTICAST_OFF)
     env.setdefault("NCCL_DEBUG", "WARN")
     if threading.current_thread() is threading.main_thread():
-        env[rules.PARENT_VAR] = str(os.getpid())  # the workers die with the probe (SIGKILL too)
+        env[lifeline.PARENT_VAR] = str(os.getpid())  # the workers die with the probe (SIGKILL too)
     p.worker_started = time.monotonic()
     for rank in range(n):
         p.workers.append(
@@ -492,7 +492,7 @@ def _free_port():
 
 def nccl_worker(rank, world, port):
     """One rank of the all-reduce check: prints one JSON line on (the real) stdout."""
-    if not rules.tie_to_parent():  # the probe that started it is gone already
+    if not lifeline.tie_to_parent():  # the probe that started it is gone already
         os._exit(0)
     protocol.take_stdout()
     result = {"rank": rank, "ok": False}

@@ -7,7 +7,7 @@ import os
 import re
 import time
 
-from . import rules, startvars
+from . import multicast, startvars
 from .protocol import check, read_text
 from .registry import declare
 
@@ -97,7 +97,7 @@ def start_variables(p):
     to start (or crashes) on it, WARN where it ignores it."""
     t0 = time.monotonic()
     env = os.environ
-    ours = [k for k, v in rules.MULTICAST_OFF.items() if env.get(k) == v]  # gputui set these
+    ours = [k for k, v in multicast.MULTICAST_OFF.items() if env.get(k) == v]  # gputui set these
     found = startvars.start_suspects(env, skip=ours)
     bad = [(n, v, why) for n, v, why in found if why is not None]
     ev = {

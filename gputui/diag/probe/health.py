@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from . import rules
+from . import clocks
 from .protocol import check
 from .registry import declare
 
@@ -66,7 +66,7 @@ def judge_health(h):
             "%d uncorrected ECC errors in this GPU's lifetime" % h["ecc_aggregate_uncorrected"],
         )
     reasons = h.get("clock_event_reasons") or 0
-    slow = rules.slowdown_names(reasons)
+    slow = clocks.slowdown_names(reasons)
     if slow:
         worse("WARN", "slowdown", "clocks held back now: {}".format(", ".join(slow)))
     if h.get("persistence_mode") == 0:

@@ -49,10 +49,10 @@ def emit(event, **fields):
 def hello(tool, **extra):
     """The first event of a child: which tool, in which interpreter, as which process.  A
     child of gputui is tied to it here first: it dies with gputui, SIGKILL included, and
-    exits at once if gputui is gone already (`rules.tie_to_parent`)."""
-    from . import rules  # (the package loads gputui/rules.py by its path)
+    exits at once if gputui is gone already (`lifeline.tie_to_parent`)."""
+    from . import lifeline  # (the package loads gputui/rules/lifeline.py by its path)
 
-    if not rules.tie_to_parent():
+    if not lifeline.tie_to_parent():
         os._exit(0)
     emit(
         "hello",

@@ -10,7 +10,7 @@ import time
 import traceback
 import warnings
 
-from . import rules
+from . import versions
 from .causes import cuda_cause, import_cause
 from .protocol import Phase, check, first_line, safe, tail
 from .registry import declare
@@ -140,8 +140,8 @@ def torch_build(p):
 @declare("torch.cuda_vs_driver", "torch", "CUDA runtime vs driver", needs=("torch-cuda",))
 def cuda_vs_driver(p):
     t0 = time.monotonic()
-    runtime = rules.version_tuple(p.torch_cuda)
-    driver = rules.version_tuple(p.driver_cuda)
+    runtime = versions.version_tuple(p.torch_cuda)
+    driver = versions.version_tuple(p.driver_cuda)
     ev = {
         "torch_cuda": p.torch_cuda,
         "driver_cuda": p.driver_cuda,

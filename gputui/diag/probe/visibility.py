@@ -1,13 +1,13 @@
 """The visibility layer: which GPUs CUDA will see here (CUDA_VISIBLE_DEVICES, its special
 forms, NVIDIA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER, containers).  The CUDA_VISIBLE_DEVICES rule
-itself is gputui/rules.py's, shared with the monitor."""
+itself is gputui/rules/cuda_devices.py's, shared with the monitor."""
 
 from __future__ import annotations
 
 import os
 import time
 
-from . import rules
+from . import cuda_devices
 from .protocol import check
 from .registry import declare
 
@@ -53,7 +53,7 @@ def visibility(p):
     status, cause, notes, summary = "PASS", None, [], ""
     visible = list(range(n))
     if cvd is not None:
-        seen = rules.visible_devices(
+        seen = cuda_devices.visible_devices(
             cvd,
             n if p.nvml.ok else None,
             [d["uuid"] for d in p.nvml_devices if d.get("uuid")] if p.nvml.ok else None,
@@ -119,7 +119,7 @@ def visibility(p):
         if status == "PASS":
             status, cause = "FAIL" if not n else "WARN", "nvd-none"
         summary += "; NVIDIA_VISIBLE_DEVICES=%r asks the container runtime for no GPU" % nvd
-    _order, order_note = rules.device_order(order)
+    _order, order_note = cuda_devices.device_order(order)
     if order_note:
         notes.append(order_note)
     elif order is not None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from gputui import __version__
 from gputui.diag.verdicts.causes import CAUSES, Context
-from gputui.rules import iso_utc
+from gputui.rules.timestamps import iso_utc
 from gputui.startvars import start_problem
 from gputui.untrusted import literal
 

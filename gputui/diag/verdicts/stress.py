@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gputui.diag.verdicts.diagnosis import _text
-from gputui.rules import SLOWDOWN_MASK
+from gputui.rules.clocks import SLOWDOWN_MASK
 
 
 def md_cell(text: str) -> str:

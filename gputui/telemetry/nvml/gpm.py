@@ -11,7 +11,7 @@ per GPU on NvmlSource's slow cadence and turns each pair of samples into a `GpmS
 Which figures it asks NVML for is the metric registry's business: every `GpuMetric` with a
 `GpmRead` (gputui/telemetry/metrics.py, `GPM_READS`: NVML's metric id, the GpmSample field,
 its unit), where its label, snapshot field and dcgm-exporter name live too.
-No pynvml import here: the sampler is handed `Nvml` (gputui.telemetry.nvml.source).
+No pynvml import here: the sampler is handed `Nvml` (gputui.telemetry.nvml.query).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from gputui.telemetry.metrics import GPM_READS
 from gputui.telemetry.model import GpmSample
 
 if TYPE_CHECKING:
-    from gputui.telemetry.nvml.source import Nvml
+    from gputui.telemetry.nvml.query import Nvml
 
 __all__ = ["GpmSampler", "checked", "invalid_reason"]
 

@@ -120,6 +120,9 @@ class NvmlSource:
         """Xid events of every GPU, drained after each slow pass (see events.py)."""
         self._mig_enabled: set[int] = set()
         """GPUs in MIG mode: NVML measures no per-process utilization there."""
+        self._idle_gpus: set[int] = set()
+        """GPUs that ran no process at the last tick: the slow pass does not ask NVML for
+        their per-process utilization (nothing to show; 2-3 ms of CPU a GPU a pass)."""
         self._slow_thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._host = host_sampler()
@@ -146,7 +149,10 @@ class NvmlSource:
     def prefetch(self) -> None:
         """Start opening NVML and taking the first sample on a thread, e.g. while the UI's
         modules load (nvmlInit and the static queries are C calls that release the GIL);
-        `take_ready` hands them over, and the next `open()` waits for them."""
+        `take_ready` hands them over, and the next `open()` waits for them.  The read-ahead
+        starts no slow-cadence thread: the next `open()` (the poller's) does, so that its
+        first pass (PCIe reads that hold NVML 20 ms each, GPM, energy) neither delays the
+        first sample nor competes with the UI's imports."""
         if self._prefetch is not None or self.info is not None:
             return
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
@@ -181,9 +187,9 @@ class NvmlSource:
         if self._prefetch is not None:
             self._prefetch.join()
             self._prefetch = None
-        if self.info is not None:
-            return self.info
-        return self._open()
+        info = self.info if self.info is not None else self._open()
+        self._start_slow()
+        return info
 
     def _open(self) -> MachineInfo:
         hostname = os.uname().nodename  # (no `socket` import just for this)
@@ -213,12 +219,17 @@ class NvmlSource:
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
-        if self._slow_enabled:
-            self.gpm = GpmSampler(self._nvml)
-            self._xid_watch = XidWatch(self._nvml, self._handles, self._lost)
-            self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
-            self._slow_thread.start()
         return self.info
+
+    def _start_slow(self) -> None:
+        """The slow-cadence thread (PCIe, energy, per-process utilization, GPM, Xids), once,
+        on an open NVML with `slow=True`."""
+        if not self._slow_enabled or self._slow_thread is not None or self._nvml is None:
+            return
+        self.gpm = GpmSampler(self._nvml)
+        self._xid_watch = XidWatch(self._nvml, self._handles, self._lost)
+        self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
+        self._slow_thread.start()
 
     def read_topology(self) -> Topology | None:
         """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
@@ -355,6 +366,10 @@ class NvmlSource:
         with self._slow_lock:
             slow = self._slow.get(i)
             util = dict(slow.proc_util) if slow else {}
+            if merged:
+                self._idle_gpus.discard(i)
+            else:
+                self._idle_gpus.add(i)
         out = []
         for pid, e in merged.items():
             kinds = e["kinds"]
@@ -425,7 +440,74 @@ class NvmlSource:
                 if i not in self._lost
             )
 
-    def _slow_sample(self, i: int, h: Any) -> SlowValues:
+    def read_slow_once(self, gpm_window: float | None = None) -> None:
+        """For a one-shot reader (`gputui snapshot`) without the slow thread: the slow-cadence
+        values read once, now, on this thread, for the next `sample()`.  With `gpm_window`
+        (seconds), GPM is measured over that window too: each GPU's first GPM sample is
+        taken before the slow reads and its second `gpm_window` after it, so the reader
+        waits for the longer of the reads and the window, not for both."""
+        if self._nvml is None:
+            return
+        handles = [(i, h) for i, h in enumerate(self._handles) if i not in self._lost and h is not None]
+        opened: dict[int, float] = {}
+        if gpm_window is not None:
+            if self.gpm is None:
+                self.gpm = GpmSampler(self._nvml)
+            for i, h in handles:
+                if i in self._mig_enabled:
+                    continue  # its instances are known after the reads: sampled there
+                try:
+                    if self._gpm_sample(i, h, None) is None:  # a window opened
+                        opened[i] = time.monotonic()
+                except GpuLost:
+                    self._lost.add(i)
+        for i, h in handles:
+            if i in self._lost:
+                continue
+            try:
+                values = self._slow_sample(i, h, gpm=gpm_window is not None and i not in opened)
+            except GpuLost:
+                self._lost.add(i)
+                continue
+            if values.fields.get("gpm") is None and gpm_window is not None and i not in opened:
+                opened[i] = time.monotonic()  # a MIG GPU's windows opened in the reads
+            with self._slow_lock:
+                self._slow[i] = values
+        self.slow_passes += 1
+        for i, h in handles:
+            if i not in opened or i in self._lost:
+                continue
+            time.sleep(max(0.0, opened[i] + (gpm_window or 0.0) - time.monotonic()))
+            mig = self._slow[i].fields.get("mig_devices", ())
+            try:
+                gpm = self._gpm_sample(i, h, mig)
+            except GpuLost:
+                self._lost.add(i)
+                continue
+            with self._slow_lock:
+                self._slow[i].fields["gpm"] = gpm
+        if opened:
+            self.slow_passes += 1
+
+    def _gpm_sample(self, i: int, h: Any, mig: Any) -> Any:
+        """GPU i's next GPM sample (None: its first window just opened); `mig` its MIG
+        devices when it is in MIG mode."""
+        assert self.gpm is not None
+        dev = self._devices[i] if i < len(self._devices) else None
+        arch = dev.architecture if dev else None
+        return self.gpm.sample(
+            i,
+            h,
+            architecture=arch,
+            arch_code=_ARCHITECTURE_CODES.get(arch or ""),
+            mig_instances=(
+                tuple(sorted({m.gpu_instance_id for m in mig or () if m.gpu_instance_id is not None}))
+                if i in self._mig_enabled
+                else None
+            ),
+        )
+
+    def _slow_sample(self, i: int, h: Any, *, gpm: bool = True) -> SlowValues:
         nv = self._nvml
         assert nv is not None
 
@@ -434,10 +516,16 @@ class NvmlSource:
 
         with self._slow_lock:
             prev = self._slow.get(i) or SlowValues()
+            idle = i in self._idle_gpus
         now_us = int(time.time() * 1e6)
-        since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
-        samples = q("nvmlDeviceGetProcessUtilization", since) or ()
-        util = process_utilization(samples, since)
+        if idle:  # no process at the last tick: nothing to read; unknown (not 0) until read
+            util: dict[int, tuple[int, int, int, int]] = {}
+            seen_us = 0
+        else:
+            since = prev.last_seen_us or now_us - int(self.slow_interval * 1e6)
+            samples = q("nvmlDeviceGetProcessUtilization", since) or ()
+            util = process_utilization(samples, since)
+            seen_us = now_us
         counters = self._nvlink_counters.setdefault(i, NvLinkCounters())
         nvl_rx, nvl_tx, link_rx, link_tx = nvlink_throughput(nv, i, h, counters)
         fields = SlowFields(**self._reads(i, h, NVML_READS["slow"]))  # type: ignore[typeddict-item]
@@ -464,21 +552,9 @@ class NvmlSource:
         if rare is None or rare_pass:
             rare = SlowFields(**self._reads(i, h, NVML_READS["rare"]))  # type: ignore[typeddict-item]
         fields.update(rare)  # (between their passes, the last values stand)
-        if self.gpm is not None:
-            dev = self._devices[i] if i < len(self._devices) else None
-            arch = dev.architecture if dev else None
-            fields["gpm"] = self.gpm.sample(
-                i,
-                h,
-                architecture=arch,
-                arch_code=_ARCHITECTURE_CODES.get(arch or ""),
-                mig_instances=(
-                    tuple(sorted({m.gpu_instance_id for m in mig if m.gpu_instance_id is not None}))
-                    if i in self._mig_enabled
-                    else None
-                ),
-            )
-        return SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=now_us)
+        if gpm and self.gpm is not None:
+            fields["gpm"] = self._gpm_sample(i, h, mig)
+        return SlowValues(fields=fields, rare=rare, proc_util=util, last_seen_us=seen_us)
 
     def notes(self) -> list[str]:
         return self._nvml.notes if self._nvml else []

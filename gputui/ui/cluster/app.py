@@ -21,17 +21,17 @@ from textual.screen import Screen
 
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, published_hints, summarize
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.ui.base_app import BaseApp
 from gputui.ui.cluster.jobs import JobRow, JobScreen, job_row_line, stuck_jobs, title_width
 from gputui.ui.cluster.lines import FILTERS, SORTS, Row, row_line, rows, status_line, summary_line, visible
 from gputui.ui.cluster.lines import host_width as _host_width
 from gputui.ui.detail.charts import chart_lines
-from gputui.ui.overview.card import MIN_CARD_WIDTH, gpu_card
-from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, clean, line_len, pad, pad_line
+from gputui.ui.widgets.card import MIN_CARD_WIDTH, gpu_card
 from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.lines import LineWidget
+from gputui.ui.widgets.text import TextLines
 
 STATUS_TICK_S = 1.0
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from rich.style import Style
 
 from gputui.cluster.model import ClusterGpu, ClusterState, HostState, Summary, gpu_flags
-from gputui.telemetry.alerts import IdleRule
+from gputui.telemetry.alert_config import IdleRule
 from gputui.telemetry.model import CLOCK_EVENT_SLOWDOWN_MASK
 from gputui.ui.cards import events_line, metric, short_name, temp_color
 from gputui.ui.render import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, ClassVar, cast
+from typing import TYPE_CHECKING, ClassVar
 
 from textual import events
 from textual.app import ComposeResult
@@ -20,6 +20,7 @@ from textual.screen import Screen
 
 from gputui.telemetry.hints import Hint, with_spinning
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
+from gputui.ui.context import LOCKED, PaneContext
 from gputui.ui.detail.charts import chart_lines, chart_metrics
 from gputui.ui.detail.lines import (
     activity_lines,
@@ -36,14 +37,13 @@ from gputui.ui.detail.lines import (
     process_lines,
     title_line,
 )
-from gputui.ui.overview.widgets import Banner, HeaderBar
 from gputui.ui.render import Line, S
 from gputui.ui.widgets.footer import KeyFooter
+from gputui.ui.widgets.header import Banner, HeaderBar
 from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
-    from gputui.ui.app import GpuTuiApp
 
 CHART_PERIOD = 2.0
 """Seconds between chart rebuilds while the view is open (a rebuild moves every point)."""
@@ -133,8 +133,10 @@ class DetailCharts(LineWidget):
         return chart_lines(dev, lambda gpu, metric: cache[(gpu, metric)], times, width, self.live)
 
 
-class GpuDetailScreen(Screen[None]):
-    """One GPU in full."""
+class GpuDetailScreen(Screen[str | None]):
+    """One GPU in full.  It knows the app only through what it is handed: the Hub, the
+    `PaneContext`, the facts and tick on screen, the header it mirrors and the tab keys.
+    It ends with `dismiss`: None (esc), or the id of the tab whose key was pressed."""
 
     DEFAULT_CSS = """
     GpuDetailScreen #detail-body { height: 1fr; scrollbar-size-vertical: 1; scrollbar-gutter: stable; }
@@ -146,33 +148,50 @@ class GpuDetailScreen(Screen[None]):
         Binding("right,l", "other(1)", "Next GPU", key_display="→", tooltip="Show the next GPU"),
     ]
 
-    def __init__(self, hub: Hub, index: int) -> None:
+    def __init__(
+        self,
+        hub: Hub,
+        index: int,
+        *,
+        context: PaneContext = LOCKED,
+        info: MachineInfo | None = None,
+        snapshot: Snapshot | None = None,
+        header: HeaderBar | None = None,
+        banner: str = "",
+        tabs: Mapping[str, str] | None = None,
+    ) -> None:
         super().__init__()
         self.hub = hub
         self.index = index
+        self.context = context
+        self.info = info
+        self.snapshot = snapshot
+        self.main_header = header
+        """The header of the screen below, which this one mirrors (None: its own only)."""
+        self.banner = banner
+        self.tabs = dict(tabs or {})
+        """Tab key -> pane id: such a key closes this view and shows that tab."""
 
     @property
-    def _app(self) -> GpuTuiApp:
-        return cast("GpuTuiApp", self.app)  # only the app pushes this screen
+    def live(self) -> bool:
+        source = self.context.sources.source
+        return bool(source is not None and source.live)
 
     def compose(self) -> ComposeResult:
         # everything is given its data here, so the first paint already has it (each later
         # change of a widget's height repaints the whole screen)
-        app = self._app
         header = HeaderBar(id="detail-header")
         self._copy_header(header)
         yield header
-        yield Banner(app.query_one(Banner).text, id="detail-banner")
+        yield Banner(self.banner, id="detail-banner")
         with VerticalScroll(id="detail-body"):
             facts = DetailFacts(self.index, id="detail-facts")
-            facts.info, facts.snapshot = app.info, app.snapshot
-            facts.hints, facts.live = (
-                with_spinning(self.hub.hints_by_gpu(), self.hub.health_report()),
-                bool(app.source.live),
-            )
+            facts.info, facts.snapshot = self.info, self.snapshot
+            facts.hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
+            facts.live = self.live
             yield facts
-            charts = DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
-            charts.info = app.info
+            charts = DetailCharts(self.hub, self.index, live=self.live, id="detail-charts")
+            charts.info = self.info
             yield charts
         yield KeyFooter()
 
@@ -180,9 +199,8 @@ class GpuDetailScreen(Screen[None]):
         self.query_one("#detail-body").can_focus = False
 
     def _copy_header(self, header: HeaderBar) -> None:
-        main = self._app.query_one(HeaderBar)
-        for name in ("info", "live", "label", "interval", "paused", "position", "timestamp", "alerts"):
-            setattr(header, name, getattr(main, name))
+        if self.main_header is not None:
+            header.mirror(self.main_header)
 
     def _sync_header(self) -> None:
         header = self.query_one("#detail-header", HeaderBar)
@@ -190,29 +208,29 @@ class GpuDetailScreen(Screen[None]):
         header.update_lines()
 
     def _refresh(self, *, charts: bool) -> None:
-        app = self._app
         facts = self.query_one(DetailFacts)
         if facts.index != self.index:
             facts.process_rows = 0
         facts.index = self.index
-        facts.info = app.info
-        facts.snapshot = app.snapshot
+        facts.info = self.info
+        facts.snapshot = self.snapshot
         facts.hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
         self._sync_header()
         facts.update_lines()
         chart = self.query_one(DetailCharts)
         chart.index = self.index
-        chart.info = app.info
+        chart.info = self.info
         if charts or time.monotonic() - chart.built_at >= CHART_PERIOD:
             chart.update_lines()
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         """A tick while this view is open (the app calls it instead of the hidden pane's)."""
+        self.info, self.snapshot = info, snapshot
         with self.app.batch_update():
             self._refresh(charts=False)
 
     def action_other(self, delta: int) -> None:
-        info = self._app.info
+        info = self.info
         if info is None or not info.devices:
             return
         self.index = (self.index + delta) % len(info.devices)
@@ -220,25 +238,11 @@ class GpuDetailScreen(Screen[None]):
         self._refresh(charts=True)
 
     def action_close(self) -> None:
-        app = self._app
-        app.pop_screen()
-        app.query_one(HeaderBar).update_lines()  # not updated while this view was open
-        if app.snapshot is not None:
-            app.current_pane().show_snapshot(app.info, app.snapshot)
+        self.dismiss(None)
 
     def on_key(self, event: events.Key) -> None:
         # a tab key closes this view and shows that tab
-        for pane in self._app.PANES:
-            if pane.TAB_KEY and event.key == pane.TAB_KEY:
-                event.stop()
-                self.action_close()
-                self._app.call_later(self._app.action_show_tab, pane.PANE_ID)
-                return
-
-
-def open_gpu_detail(app: GpuTuiApp, index: int) -> None:
-    """Push the detail view of GPU `index` (no-op without such a GPU)."""
-    info = app.info
-    if info is None or not 0 <= index < len(info.devices):
-        return
-    app.push_screen(GpuDetailScreen(app.hub, index))
+        pane_id = self.tabs.get(event.key)
+        if pane_id is not None:
+            event.stop()
+            self.dismiss(pane_id)

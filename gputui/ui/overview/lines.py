@@ -1,4 +1,4 @@
-"""The overview's content as lines: the board (cards or compact rows), the host panel, the header.
+"""The overview's content as lines: the board (cards or compact rows) and the host panel.
 
 Pure functions of the data (no Textual), so layouts are tested as text.
 """
@@ -6,14 +6,13 @@ Pure functions of the data (no Textual), so layouts are tested as text.
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rich.style import Style
 
 from gputui.config import CardConfig
-from gputui.telemetry.alerts import Alert, short_text
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.model import (
     DeviceInfo,
@@ -23,7 +22,6 @@ from gputui.telemetry.model import (
     MachineInfo,
 )
 from gputui.ui.cards import activity_items, boxed, events_line, join_items, kv, metric, short_name, temp_color
-from gputui.ui.overview.card import DEFAULT_CARD, MIN_CARD_WIDTH, SeriesFn, card_height, gpu_card
 from gputui.ui.render import (
     CYAN,
     GREEN,
@@ -45,6 +43,10 @@ from gputui.ui.render import (
     ratio,
     sparkline_rows,
 )
+from gputui.ui.widgets.card import DEFAULT_CARD, MIN_CARD_WIDTH, SeriesFn, card_height, gpu_card
+
+if TYPE_CHECKING:
+    from gputui.telemetry.alerts import Alert
 
 MAX_SPARK_ROWS = 6
 
@@ -78,6 +80,8 @@ def alert_label(alerts: Sequence[Alert] | None) -> str | None:
     """ "⚠ 86°C" (+N when there are more) for a GPU with active alerts."""
     if not alerts:
         return None
+    from gputui.telemetry.alerts import short_text  # (alerts exist: so does the engine)
+
     more = f" +{len(alerts) - 1}" if len(alerts) > 1 else ""
     return "⚠ " + short_text(alerts[0]) + more
 
@@ -316,77 +320,3 @@ def host_lines(host: HostSample | None, hostname: str, width: int, compact: bool
             [*mem, ("  ", None), *swap] if line_len(mem) + 2 + line_len(swap) <= inner else mem,
         ]
     return boxed(title, right, body, width)
-
-
-# --------------------------------------------------------------------------------------
-# header
-# --------------------------------------------------------------------------------------
-
-
-def header_line(
-    info: MachineInfo | None,
-    width: int,
-    *,
-    live: bool,
-    label: str,
-    interval: float,
-    paused: bool,
-    position: tuple[int, int] | None,
-    timestamp: float | None,
-    alerts: int = 0,
-) -> Line:
-    sys_ = info.system if info else None
-    left: Line = [(" gputui ", S.title)]
-    items: list[Line] = []
-    if sys_ and sys_.nvml_problem is not None:
-        items.append([(clean(sys_.hostname), S.value)])
-        items.append([("NVML unavailable", S.bad)])
-    elif sys_:
-        items.append([(clean(sys_.hostname), S.value)])
-        items.append(kv("driver", clean(sys_.driver_version or NA)))
-        items.append(kv("CUDA", clean(sys_.cuda_driver_version or NA)))
-        n = len(info.devices) if info else 0
-        items.append([(f"{n} GPU{'s' if n != 1 else ''}", S.label)])
-    if paused:
-        state: Line = [(" ⏸ PAUSED ", S.paused)]
-    elif live:
-        state = [("● live", S.live)]
-    else:
-        state = [("▶ replay", S.warn)]
-    if position is not None:
-        state.append((f" {position[0]}/{position[1]}", S.label))
-    state.append((f" every {interval:g}s", S.label))
-    when = ""
-    if timestamp is not None:
-        # live: the local wall clock; a recording: when it was recorded, in UTC so the same
-        # file reads the same everywhere
-        if live:
-            when = time.strftime("%H:%M:%S", time.localtime(timestamp))
-        else:
-            when = time.strftime("recorded %Y-%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
-            if width < 100:  # the banner already says it is recorded: room for the host
-                when = time.strftime("%m-%d %H:%M:%S UTC", time.gmtime(timestamp))
-    right: Line = [(when + " ", S.value)]
-    # by priority: active alerts, the state (live/replay/paused), the host, then driver, CUDA,
-    # GPU count; a less important item never takes the place of a more important one
-    priority = [*[1, 2, 3, 4][: len(items)], 0]
-    if alerts:
-        items.append([(f"⚠ {alerts} alert{'s' if alerts != 1 else ''}", S.warn)])
-        priority.insert(len(items) - 1, 0)
-    avail = width - line_len(left) - line_len(right) - 1
-    if avail < line_len(state) + 2:
-        right = []
-        avail = width - line_len(left) - 1
-    middle = join_items([*items, state], avail, "  ", priority, skip=False)
-    gap = width - line_len(left) - line_len(middle) - line_len(right)
-    return pad_line([*left, *middle, (" " * max(1, gap), None), *right], width)
-
-
-def banner_line(text: str, width: int) -> Line:
-    """The banner from "|"-separated parts, each starting with a priority digit: parts are
-    dropped whole, least important first, until the rest fit; shown in their given order."""
-    raw = [p.strip() for p in text.split("|") if p.strip()]
-    prio = [int(p[0]) if p[0].isdigit() else 9 for p in raw]
-    parts = [p[1:] if p[0].isdigit() else p for p in raw]
-    line = join_items([[(p, S.banner)] for p in parts], width - 2, " · ", prio)
-    return [(" ", S.banner), *pad_line(line, width - 1, S.banner)]

@@ -1,4 +1,5 @@
-"""The overview's widgets: the GPU board, the host panel, the header and the no-GPU panel."""
+"""The overview's widgets: the GPU board, the host panel and the no-GPU panel (the header and
+the banner every screen shows are in `gputui.ui.widgets.header`)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,9 @@ from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.cards import boxed
 from gputui.ui.messages import GpuSelected, OpenGpuDetail
-from gputui.ui.overview.card import card_height
-from gputui.ui.overview.lines import BoardLayout, banner_line, board_lines, header_line, host_lines
+from gputui.ui.overview.lines import BoardLayout, board_lines, host_lines
 from gputui.ui.render import NA, Line, S, clean
+from gputui.ui.widgets.card import card_height
 from gputui.ui.widgets.lines import LineWidget
 
 
@@ -213,56 +214,6 @@ class HostPanel(LineWidget):
     def build(self, width: int, height: int) -> list[Line]:
         host = self.snapshot.host if self.snapshot else None
         return host_lines(host, self.hostname, width, self.compact)
-
-
-class HeaderBar(LineWidget):
-    """One line: host, driver, CUDA, GPU count, live/replay/paused, and the time."""
-
-    DEFAULT_CSS = """
-    HeaderBar { height: 1; }
-    """
-
-    def __init__(self, *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.info: MachineInfo | None = None
-        self.live = True
-        self.label = ""
-        self.interval = 1.0
-        self.paused = False
-        self.position: tuple[int, int] | None = None
-        self.timestamp: float | None = None
-        self.alerts = 0
-        """How many alerts are active."""
-
-    def build(self, width: int, height: int) -> list[Line]:
-        return [
-            header_line(
-                self.info,
-                width,
-                live=self.live,
-                label=self.label,
-                interval=self.interval,
-                paused=self.paused,
-                position=self.position,
-                timestamp=self.timestamp,
-                alerts=self.alerts,
-            )
-        ]
-
-
-class Banner(LineWidget):
-    """The "recorded session" banner: nobody should mistake a replay for live data."""
-
-    DEFAULT_CSS = """
-    Banner { height: auto; }
-    """
-
-    def __init__(self, text: str = "", *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self.text = text
-
-    def build(self, width: int, height: int) -> list[Line]:
-        return [banner_line(self.text, width)] if self.text else []
 
 
 class NoGpuPanel(LineWidget):

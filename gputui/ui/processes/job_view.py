@@ -19,14 +19,11 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
-from gputui.telemetry.alerts import job_label
-from gputui.telemetry.health import duration
 from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.processes.lines import fmt_mem
-from gputui.ui.processes.nccl_lines import nccl_lines
-from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
+from gputui.ui.widgets.text import TextLines
 
 if TYPE_CHECKING:
     from textual.widget import Widget
@@ -52,6 +49,8 @@ def verdict_line(job: JobHealth, width: int) -> Line:
     """A job's verdict in `width` cells (one spare): who and what whole first ("stuck: rank 1
     (PID 815, GPU 1) is the one the others wait for"); the job's label and the `J` hint
     where they fit, the label before the hint; only then is the verdict itself cut."""
+    from gputui.telemetry.alerts import job_label  # (the engines' modules: not for the first frame)
+
     room = width - 1
     what = verdict_text(job)
     full = f" ⚠ {job_label(job)}: {what}"
@@ -100,6 +99,8 @@ def _pct(v: float | None) -> str:
 
 
 def _rank_cells(r: RankHealth, now: float) -> tuple[str, ...]:
+    from gputui.telemetry.health import duration
+
     since = "–" if r.state_since is None else duration(max(0.0, now - r.state_since))
     return (
         "?" if r.rank is None else str(r.rank),
@@ -160,6 +161,8 @@ there."""
 
 
 def title_section(job: JobHealth, now: float, width: int) -> list[Line]:
+    from gputui.telemetry.alerts import job_label
+
     return [[(" " + job_label(job), S.title), (f"  {len(job.ranks)} ranks", S.label)]]
 
 
@@ -180,6 +183,8 @@ def energy_section(job: JobHealth, now: float, width: int) -> list[Line]:
 
 def ranks_section(job: JobHealth, now: float, width: int) -> list[Line]:
     """The ranks side by side (the verdict's in its colour), then the ranks that have gone."""
+    from gputui.telemetry.health import duration
+
     named = set(job.verdict.pids) if job.verdict is not None else set()
     rows: list[tuple[tuple[str, ...], Style]] = [
         (_rank_cells(r, now), S.warn if r.pid in named else S.value) for r in job.ranks
@@ -244,6 +249,8 @@ class JobScreen(ModalScreen[None]):
         now, job = (report.timestamp if report else 0.0), self.job()
         lines = job_lines(job, now, width)
         if job is not None:  # NCCL's own view of the job (gputui.telemetry.nccl)
+            from gputui.ui.processes.nccl_lines import nccl_lines
+
             lines += nccl_lines(self.hub.nccl_view(), {r.pid for r in (*job.ranks, *job.exited)}, now, width)
         return lines
 
@@ -319,6 +326,7 @@ def open_job_stacks(opener: Widget, hub: Hub, key: tuple[str, ...], *, local: bo
     if job is None or not job.ranks:
         opener.notify("The job has no rank running.", markup=False)
         return
+    from gputui.telemetry.alerts import job_label
     from gputui.ui.processes.stacks_view import StacksScreen
 
     targets = [(r.pid, r.create_time) for r in job.ranks]

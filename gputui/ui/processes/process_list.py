@@ -38,8 +38,9 @@ from gputui.ui.processes.rows import (
     view_state_for,
 )
 from gputui.ui.processes.signals import SignalDesk
-from gputui.ui.processes.widgets import ProcessTable, SearchInput, TextLines
+from gputui.ui.processes.widgets import ProcessTable, SearchInput
 from gputui.ui.render import Line, S
+from gputui.ui.widgets.text import TextLines
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub

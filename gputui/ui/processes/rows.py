@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from gputui.telemetry.host.cmdline import readable_command
-from gputui.telemetry.host.jobs import job_label
-from gputui.telemetry.host.proctree import forest
 from gputui.telemetry.model import GpuProcess, Job, LauncherProcess, Snapshot
 from gputui.telemetry.process_metrics import PROCESS_METRIC, PROCESS_METRICS, ProcessMetric, sort_field
 from gputui.untrusted import literal  # the one rule: escapes
@@ -125,6 +123,8 @@ class RowBuilder:
         cmd, low = texts
         job = ""
         if p.job is not None:
+            from gputui.telemetry.host.jobs import job_label  # (cgroups: not for the first frame)
+
             job = self._jobs.get(p.job) or self._jobs.setdefault(p.job, literal(job_label(p.job)))
         user = p.user or ""
         return ProcessRow(
@@ -314,6 +314,8 @@ def arrange(
 
     def order(sibs: list[ProcessRow]) -> list[ProcessRow]:
         return sort_rows(sibs, state.sort_key, state.descending)
+
+    from gputui.telemetry.host.proctree import forest  # (tree mode only)
 
     out = []
     for r, prefix in forest([*tops, *shown], lambda r: r.key, parent_of, order):

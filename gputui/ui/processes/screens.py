@@ -21,9 +21,9 @@ from gputui.ui.processes.detail_lines import DetailData, detail_lines
 from gputui.ui.processes.lines import RowNote, fmt_mem
 from gputui.ui.processes.rows import Ident, ProcessRow, RowKey
 from gputui.ui.processes.sent import SignalTarget
-from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
 from gputui.ui.widgets.lines import LineWidget
+from gputui.ui.widgets.text import TextLines
 from gputui.untrusted import literal
 
 if TYPE_CHECKING:

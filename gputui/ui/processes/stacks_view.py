@@ -32,8 +32,8 @@ from gputui.safefile import save_new
 from gputui.stacks.dump import Background, dump_in_background
 from gputui.stacks.model import StackResult
 from gputui.stacks.render import text
-from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, clean, fit
+from gputui.ui.widgets.text import TextLines
 
 Target = tuple[int, "float | None"]
 

@@ -3,7 +3,6 @@ above it, the status line below it, and the search box."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -14,7 +13,7 @@ from textual.widgets import Input
 
 from gputui.ui.processes.lines import RowNote, column_spans, table_lines
 from gputui.ui.processes.rows import Column, Ident, ProcessRow, RowKey, ViewState, place_cursor
-from gputui.ui.render import Line, pad_line
+from gputui.ui.render import Line
 from gputui.ui.widgets.lines import LineWidget
 
 
@@ -178,22 +177,6 @@ class ProcessTable(LineWidget, can_focus=True):
                 self.cursor = top + body - 1
             self.cursor_key = self.rows[self.cursor].key
         self.update_lines()
-
-
-class TextLines(LineWidget):
-    """Lines set from outside (the summary, the notices, the status line)."""
-
-    DEFAULT_CSS = """
-    TextLines { height: auto; }
-    """
-
-    def __init__(self, builder: Callable[[int], list[Line]], *, id: str | None = None) -> None:
-        super().__init__(id=id)
-        self._builder = builder
-        """`builder(width) -> lines`, called whenever the widget redraws."""
-
-    def build(self, width: int, height: int) -> list[Line]:
-        return [pad_line(line, width) for line in self._builder(width)]
 
 
 class SearchInput(Input):

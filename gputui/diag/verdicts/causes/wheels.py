@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gputui.rules import version_tuple
+from gputui.rules.versions import version_tuple
 
 #: PyTorch wheel indexes: (CUDA version, index, newest torch published there or None if
 #: current).  Current torch (2.9+) publishes cu126, cu128 and cu130.

@@ -1,97 +1,16 @@
-"""Rules that gputui and its diagnosis children both apply, written once.
+"""`CUDA_VISIBLE_DEVICES` and `CUDA_DEVICE_ORDER` as CUDA reads them (`visible_devices`,
+`device_order`): one reading, shared by the monitor (`gputui.telemetry.cuda_visible`) and the
+diagnosis child (its visibility checks).
 
-Standard library only, Python 3.8+, no gputui imports: the children (`gputui/diag/probe/`,
-`gputui/diag/stress.py`) run in the interpreter being diagnosed and load this file by its
-path (`load_rules()` in the probe package); the app imports it as `gputui.rules`.
-
-- `CUDA_VISIBLE_DEVICES` as CUDA reads it (`visible_devices`), `CUDA_DEVICE_ORDER`'s values;
-- version strings (`version_tuple`);
-- the NVLink-multicast switches every child runs with (`MULTICAST_OFF`);
-- the NVML clock-event reasons that mean "slower than it should be" (`SLOWDOWN_REASONS`);
-- timestamps in UTC (`iso_utc`);
-- a child dying with the gputui that started it (`PARENT_VAR`, `die_with_parent`,
-  `tie_to_parent`).
+Standard library only, Python 3.8+, no gputui imports: the diagnosis children load this file by
+its path (`gputui/diag/probe/__init__.py`); gputui imports it as `gputui.rules.cuda_devices`.
 """
 
 from __future__ import annotations
 
-import math
-import os
 import re
-import signal
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-
-# --------------------------------------------------------------------------------------
-# versions
-# --------------------------------------------------------------------------------------
-
-_VERSION = re.compile(r"\s*(\d+)(?:\.(\d+))?")
-
-
-def version_tuple(text: object) -> tuple[int, int] | None:
-    """(major, minor) of a version string: "12.8" -> (12, 8), "12.8.1" -> (12, 8),
-    "13" -> (13, 0), "2.13.0+cpu" -> (2, 13); None when it does not start with a number."""
-    if text is None or isinstance(text, bool):
-        return None
-    m = _VERSION.match(str(text))
-    if m is None:
-        return None
-    return int(m.group(1)), int(m.group(2) or 0)
-
-
-# --------------------------------------------------------------------------------------
-# switches and masks
-# --------------------------------------------------------------------------------------
-
-#: NVLink multicast stays off in every child (NCCL, PyTorch symmetric memory, NVSHMEM): a
-#: diagnosis never needs it, and on shared multi-GPU hosts a program that uses it can put
-#: the GPUs out of service.
-MULTICAST_OFF: dict[str, str] = {
-    "NCCL_NVLS_ENABLE": "0",
-    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-    "NVSHMEM_DISABLE_NVLS": "1",
-}
-
-#: NVML clock-event (throttle) reason bits that mean the GPU runs slower than it should.
-SLOWDOWN_REASONS: tuple[tuple[int, str], ...] = (
-    (0x008, "HW slowdown"),
-    (0x020, "SW thermal"),
-    (0x040, "HW thermal"),
-    (0x080, "HW power brake"),
-)
-SLOWDOWN_MASK = 0
-for _bit, _name in SLOWDOWN_REASONS:
-    SLOWDOWN_MASK |= _bit
-
-
-def slowdown_names(mask: int | None) -> list[str]:
-    """The slowdown reasons set in an NVML clock-event mask."""
-    return [name for bit, name in SLOWDOWN_REASONS if (mask or 0) & bit]
-
-
-# --------------------------------------------------------------------------------------
-# time
-# --------------------------------------------------------------------------------------
-
-
-def iso_utc(ts: float) -> str | None:
-    """A Unix time as ISO 8601 in UTC to the second, with the "+00:00" suffix (what
-    `datetime.isoformat` writes, and what `datetime.fromisoformat` reads on every Python
-    version; "Z" only from 3.11).  None when the value is not a representable time."""
-    try:
-        if not math.isfinite(ts):
-            return None
-        return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime(ts))
-    except (OverflowError, OSError, ValueError, TypeError):
-        return None
-
-
-# --------------------------------------------------------------------------------------
-# CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
-# --------------------------------------------------------------------------------------
 
 #: The values of CUDA_DEVICE_ORDER that CUDA documents; anything else means the default.
 DEVICE_ORDERS = ("FASTEST_FIRST", "PCI_BUS_ID")
@@ -285,41 +204,3 @@ def device_order(value: str | None) -> tuple[str, str | None]:
         f"CUDA_DEVICE_ORDER={value!r} is neither of the values CUDA documents "
         f"({', '.join(DEVICE_ORDERS)}): CUDA uses its default, {DEFAULT_DEVICE_ORDER}"
     )
-
-
-# --------------------------------------------------------------------------------------
-# a child dies with the gputui that started it
-# --------------------------------------------------------------------------------------
-
-PR_SET_PDEATHSIG = 1
-
-PARENT_VAR = "GPUTUI_PARENT_PID"
-"""Set by gputui in the environment of a child it starts (diagnosis, stress): the PID the
-child must not outlive."""
-
-
-def die_with_parent(parent: int) -> bool:
-    """Ask the kernel to SIGKILL this process when its parent dies (SIGKILL of the parent
-    included); False when the parent is not `parent` any more (it died before the request:
-    the caller exits now).  The kernel watches the *thread* that started this process:
-    gputui starts its children from its main thread.  Linux only; elsewhere only the parent
-    check is made."""
-    if sys.platform.startswith("linux"):
-        import ctypes  # here: only children use it (not the monitor's start)
-
-        try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
-        except (OSError, AttributeError):
-            pass
-    return os.getppid() == parent
-
-
-def tie_to_parent() -> bool:
-    """In a child gputui started: die with it (`PARENT_VAR`), and take the variable out of
-    the environment so the child's own children (NCCL workers) are not tied to gputui.
-    False: gputui is gone already (exit now).  True without the variable (run by hand)."""
-    value = os.environ.pop(PARENT_VAR, "")
-    if not (value.isascii() and value.isdigit() and len(value) < 10):
-        return True
-    return die_with_parent(int(value))
