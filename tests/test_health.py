@@ -376,7 +376,7 @@ def test_rank_that_exited_is_named_with_its_time() -> None:
     v = job.verdict
     assert v is not None and v.kind == "exited" and v.pids == (457,)
     at = time.strftime("%H:%M:%S", time.gmtime(gone_ts))
-    assert v.short == f"rank 1 (PID 457, GPU 0) exited at {at} while the others wait"
+    assert v.short == f"rank 1 (PID 457, GPU 0) has gone (at {at}) while the others wait"
 
 
 def test_every_rank_waiting_is_stuck_since_when_they_all_began() -> None:

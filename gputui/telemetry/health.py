@@ -175,6 +175,11 @@ Ident = tuple[int, float | None]
 TICK_JITTER = 0.1
 """Seconds: a tick `cpu_window_seconds` old, give or take the timer's jitter, has left the window
 (at 1 s ticks and a 5 s window, always the last 5 ticks)."""
+TRACED_GRACE = 10.0
+"""Seconds a rank may be in state t (stopped by a tracer) and still count as what it was
+before: `py-spy dump` stops the process it reads for a moment (gputui's own stack reads
+included, bounded well under this), and a tick that lands then must not restart a wait or
+name a rank "stopped by a debugger".  Held longer, it is stopped (a debugger's breakpoint)."""
 
 
 class HealthEngine:
@@ -189,6 +194,7 @@ class HealthEngine:
         self._lowest_power: dict[int, float] = {}
         self._spin_since: dict[int, float] = {}
         self._state: dict[Ident, tuple[str, float]] = {}
+        self._cond: dict[Ident, str] = {}
         self._wait_since: dict[Ident, float] = {}
         self._cpu: dict[Ident, tuple[deque[float], deque[float]]] = {}
         self._slow_since: dict[Ident, float] = {}
@@ -300,7 +306,7 @@ class HealthEngine:
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
             self._exited.pop(key, None)
-        for d in (self._state, self._wait_since, self._cpu, self._slow_since, self._ranks):
+        for d in (self._state, self._cond, self._wait_since, self._cpu, self._slow_since, self._ranks):
             for ident in [k for k in d if k not in seen]:
                 del d[ident]
         out.sort(key=lambda j: j.key)
@@ -353,6 +359,9 @@ class HealthEngine:
             cond = "computing"
         else:
             cond = "unknown"
+        if p.state == "t" and state_since is not None and ts - state_since < TRACED_GRACE:
+            cond = self._cond.get(ident, "unknown")  # a tracer reads it for a moment: as it was
+        self._cond[ident] = cond
         if cond in WAITING:
             waiting_since: float | None = self._wait_since.setdefault(ident, ts)
         else:
@@ -409,8 +418,9 @@ class HealthEngine:
                 names = ", ".join(r.who for r in exited)
                 return JobVerdict(
                     "exited",
-                    f"{last.who} exited at {hms(last.exited_at or ts)} while the others wait",
-                    f"gone: {names}; the {len(ranks)} remaining rank(s) have {waited}: "
+                    f"{last.who} has gone (at {hms(last.exited_at or ts)}) while the others wait",
+                    f"gone: {names} (exited or killed: its exit status is its parent's to see); "
+                    f"the {len(ranks)} remaining rank(s) have {waited}: "
                     f"{_how_waiting(waiting)}",
                     last.exited_at,
                     tuple(r.pid for r in exited),
