@@ -5,6 +5,7 @@ stacks captured beside the recording.  Helpers to judge a slot as `[health] stuc
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from gputui.telemetry.health import HealthEngine
 from gputui.telemetry.health_report import HealthConfig, HealthReport, JobHealth
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import read_recording
+from gputui.telemetry.stack_evidence import StackEvidence
 
 MATRIX = FIXTURES / "h100-x4-matrix"
 CFG = HealthConfig(stuck_seconds=30, straggler_seconds=30, spin_seconds=30)
@@ -79,3 +81,61 @@ def judge(snaps: tuple[Snapshot, ...] | list[Snapshot], cfg: HealthConfig = CFG)
 
 def job_in(report: HealthReport, key: tuple[str, ...]) -> JobHealth | None:
     return next((j for j in report.jobs if j.key == key), None)
+
+
+# --------------------------------------------------------------------------------------
+# the py-spy stacks captured beside the recording (stacks-35.txt, stacks-55.txt)
+# --------------------------------------------------------------------------------------
+
+
+def stack_sections(path: Path) -> tuple[float, dict[int, bytes]]:
+    """(when the capture began, PID -> `py-spy dump --pid PID`'s output as captured) of one
+    stacks-*.txt (the --native dumps left out)."""
+    text = path.read_text()
+    first, *_ = text.splitlines()
+    taken = float(first.split()[1])
+    out: dict[int, bytes] = {}
+    for part in text.split("\n## ")[1:]:
+        head, _, body = part.partition("\n")
+        if not head.startswith("py-spy dump --pid "):
+            continue
+        kept = []
+        for line in body.splitlines():  # up to what follows the dump (nvidia-smi's table)
+            if line and not line.startswith(("Process ", "Python ", "Thread ", "    ", "Error", "Caused")):
+                break
+            kept.append(line)
+        out[int(head.split()[-1])] = "\n".join(kept).encode()
+    return taken, out
+
+
+def fixture_stacks(s: Slot) -> list[tuple[float, StackEvidence]]:
+    """The stacks of each capture of the slot, as the live sampler builds its evidence: the
+    same parser (`parse_text`) and the same reading (`rank_where`).  A dump that failed (the
+    stopped rank, a rank that had gone) is left out: the live path's reasons for those need
+    the process itself (its state then), which a text file does not hold."""
+    from gputui.stacks.dump import parse_text
+    from gputui.stacks.model import StackResult
+    from gputui.stacks.where import rank_where
+
+    created = {p.pid: p.create_time for t in s.ticks for p in t.processes}
+    out = []
+    for name in ("stacks-35.txt", "stacks-55.txt"):
+        taken, dumps = stack_sections(s.path / name)
+        ranks = []
+        for pid, raw in sorted(dumps.items()):
+            if not raw.startswith(b"Process ") or b"\nError: " in raw:
+                continue  # py-spy failed (it exits non-zero: the live path reads why)
+            res = StackResult(pid, created.get(pid), threads=parse_text(raw, pid))
+            ranks.append(rank_where(res, taken))
+        out.append((taken, StackEvidence(tuple(ranks))))
+    return out
+
+
+def with_stacks(s: Slot) -> tuple[Snapshot, ...]:
+    """The slot's ticks with each capture's stacks in the first tick at or after it began, as
+    the live sampler would have put them (they were captured beside the recording, not in it)."""
+    ticks = list(s.ticks)
+    for taken, ev in fixture_stacks(s):
+        k = next(k for k, t in enumerate(ticks) if t.timestamp >= taken)
+        ticks[k] = dataclasses.replace(ticks[k], stacks=ev)
+    return tuple(ticks)

@@ -30,7 +30,7 @@ def recorded_fields() -> dict[str, list[str]]:
         if cls.__name__ in out:
             continue
         out[cls.__name__] = [f.name for f in dataclasses.fields(cls)]
-        for hint in typing.get_type_hints(cls, vars(model)).values():
+        for hint in typing.get_type_hints(cls).values():  # each in its own module (model imports some)
             stack = [hint]
             while stack:
                 t = stack.pop()

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import shutil
 import sys
 import threading
@@ -94,9 +95,11 @@ async def dump_async(
     native: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     py_spy: str | EllipsisType | None = ...,
+    text: bool = False,
 ) -> StackResult:
     """The stacks of one process, or why there are none.  `py_spy`: its path; None when it
-    is not installed; left out, found with `find_py_spy`."""
+    is not installed; left out, found with `find_py_spy`.  `text`: read py-spy's printed dump
+    (`parse_text`, as a person or a script captures it) instead of its JSON."""
     t0 = time.monotonic()
     pid, expected = (target, None) if isinstance(target, int) else target
     exe = find_py_spy() if py_spy is ... else py_spy
@@ -151,7 +154,7 @@ async def dump_async(
     if refused is not None:
         return result(**base, missing=missing(Reason.PTRACE_REFUSED, refused[0], hint=refused[1]))
 
-    argv = [exe, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
+    argv = [exe, "dump", "--pid", str(pid), *([] if text else ["--json"]), *(["--native"] if native else [])]
     rc, out, err, timed_out = await _run(argv, timeout)
 
     after = _start_time(pid)
@@ -174,7 +177,7 @@ async def dump_async(
     detail = _error_line(err)
     if rc == 0 and out is not None:
         try:
-            threads = parse_dump(out, pid)
+            threads = parse_text(out, pid) if text else parse_dump(out, pid)
         except ValueError as exc:
             return result(
                 **base,
@@ -350,6 +353,66 @@ def parse_dump(data: bytes, pid: int) -> tuple[ThreadStack, ...]:
     return tuple(main + [t for t in threads if t not in main])
 
 
+_THREAD_LINE = re.compile(r'Thread (0x[0-9A-Fa-f]+|\d+) \((idle|active|active\+gil)\)(?:: "(.*)")?$')
+
+
+def parse_text(data: bytes, pid: int) -> tuple[ThreadStack, ...]:
+    """py-spy's printed dump (`py-spy dump --pid N`, no --json: "Thread 588 (idle):
+    "MainThread"", then a frame a line, innermost first, "    function (file:line)") as
+    `parse_dump` gives it: frames in call order, the main thread first.  Locals (deeper lines)
+    are skipped.  ValueError when it is not py-spy's dump."""
+    lines = data.decode("utf-8", "replace").splitlines()
+    if not lines or not lines[0].startswith("Process "):
+        raise ValueError("not py-spy's dump (no 'Process' line)")
+    threads: list[ThreadStack] = []
+    frames: list[Frame] = []
+    head: re.Match[str] | None = None
+
+    def close() -> None:
+        if head is not None and len(threads) < MAX_THREADS:
+            tid = head.group(1)
+            os_tid = int(tid) if tid.isdigit() and len(tid) < 12 else None
+            name = head.group(3)
+            threads.append(
+                ThreadStack(
+                    thread_id=int(tid, 16) if tid.startswith("0x") and len(tid) < 20 else os_tid or 0,
+                    os_thread_id=os_tid,
+                    name=name[:MAX_TEXT] if name is not None else None,
+                    active=head.group(2) != "idle",
+                    owns_gil=head.group(2) == "active+gil",
+                    frames=tuple(reversed(frames[:MAX_FRAMES])),
+                )
+            )
+
+    for line in lines[1:]:
+        m = _THREAD_LINE.match(line)
+        if m is not None:
+            close()
+            head, frames = m, []
+        elif head is not None and line.startswith("    ") and not line.startswith("     "):
+            frames.append(_text_frame(line[4:]))
+    close()
+    main = [t for t in threads if t.os_thread_id == pid] or [t for t in threads if t.name == "MainThread"][:1]
+    return tuple(main + [t for t in threads if t not in main])
+
+
+def _text_frame(line: str) -> Frame:
+    """ "function (file:line)" or "function (file)" (a native frame, or no line)."""
+    func, sep, loc = line.rpartition(" (")
+    if not sep or not loc.endswith(")"):
+        return Frame(function=line[:MAX_TEXT], file="?", line=None, path="?")
+    loc = loc[:-1]
+    file, colon, num = loc.rpartition(":")
+    if not (colon and num.isdigit() and len(num) < 10):
+        file, num = loc, ""
+    return Frame(
+        function=func[:MAX_TEXT],
+        file=file[:MAX_TEXT],
+        line=int(num) if num and int(num) > 0 else None,
+        path=file[:MAX_TEXT],
+    )
+
+
 async def dump_many_async(
     targets: Iterable[Target],
     *,
@@ -358,6 +421,7 @@ async def dump_many_async(
     py_spy: str | EllipsisType | None = ...,
     parallel: int = PARALLEL,
     on_result: Callable[[StackResult], None] | None = None,
+    text: bool = False,
 ) -> tuple[StackResult, ...]:
     """The stacks of several processes, at most `parallel` dumps at once, in the order given;
     `on_result` is called with each as it arrives (on the loop's thread).  Cancelling kills
@@ -367,7 +431,7 @@ async def dump_many_async(
 
     async def one(target: Target) -> StackResult:
         async with gate:
-            res = await dump_async(target, native=native, timeout=timeout, py_spy=exe)
+            res = await dump_async(target, native=native, timeout=timeout, py_spy=exe, text=text)
         if on_result is not None:
             on_result(res)
         return res
@@ -383,11 +447,18 @@ def dump_many(
     py_spy: str | EllipsisType | None = ...,
     parallel: int = PARALLEL,
     on_result: Callable[[StackResult], None] | None = None,
+    text: bool = False,
 ) -> tuple[StackResult, ...]:
     """`dump_many_async`, blocking (for the command line, or a thread with no event loop)."""
     return asyncio.run(
         dump_many_async(
-            targets, native=native, timeout=timeout, py_spy=py_spy, parallel=parallel, on_result=on_result
+            targets,
+            native=native,
+            timeout=timeout,
+            py_spy=py_spy,
+            parallel=parallel,
+            on_result=on_result,
+            text=text,
         )
     )
 
@@ -407,11 +478,12 @@ class Background:
         native: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         py_spy: str | EllipsisType | None = ...,
+        text: bool = False,
     ) -> None:
         self._targets = tuple(targets)
         self._on_result = on_result
         self._on_done = on_done
-        self._kw: dict[str, Any] = {"native": native, "timeout": timeout, "py_spy": py_spy}
+        self._kw: dict[str, Any] = {"native": native, "timeout": timeout, "py_spy": py_spy, "text": text}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[tuple[StackResult, ...]] | None = None
         self._started = threading.Event()

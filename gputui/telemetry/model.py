@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputui.rules import SLOWDOWN_MASK
+from gputui.telemetry.stack_evidence import StackEvidence  # recorded: Snapshot.stacks
 
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
@@ -552,5 +553,9 @@ class Snapshot:
     host: HostSample | None = None
     launchers: tuple[LauncherProcess, ...] = ()
     """The launchers of the GPU processes (their `launcher` PIDs), and theirs."""
+    stacks: StackEvidence | None = None
+    """Where the ranks of a suspected job are, read from their Python stacks since the previous
+    tick (gputui.telemetry.stack_evidence); None when none was read (a replay judges on
+    what was recorded, as the live run did)."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""

@@ -1,12 +1,12 @@
 """Recordings: a versioned JSON-lines file of static facts and one snapshot per tick.
 
-Format (version 6), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
+Format (version 7), one JSON object per line, UTF-8, optionally gzip-compressed (".gz"):
 
-  line 1   header  {"format": "gputui-recording", "version": 6, "created": ISO-8601,
+  line 1   header  {"format": "gputui-recording", "version": 7, "created": ISO-8601,
                     "gputui": "<version>", "interval": seconds, "derived": null | {...},
                     "note": str | null, "machine": MachineInfo}
   line 2+  tick    Snapshot: {"seq", "timestamp", "gpus": [GpuSample], "processes":
-                    [GpuProcess], "host": HostSample}
+                    [GpuProcess], "host": HostSample, "stacks": StackEvidence}
 
 Objects use the field names of the dataclasses in `gputui.telemetry.model`; a field that
 is absent takes its default (None for every measured value), so fields equal to their
@@ -16,10 +16,12 @@ the file name, line number and the field's path, so a hand-edited file fails lou
 Versions: 2 added `GpuSample.gpm` (GPM activity); 3 added `GpuProcess.state` (the process's
 R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clock`; 5 added
 `GpuProcess.worker_cpu` (its child processes' CPU); 6 added `Job.owner` (a rootless
-container's user, with `Job.source` "rootless"). Older files read as they are (no GPM, no
-state, no workers: N/A). A file of a newer version than this gputui knows is refused with
-"upgrade gputui": since readers reject unknown fields, a version-2 reader would otherwise
-fail on the first process's `state` with a message that does not say what to do."""
+container's user, with `Job.source` "rootless"); 7 added `Snapshot.stacks` (where the ranks
+of a suspected job were, from their Python stacks: the evidence behind a verdict). Older files
+read as they are (no GPM, no state, no workers, no stacks: N/A). A file of a newer version
+than this gputui knows is refused with "upgrade gputui": since readers reject unknown fields,
+a version-2 reader would otherwise fail on the first process's `state` with a message that
+does not say what to do."""
 
 from __future__ import annotations
 
@@ -50,8 +52,8 @@ from gputui.telemetry.model import GpuSample, MachineInfo, Snapshot, Topology
 from gputui.untrusted import escaped, label
 
 FORMAT_NAME = "gputui-recording"
-FORMAT_VERSION = 6
-READABLE_VERSIONS = (1, 2, 3, 4, 5, 6)
+FORMAT_VERSION = 7
+READABLE_VERSIONS = (1, 2, 3, 4, 5, 6, 7)
 """Versions this gputui reads: each later version only added fields with defaults."""
 
 MAX_LINE_CHARS = 8 * 2**20
