@@ -1374,8 +1374,8 @@ MUTATIONS: list[Mutation] = [
     # ---- job health outside the TUI (issue 26) -----------------------------------------
     Mutation(
         "job-stuck-alert-ignores-culprit",
-        "gputui/telemetry/alerts.py",
-        'STUCK_VERDICTS = ("stuck", "culprit", "exited")',
+        "gputui/telemetry/health_report.py",
+        'STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled")',
         'STUCK_VERDICTS = ("stuck",)',
         ("tests/test_job_stuck_alert.py", "tests/test_export_health.py"),
         "the job_stuck alert and gputui_job_stuck miss the rank the others wait for",

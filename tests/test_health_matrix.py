@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from matrix_support import CFG, job_in, judge, slot
+import pytest
+from matrix_support import CFG, job_in, judge, slot, with_stacks
+
+from gputui.telemetry.health_report import JobVerdict
 
 
 def test_the_fixture_is_real() -> None:
@@ -84,3 +87,123 @@ def test_a_rank_held_in_state_t_past_the_grace_is_stopped() -> None:
         want = "spinning" if held < TRACED_GRACE else "stopped"
         assert rank0.condition == want, (held, rank0.condition)
     assert CFG.stuck_seconds == 30
+
+
+# --------------------------------------------------------------------------------------
+# look before blaming: the stacks captured beside the recordings, injected at their tick
+# --------------------------------------------------------------------------------------
+
+NEVER_NAMED = {
+    # (slot, job): the ranks that wait, by the truth: never the cause
+    ("1-healthy-stopped", "b"): (1265,),
+    ("3-mismatch-slow-gpu", "a"): (2226, 2227),
+    ("3-mismatch-slow-gpu", "b"): (2266,),
+    ("4-slow-host-loader-stall", "a"): (2718,),
+    ("4-slow-host-loader-stall", "b"): (2732,),
+    ("5-checkpoint-healthy", "a"): (3209,),
+}
+
+
+@pytest.mark.parametrize("stacks", [False, True], ids=["recording", "with-stacks"])
+@pytest.mark.parametrize(("name", "job"), sorted(NEVER_NAMED))
+def test_a_rank_that_waits_is_never_named(name: str, job: str, stacks: bool) -> None:
+    s = slot(name)
+    for r in judge(with_stacks(s) if stacks else s.ticks):
+        j = job_in(r, s.key(job))
+        if j is not None and j.verdict is not None:
+            assert not set(j.verdict.pids) & set(NEVER_NAMED[(name, job)]), (r.timestamp, j.verdict)
+
+
+@pytest.mark.parametrize("stacks", [False, True], ids=["recording", "with-stacks"])
+@pytest.mark.parametrize(("name", "job"), [("1-healthy-stopped", "a"), ("5-checkpoint-healthy", "b")])
+def test_a_healthy_job_never_gets_a_verdict(name: str, job: str, stacks: bool) -> None:
+    s = slot(name)
+    for r in judge(with_stacks(s) if stacks else s.ticks):
+        j = job_in(r, s.key(job))
+        assert j is not None and j.verdict is None, (r.timestamp, j)
+
+
+def _verdicts(name: str, job: str, stacks: bool) -> list[tuple[float, JobVerdict]]:
+    s = slot(name)
+    out = []
+    for r in judge(with_stacks(s) if stacks else s.ticks):
+        j = job_in(r, s.key(job))
+        if j is not None and j.verdict is not None:
+            out.append((r.timestamp, j.verdict))
+    return out
+
+
+def test_mismatched_collectives_by_the_stacks() -> None:
+    """Rank 0 all_reduces, rank 1 recv(src=0): rank 0's GPU spins, rank 1's host busy-waits
+    in NCCL's connection setup (state R, 99 % CPU, GPU idle).  Its stack says recv: it waits
+    too, and the verdict says where each waits."""
+    got = _verdicts("3-mismatch-slow-gpu", "a", stacks=True)
+    assert got
+    v = got[-1][1]
+    assert v.kind == "mismatch" and v.pids == ()
+    assert v.short == (
+        "mismatched collectives: rank 0 waits in synchronize (scenario.py:128), "
+        "rank 1 in recv (scenario.py:124)"
+    )
+    assert "irecv (torch/distributed/distributed_c10d.py:2597) ← recv" in v.why
+    fault = slot("3-mismatch-slow-gpu").fault("a")
+    assert fault is not None and got[0][0] - fault <= 30 + 5 + 2  # stuck_seconds after the wait began
+    assert {v.kind for _, v in got} <= {"stalled", "mismatch"}  # before the stack came: nobody named
+
+
+def test_mismatch_without_stacks_names_nobody_and_says_what_was_not_read() -> None:
+    """As at 79fe210 the recording alone: rank 1 busy on its host is not named on its CPU."""
+    (_, v), *_ = reversed(_verdicts("3-mismatch-slow-gpu", "a", stacks=False))
+    assert v.kind == "stalled" and v.pids == ()
+    assert "rank 1 (PID 2227, GPU 1) is busy on its host with its GPU idle (state R, CPU 99 %" in v.why
+    assert "was not read" in v.why
+
+
+def test_a_data_loader_stall_names_the_rank_in_its_loader() -> None:
+    """Job b: rank 1's DataLoader workers stall 45 s; rank 1 sleeps on its loader's queue
+    (state S, 0 % CPU, GPU idle: it reads as blocked), rank 0's GPU spins.  By its stack,
+    rank 1 is the one the others wait for."""
+    got = _verdicts("4-slow-host-loader-stall", "b", stacks=True)
+    v = got[-1][1]
+    assert v.kind == "culprit" and v.pids == (2733,)
+    assert v.short == (
+        "rank 1 (PID 2733, GPU 3) is the one the others wait for: "
+        "waiting for its data loader (scenario.py:110)"
+    )
+    assert "Queue.get (multiprocessing/queues.py:113)" in v.why
+    # without the stacks it reads as every rank waiting: stuck, saying where was not read
+    plain = _verdicts("4-slow-host-loader-stall", "b", stacks=False)
+    assert plain and all(v.kind == "stuck" and "was not read" in v.why for _, v in plain)
+
+
+def test_a_checkpoint_is_said_or_said_to_be_unknown() -> None:
+    """Job a: rank 0 writes a checkpoint 45 s (torch.save in a loop: states D, R, S, ~50 %
+    CPU, GPU idle) while rank 1 waits in a barrier (its GPU spinning).  With its stack: "is
+    writing a checkpoint?"; without: nobody named, and the verdict says it cannot tell."""
+    v = _verdicts("5-checkpoint-healthy", "a", stacks=True)[-1][1]
+    assert v.kind == "culprit" and v.pids == (3208,)
+    assert v.short == "rank 0 (PID 3208, GPU 0) is writing a checkpoint? (torch.save at scenario.py:70)"
+    plain = _verdicts("5-checkpoint-healthy", "a", stacks=False)
+    assert plain and all(v.kind == "stalled" and v.pids == () for _, v in plain)
+
+
+def test_the_stopped_rank_is_named_with_or_without_stacks() -> None:
+    for stacks in (False, True):
+        v = _verdicts("1-healthy-stopped", "b", stacks)[-1][1]
+        assert v.kind == "culprit" and v.pids == (1266,)
+        assert v.short == "rank 1 (PID 1266, GPU 3) is the one the others wait for"
+
+
+def test_the_verdict_asks_for_the_stacks_of_a_suspected_jobs_ranks() -> None:
+    """Half of stuck_seconds into the wait, the engine wants the job's ranks' stacks (the
+    stopped rank's not: py-spy cannot read a stopped process); never a healthy job's."""
+    s = slot("1-healthy-stopped")
+    reports = judge(s.ticks)
+    fault = s.fault("b")
+    assert fault is not None
+    asked = [r for r in reports if r.wanted]
+    assert asked and all({pid for pid, _ in r.wanted} == {1265} for r in asked)
+    first = asked[0].timestamp
+    waits = job_in(asked[0], s.key("b")).ranks[0].waiting_since
+    assert waits is not None and 15 <= first - waits < 17  # the first tick at or past 15 s
+    assert all(not r.wanted for r in reports if r.timestamp < first)

@@ -31,7 +31,7 @@ def _where(name: str, pid: int, capture: int = 0):
         # the slow host: rank 1 sleeps in its own loop (time.sleep has no Python frame)
         ("4-slow-host-loader-stall", 2719, "elsewhere", "main", "scenario.py:115"),
         # the checkpoint: rank 0 in torch.save, rank 1 in the barrier
-        ("5-checkpoint-healthy", 3208, "io", "save", "scenario.py:70"),
+        ("5-checkpoint-healthy", 3208, "io", "torch.save", "scenario.py:70"),
         ("5-checkpoint-healthy", 3209, "collective", "barrier", "scenario.py:120"),
         # the healthy job's ranks wait for their GPUs each step
         ("5-checkpoint-healthy", 3194, "gpu_sync", "synchronize", "scenario.py:128"),

@@ -32,8 +32,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
-from gputui.telemetry.alerts import STUCK_VERDICTS
-from gputui.telemetry.health_report import HealthReport
+from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.host.jobs import exporter_labels
 from gputui.telemetry.metric_types import Export

@@ -24,6 +24,12 @@ MAX_WORDS = 200
 """Characters kept of a function or file name (outside text: a name may be a megabyte)."""
 
 _IO_FILES = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors/")
+_IO_MODULES = {
+    "torch/serialization.py": "torch.",
+    "torch/distributed/checkpoint/": "torch.distributed.checkpoint.",
+    "safetensors/": "safetensors.",
+}
+"""How a checkpoint call is named: torch.save, torch.distributed.checkpoint.save, ..."""
 _COLLECTIVE_FILES = ("torch/distributed/", "deepspeed/comm/")
 _WRAPPER_FILES = ("torch/distributed/c10d_logger.py",)
 """torch.distributed's logging wrapper around every collective: not the call itself."""
@@ -89,7 +95,11 @@ def locate(threads: Sequence[ThreadStack]) -> tuple[str, str | None, str | None,
             inner = [g for g in frames[k:] if not _module_file(g).startswith(_WRAPPER_FILES)]
             call = inner[0] if inner else f
         site = _site(frames[k - 1]) if k > 0 else None
-        return place, _clip(call.function), site, shown
+        name = call.function
+        if place == "io":
+            path = _module_file(call)
+            name = next((m for f, m in _IO_MODULES.items() if path.startswith(f)), "") + name
+        return place, _clip(name), site, shown
     if not frames:
         return "elsewhere", None, None, ()
     last = frames[-1]

@@ -18,9 +18,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
 from gputui.telemetry.alerts import job_label
-from gputui.telemetry.health import duration
 from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.verdicts.words import duration
 from gputui.ui.processes.lines import fmt_mem
 from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
