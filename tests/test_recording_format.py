@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import sys
 import typing
 from pathlib import Path
 
@@ -30,7 +31,7 @@ def recorded_fields() -> dict[str, list[str]]:
         if cls.__name__ in out:
             continue
         out[cls.__name__] = [f.name for f in dataclasses.fields(cls)]
-        for hint in typing.get_type_hints(cls).values():  # each in its own module (model imports some)
+        for hint in typing.get_type_hints(cls, vars(sys.modules[cls.__module__])).values():
             stack = [hint]
             while stack:
                 t = stack.pop()

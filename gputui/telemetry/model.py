@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from gputui.rules import SLOWDOWN_MASK
+from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.stack_evidence import StackEvidence  # recorded: Snapshot.stacks
 
 # --------------------------------------------------------------------------------------
@@ -557,5 +558,10 @@ class Snapshot:
     """Where the ranks of a suspected job are, read from their Python stacks since the previous
     tick (gputui.telemetry.stack_evidence); None when none was read (a replay judges on
     what was recorded, as the live run did)."""
+    nccl: NcclView | None = None
+    """NCCL RAS's answers (gputui.telemetry.nccl), on the tick after a round of questions
+    ended (every ~10 s while a job of two ranks or more runs); None on the other ticks (the
+    Hub keeps the latest).  Where RAS was off or did not answer, the view's answers say why:
+    None never means "no problem"."""
     sample_cost: float | None = field(default=None, compare=False)
     """Seconds the source took to produce this snapshot (not recorded)."""
