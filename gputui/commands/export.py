@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client.registry import CollectorRegistry
 
     from gputui.export.prometheus import GpuCollector, metrics_app, serve
+    from gputui.stacks.sampler import for_source
     from gputui.telemetry.alerts import AlertEngine
     from gputui.telemetry.health import HealthEngine
     from gputui.telemetry.hints import HintEngine
@@ -99,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
         hints=HintEngine(settings.hints),
         health=HealthEngine(settings.health),
     )
+    hub.use_stacks(for_source(source.local_processes, settings.health))
 
     said: set[str] = set()
 
@@ -133,4 +135,5 @@ def run(args: argparse.Namespace) -> int:
     stop.wait()
     server.shutdown()
     poller.stop()
+    hub.use_stacks(None)
     return 0

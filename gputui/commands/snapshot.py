@@ -189,10 +189,13 @@ class _Judge:
     judged first (as the live run judged them), a live --watch builds up its own history."""
 
     def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
+        from gputui.stacks.sampler import Evidence, for_source
         from gputui.telemetry.health import HealthEngine
 
         self.config = load_config(args, PROG).config.health
         self.engine = HealthEngine(self.config)
+        watching = live and args.watch is not None  # a one-shot has no wait to look into
+        self.evidence = Evidence(self.engine, for_source(watching, self.config))
         self.first: float | None = None
         if not live:
             for snap in source.ticks[: source.position + 1]:  # those before the next sample
@@ -201,7 +204,8 @@ class _Judge:
     def _feed(self, snap: Any) -> Any:
         if self.first is None:
             self.first = snap.timestamp
-        return self.engine.update(snap)
+        self.evidence.judged(snap)
+        return self.engine.current
 
     def block(self, snap: Any) -> dict[str, Any]:
         from gputui.export.health_json import health_block
@@ -292,4 +296,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if args.watch is not None:
             source.close()
+        if judge is not None:
+            judge.evidence.close()
     return 0

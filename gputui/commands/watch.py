@@ -71,6 +71,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.config import Config
     from gputui.export.alert_command import AlertCommand, command_argv
     from gputui.export.snapshot import dumps
+    from gputui.stacks.sampler import for_source
     from gputui.telemetry.alerts import AlertEngine, AlertEvent, event_json
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.recording import RecordingError
@@ -98,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
     hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints, settings.health))
+    hub.use_stacks(for_source(source.local_processes, settings.health))
     hub.set_info(info)
     runner: AlertCommand | None = None
     if cmd:
@@ -168,4 +170,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if runner is not None:
             runner.close()
+        hub.use_stacks(None)
     return 0

@@ -15,6 +15,12 @@ class HealthConfig:
     enabled: bool = option(
         "judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True
     )
+    stacks: bool = option(
+        "before naming a rank of a job whose ranks wait, read where each rank is: its Python stack "
+        "(py-spy dump, a few ranks at a time, off the UI thread); off: a rank busy on its host is "
+        "never named",
+        True,
+    )
     spin_seconds: float = option(
         "how long a GPU must show the spinning signature before it counts as waiting in a collective",
         120.0,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
 from gputui.telemetry.health import HealthEngine
@@ -16,6 +17,9 @@ from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
+
+if TYPE_CHECKING:
+    from gputui.stacks.sampler import StackSampler
 
 
 class Hub:
@@ -36,6 +40,8 @@ class Hub:
         self.health = health
         """Job health, evaluated on every published snapshot when set (before the alerts,
         whose job_stuck rule reads its verdicts)."""
+        self.stacks: StackSampler | None = None
+        """Reads the stacks the verdicts want (this machine's processes only: `use_stacks`)."""
         self.lock = threading.Lock()
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
@@ -57,8 +63,18 @@ class Hub:
         for listener in self._info_listeners:
             listener(info)
 
+    def use_stacks(self, sampler: StackSampler | None) -> None:
+        """Read the ranks' stacks the verdicts want with `sampler` (for a live source of this
+        machine's processes; None for a replay, whose snapshots carry their own)."""
+        old, self.stacks = self.stacks, sampler
+        if old is not None and old is not sampler:
+            old.close()
+
     def publish(self, snap: Snapshot) -> None:
         events: list[AlertEvent] = []
+        stacks = self.stacks
+        if stacks is not None:
+            snap = stacks.attach(snap)
         with self.lock:
             self.history.append(snap)
             self.latest = snap
@@ -71,11 +87,20 @@ class Hub:
                 events = self.alerts.update(self.info, snap, report)
             if self.hints is not None:
                 self.hints.update(snap)
+            wanted = self._wanted() if stacks is not None else ()
+        if stacks is not None and wanted:
+            stacks.want(wanted)
         for listener in self._listeners:
             listener(snap)
         if events:
             for on_events in self._alert_listeners:
                 on_events(events)
+
+    def _wanted(self) -> tuple[tuple[int, float | None], ...]:
+        """The stacks the verdicts of this tick want (the view's engine, else the alerts')."""
+        if self.health is not None and self.health.config.enabled:
+            return self.health.current.wanted
+        return self.alerts.health.current.wanted if self.alerts is not None else ()
 
     def active_alerts(self) -> dict[str, Alert]:
         """The alerts firing now (an immutable view: the engine replaces it every tick)."""

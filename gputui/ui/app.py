@@ -19,6 +19,7 @@ from textual.widgets import ContentSwitcher
 
 from gputui.config import Config
 from gputui.serve.child import pipes_alive
+from gputui.stacks.sampler import for_source
 from gputui.state import LAYOUTS, Filters, SavedState, portable
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.health import HealthEngine
@@ -293,6 +294,7 @@ class GpuTuiApp(BaseApp[int]):
         gen = self.generation
         self.hub.reset()
         source = self.source
+        self.hub.use_stacks(for_source(source.local_processes, self.config.health))
 
         def where() -> tuple[int, int] | None:
             """(the tick just sampled, 1-based; the recording's ticks); None when live."""
@@ -577,3 +579,6 @@ def kill_children(wait: float) -> None:
     stacks = sys.modules.get("gputui.ui.processes.stacks_view")
     if stacks is not None:  # py-spy children of a stacks screen still dumping
         stacks.cancel_all(wait)
+    sampler = sys.modules.get("gputui.stacks.sampler")
+    if sampler is not None:  # py-spy children reading a suspected job's ranks for its verdict
+        sampler.close_all()
