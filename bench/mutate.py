@@ -57,6 +57,8 @@ JOB_GUARDS = "tests/test_job_kill_guards.py"
 ATTRIBUTION = "tests/test_job_attribution.py"
 CPU_WINDOW = "tests/test_health_cpu_window.py"
 NCCL = "tests/test_health_nccl.py"
+RAS_CLIENT = "tests/test_nccl_client.py"
+RAS_FINDINGS = "tests/test_nccl_findings.py"
 UNTRUSTED_TESTS = ("tests/test_untrusted.py", "tests/test_render.py", "tests/test_process_lines.py")
 
 MUTATIONS: list[Mutation] = [
@@ -1718,6 +1720,87 @@ MUTATIONS: list[Mutation] = [
         '            out = _pids(_read(f"{proc}/{pid}/task/{pid}/children"))\n        except OSError:\n            return [], forking',
         ("tests/test_workers.py",),
         "a rank that ended between two reads is shown as having no children, not None",
+    ),
+    # ---- NCCL RAS (issue 32): where gputui connects, what it reads, what it concludes ------
+    Mutation(
+        "ras-any-address",
+        "gputui/telemetry/nccl/client.py",
+        "    if ip.is_loopback or str(ip) in local_addresses:",
+        "    if True:",
+        (RAS_CLIENT,),
+        "an NCCL_RAS_ADDR of another machine (a rank's environment, a user's choice) is contacted",
+    ),
+    Mutation(
+        "ras-name-looked-up",
+        "gputui/telemetry/nccl/client.py",
+        "        return refused  # a name: never looked up",
+        "        return RasTarget(shown, (host,), port)",
+        (RAS_CLIENT,),
+        "a host name from a rank's environment is resolved and contacted",
+    ),
+    Mutation(
+        "ras-answer-uncapped",
+        "gputui/telemetry/nccl/client.py",
+        "        while len(data) <= cap:",
+        "        while True:",
+        (RAS_CLIENT,),
+        "an answer of any size is read into memory",
+    ),
+    Mutation(
+        "ras-no-total-deadline",
+        "gputui/telemetry/nccl/client.py",
+        "    end = t0 + deadline\n",
+        "    end = t0 + deadline + 3600\n",
+        (RAS_CLIENT,),
+        "a service trickling its answer a byte at a time holds the query for ever",
+    ),
+    Mutation(
+        "ras-ranks-uncapped",
+        "gputui/telemetry/nccl/model.py",
+        "    keep = min(len(items), MAX_RANKS, budget.left)",
+        "    keep = len(items)",
+        ("tests/test_nccl_model.py",),
+        "an answer listing thousands of ranks is kept whole",
+    ),
+    Mutation(
+        "ras-unknown-count-as-zero",
+        "gputui/telemetry/nccl/findings.py",
+        "        known = [(r, n) for r in c.ranks if (n := r.count(coll)) is not None]",
+        "        known = [(r, r.count(coll) or 0) for r in c.ranks]",
+        (RAS_FINDINGS,),
+        "a rank whose count RAS did not report is read as 0 and called behind",
+    ),
+    Mutation(
+        "ras-lag-of-one-ignored",
+        "gputui/telemetry/nccl/findings.py",
+        "        behind = [(r, n) for r, n in known if n < lead]",
+        "        behind = [(r, n) for r, n in known if n < lead - 1]",
+        (RAS_FINDINGS,),
+        "a rank one collective behind (the real deadlock) is not reported",
+    ),
+    Mutation(
+        "ras-unnamed-missing-dropped",
+        "gputui/telemetry/nccl/findings.py",
+        "    unnamed = (c.missing_ranks_count or 0) - listed",
+        "    unnamed = 0",
+        (RAS_FINDINGS,),
+        "ranks RAS counts as missing but does not list are not reported",
+    ),
+    Mutation(
+        "ras-host-unfiltered",
+        "gputui/ui/processes/nccl_lines.py",
+        "    text = literal(f.detail)",
+        "    text = f.detail",
+        ("tests/test_nccl_tui.py",),
+        "a host from a RAS answer reaches the terminal with its escape sequences",
+    ),
+    Mutation(
+        "ras-asks-every-tick",
+        "gputui/telemetry/nccl/watch.py",
+        "                self._due = self._clock() + self.interval",
+        "                self._due = self._clock()",
+        ("tests/test_nccl_watch.py",),
+        "RAS is asked at every tick instead of every RasWatch.interval seconds",
     ),
 ]
 

@@ -12,6 +12,7 @@ import socket
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 from conftest import FIXTURES
 
@@ -170,3 +171,69 @@ def closed_port() -> int:
     port = s.getsockname()[1]
     s.close()
     return port
+
+
+def ras_views(slot: str, fmt: str = "json", local: tuple[str, ...] = ("192.0.2.2",)) -> list:
+    """The slot's real RAS answers as NcclViews, one per capture round (every 5 s), as
+    RasWatch would have built them: each address's answer in `fmt`, for the PIDs of the job
+    on that port (job a on GPUs 0-1: 28028; job b on GPUs 2-3: 28029), counts_since carried
+    from round to round."""
+    from dataclasses import replace
+
+    from gputui.telemetry.nccl.model import NcclView, RasAnswer, carry_since, parse_json
+    from gputui.telemetry.nccl.text import parse_text
+
+    pids = _job_pids(slot)
+    rounds: dict[float, list[RasAnswer]] = {}
+    previous: dict[str, RasAnswer] = {}
+    start = None
+    for c in captured(slot):
+        if c.format != fmt:
+            continue
+        if start is None or c.t - start > 2.0:  # the captures of one round are ms apart
+            start = c.t
+        if not c.ok:
+            a = RasAnswer(c.addr, reason="no answer within 5 s (a process of the job stopped?)")
+        else:
+            a = parse_json(c.body) if fmt == "json" else parse_text(c.body)
+        a = replace(a, addr=c.addr, pids=pids[c.addr])
+        if a.reason is None:
+            a = carry_since(previous.get(c.addr), a, start)
+            previous[c.addr] = a
+        rounds.setdefault(start, []).append(a)
+    return [NcclView(t, tuple(answers), local) for t, answers in sorted(rounds.items())]
+
+
+def _job_pids(slot: str) -> dict[str, tuple[int, ...]]:
+    """pids.txt: "ranks: a 2226 2227 b 2266 2267; launchers 2010 2012"."""
+    words = (MATRIX / slot / "pids.txt").read_text().split(";")[0].split()
+    a, b = words.index("a"), words.index("b")
+    return {
+        "localhost:28028": tuple(int(w) for w in words[a + 1 : b]),
+        "localhost:28029": tuple(int(w) for w in words[b + 1 :]),
+    }
+
+
+def with_ras(slot: str, out: Path, fmt: str = "json") -> Path:
+    """The slot's recording with its real RAS answers merged in, each round on the first tick
+    at or after it (as the live monitor would have carried them): a recording derived from
+    two real captures of the same run, labelled so."""
+    from dataclasses import replace
+
+    from gputui.telemetry.recording import RecordingWriter, read_recording
+
+    header, ticks = read_recording(MATRIX / slot / "recording.jsonl.gz")
+    views = ras_views(slot, fmt)
+    derived = {
+        "from": [f"h100-x4-matrix/{slot}/recording.jsonl.gz", f"h100-x4-matrix/{slot}/ras.jsonl.gz"],
+        "how": "the RAS answers captured beside the recording, put on the first tick after each",
+    }
+    with RecordingWriter(out, header.machine, header.interval, derived=derived, note=header.note) as w:
+        k = 0
+        for snap in ticks:
+            view = None
+            while k < len(views) and views[k].asked_at <= snap.timestamp:
+                view = views[k]
+                k += 1
+            w.write(replace(snap, nccl=view))
+    return out

@@ -146,7 +146,7 @@ def test_a_cancelled_query_stops():
         (None, ("127.0.0.1", "::1"), 28028),
         ("", ("127.0.0.1", "::1"), 28028),
         ("localhost:28029", ("127.0.0.1", "::1"), 28029),
-        ("127.0.0.1:1", ("127.0.0.1",), 1),
+        ("127.0.0.1:1024", ("127.0.0.1",), 1024),
         ("127.8.9.10:28028", ("127.8.9.10",), 28028),
         ("[::1]:28028", ("::1",), 28028),
         ("0.0.0.0:28028", ("127.0.0.1",), 28028),
@@ -166,7 +166,7 @@ def test_loopback_and_local_addresses_are_asked(value, hosts, port):
         "10.1.2.4:28028",  # another machine
         "192.0.2.7:28028",
         "[2001:db8::1]:28028",
-        "metadata.google.internal:80",  # a name: never looked up
+        "metadata.google.internal:8080",  # a name: never looked up
         "example.com:28028",
         "127.0.0.1.nip.io:28028",
     ],
@@ -181,6 +181,13 @@ def test_other_addresses_are_refused_with_a_reason(value):
 )
 def test_an_address_without_a_usable_port_is_refused(value):
     assert ras_target(value) == f"NCCL_RAS_ADDR={value}: no port gputui can read"
+
+
+@pytest.mark.parametrize("value", ["localhost:22", "127.0.0.1:1023", "[::1]:80", "0.0.0.0:443"])
+def test_a_system_port_is_never_contacted(value):
+    assert (
+        ras_target(value) == f"NCCL_RAS_ADDR={value}: a port below 1024 (a system service's): not contacted"
+    )
 
 
 def test_a_long_or_hostile_value_is_clipped_in_the_reason():
@@ -215,3 +222,48 @@ def test_nccl_ras_enable_is_read_as_nccl_reads_it(value, on):
 
 def test_strtoll():
     assert strtoll("010") == 8 and strtoll("0x1f") == 31 and strtoll("-7z") == -7 and strtoll("") == 0
+
+
+# --------------------------------------------------------------------------------------
+# hostile answers over the socket, end to end: a reason, bounded, never an exception
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (b"{not json", "not valid JSON (line 1)"),
+        (b'{"communicators": [{"hash": "0x1", "ranks": [{"pid": "1"}]}]}', "not a valid RAS answer: "),
+        (b'{"communicators": [{"hash": "0x1", "size": 1' + b"0" * 5000 + b"}]}", "not valid JSON"),
+        (b"\xff\xfe\x00" * 1000, "not valid JSON (line 1)"),
+    ],
+)
+def test_a_hostile_answer_over_the_socket_gives_a_reason(body, reason):
+    from gputui.telemetry.nccl.watch import answer_of
+
+    with FakeRas(body) as ras:
+        answer = answer_of(ask(target(ras)))
+    assert answer.reason is not None and answer.reason.startswith(reason)
+    assert answer.communicators == ()
+
+
+def test_a_million_ranks_claimed_and_an_escape_in_a_host_over_the_socket():
+    import json
+
+    from gputui.telemetry.nccl.findings import findings
+    from gputui.telemetry.nccl.model import NcclView
+    from gputui.telemetry.nccl.watch import answer_of
+
+    comm = {
+        "hash": "0x9",
+        "size": 10**6,
+        "ranks_count": 10**6,
+        "missing_ranks_count": 10**6,
+        "ranks": [{"rank": 0, "host": "\x1b[2J", "pid": 5, "collective_counts": {"AllReduce": 2**64 - 1}}],
+    }
+    with FakeRas(json.dumps({"communicators": [comm]}).encode()) as ras:
+        answer = answer_of(ask(target(ras)))
+    assert answer.reason is None
+    (f,) = findings(NcclView(0.0, (answer,), ()))
+    assert f.detail == "1000000 more ranks missing from communicator 0x9 (the answer counts 1000000, names 0)"
+    assert answer.communicators[0].ranks[0].host == "\x1b[2J"  # kept as data: every view escapes it

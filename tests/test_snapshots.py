@@ -307,6 +307,15 @@ def test_job_view_stuck_job_160x50(snap_compare):
     assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(46, ("tab", "J")))
 
 
+def test_job_view_nccl_deadlock_160x50(snap_compare, tmp_path):
+    """J on job a of the real deadlock on 4 H100s (rank 0 in all_reduce, rank 1 in recv), its
+    captured RAS answers merged in (derived): NCCL's own view, rank 1 one AllReduce behind."""
+    from ras_support import with_ras
+
+    app = replay_app(with_ras("3-mismatch-slow-gpu", tmp_path / "mismatch-ras.jsonl.gz"))
+    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(45, ("tab", "J")))
+
+
 def test_overview_input_bound_h100_160x50(snap_compare):
     """A real DataLoader-bound loop on an H100: 4 workers at 100 % CPU, the GPU at 20 %."""
     app = replay_app(FIXTURES / "h100-input-bound" / "input-bound.jsonl.gz")

@@ -165,6 +165,7 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None) -> Any:
         slow=any(f.slow for f in sel.wanted),
         enrich_processes=processes,
         static=snap_fields.static_facts(sel.reads),
+        ras=False,  # `snapshot --processes --json` asks RAS itself (`_Judge`)
     )
 
 
@@ -186,7 +187,9 @@ def wait_for_slow(source: Any, sel: Selection) -> None:
 
 class _Judge:
     """The job-health verdicts across the documents of one run: a replay's earlier ticks are
-    judged first (as the live run judged them), a live --watch builds up its own history."""
+    judged first (as the live run judged them), a live --watch builds up its own history.
+    NCCL RAS's view: a replay's latest recorded one; live, asked here (at most every
+    RasWatch.interval seconds, bounded by the client's deadline)."""
 
     def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
         from gputui.stacks.sampler import Evidence, for_source
@@ -197,6 +200,10 @@ class _Judge:
         watching = live and args.watch is not None  # a one-shot has no wait to look into
         self.evidence = Evidence(self.engine, for_source(watching, self.config))
         self.first: float | None = None
+        self.live = live
+        self.nccl: Any = None
+        self.ras: Any = None
+        self.ras_due = 0.0
         if not live:
             for snap in source.ticks[: source.position + 1]:  # those before the next sample
                 self._feed(snap)
@@ -204,14 +211,37 @@ class _Judge:
     def _feed(self, snap: Any) -> Any:
         if self.first is None:
             self.first = snap.timestamp
+        if snap.nccl is not None:
+            self.nccl = snap.nccl
         self.evidence.judged(snap)
         return self.engine.current
 
+    def _ask_ras(self, snap: Any) -> Any:
+        """Live: one round of RAS questions for the jobs of this snapshot, when due; the view
+        of that round (None when none was due)."""
+        from gputui.telemetry.nccl.model import NO_JOB, NcclView
+        from gputui.telemetry.nccl.watch import RasWatch, job_ranks
+
+        if self.ras is None:
+            self.ras = RasWatch()
+        if time.monotonic() < self.ras_due:
+            return None
+        self.ras_due = time.monotonic() + self.ras.interval
+        ranks = job_ranks(snap.processes)
+        return self.ras.round(ranks, time.time()) if ranks else NcclView(time.time(), reason=NO_JOB)
+
     def block(self, snap: Any) -> dict[str, Any]:
+        import dataclasses
+
         from gputui.export.health_json import health_block
 
+        if self.live:  # the round's view goes into the snapshot the verdicts judge, as a Hub's
+            view = self._ask_ras(snap)
+            if view is not None:
+                snap = dataclasses.replace(snap, nccl=view)
         report = self._feed(snap)
-        return health_block(report, snap, self.config, snap.timestamp - (self.first or snap.timestamp))
+        watched = snap.timestamp - (self.first or snap.timestamp)
+        return health_block(report, snap, self.config, watched, self.nccl)
 
 
 def run(args: argparse.Namespace) -> int:

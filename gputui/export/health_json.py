@@ -12,11 +12,13 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from gputui.export.nccl_json import nccl_job, nccl_schema
 from gputui.rules import iso_utc
 from gputui.telemetry.health import arithmetic_active
 from gputui.telemetry.health_report import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Snapshot
+from gputui.telemetry.nccl.model import NcclView
 
 NEEDS_WATCHING = "needs watching over time (gputui watch / export)"
 MIB = 1 << 20
@@ -60,7 +62,7 @@ def _energy(e: JobEnergy | None) -> dict[str, Any] | None:
     }
 
 
-def _job(j: JobHealth, watched: float, cfg: HealthConfig) -> dict[str, Any]:
+def _job(j: JobHealth, watched: float, cfg: HealthConfig, nccl: NcclView | None) -> dict[str, Any]:
     v = j.verdict
     verdict = None
     if v is not None:
@@ -88,6 +90,7 @@ def _job(j: JobHealth, watched: float, cfg: HealthConfig) -> dict[str, Any]:
         "verdict": verdict,
         "note": NEEDS_WATCHING if v is None and watched < cfg.stuck_seconds else None,
         "energy": _energy(j.energy),
+        "nccl": nccl_job(nccl, {r.pid for r in (*j.ranks, *j.exited)}),
     }
 
 
@@ -112,14 +115,17 @@ def _gpu(h: GpuHealth, snap: Snapshot) -> dict[str, Any]:
     }
 
 
-def health_block(report: HealthReport, snap: Snapshot, cfg: HealthConfig, watched: float) -> dict[str, Any]:
-    """`watched`: seconds of snapshots the engine has judged (0 for a one-shot snapshot)."""
+def health_block(
+    report: HealthReport, snap: Snapshot, cfg: HealthConfig, watched: float, nccl: NcclView | None = None
+) -> dict[str, Any]:
+    """`watched`: seconds of snapshots the engine has judged (0 for a one-shot snapshot);
+    `nccl`: NCCL RAS's latest view (each job's `nccl` section)."""
     return {
         "thresholds": dataclasses.asdict(cfg),
         "watched_seconds": watched,
         "note": NEEDS_WATCHING if watched < min(cfg.stuck_seconds, cfg.spin_seconds) else None,
         "gpus": [_gpu(h, snap) for _, h in sorted(report.gpus.items())],
-        "jobs": [_job(j, watched, cfg) for j in report.jobs],
+        "jobs": [_job(j, watched, cfg, nccl) for j in report.jobs],
     }
 
 
@@ -225,6 +231,7 @@ def health_schema() -> dict[str, Any]:
                             },
                         },
                         "note": _t("string", "null"),
+                        "nccl": nccl_schema(),
                         "energy": {
                             "type": ["object", "null"],
                             "additionalProperties": False,

@@ -32,12 +32,14 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
+from gputui.export.nccl_prometheus import nccl_families
 from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.host.jobs import exporter_labels
 from gputui.telemetry.metric_types import Export
 from gputui.telemetry.metrics import FB_TOTAL, GPU_LOST, GPU_METRICS, GPU_PROCESSES
 from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.process_metrics import PROCESS_METRICS, ProcessMetric
 from gputui.untrusted import escaped
 
@@ -107,8 +109,9 @@ def build_families(
     alerts: Sequence[Any] = (),
     hints: Mapping[int, Sequence[Hint]] | None = None,
     health: HealthReport | None = None,
+    nccl: NcclView | None = None,
 ) -> list[Metric]:
-    """Every metric family for one snapshot (scrape-independent)."""
+    """Every metric family for one snapshot (scrape-independent); `nccl`: RAS's latest view."""
     devices = {d.index: d for d in info.devices}
     gpus = [(devices[g.index], g) for g in snap.gpus if g.index in devices]
     labels = {d.index: _labels(info, d) for d in info.devices}
@@ -194,6 +197,7 @@ def build_families(
     out.append(hinted)
     if health is not None:
         out += _health_families(info, gpus, labels, health)
+    out += nccl_families(_family, info.system.hostname, nccl, health)
     ts = _family(
         "gputui_snapshot_timestamp_seconds", "When the latest sample was taken (Unix time).", "gauge"
     )
@@ -297,6 +301,7 @@ class GpuCollector(Collector):
         alerts = list(hub.active_alerts().values())
         hints = hub.hints_by_gpu()
         health = hub.health_report()
+        nccl = hub.nccl_view()
         up = _family("gputui_up", "1 when gputui has a sample of the GPUs to serve.", "gauge")
         up.add_sample("gputui_up", {}, 0.0 if snap is None or info is None else 1.0)
         yield up
@@ -317,7 +322,7 @@ class GpuCollector(Collector):
         if cached_for is not snap:
             # two scrapes may build the same snapshot at once: harmless, both are equal
             families = build_families(
-                info, snap, processes=self.processes, alerts=alerts, hints=hints, health=health
+                info, snap, processes=self.processes, alerts=alerts, hints=hints, health=health, nccl=nccl
             )
             self._cache = (snap, families)
         yield from families

@@ -17,6 +17,7 @@ from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.nccl.model import NcclView
 
 if TYPE_CHECKING:
     from gputui.stacks.sampler import StackSampler
@@ -42,6 +43,9 @@ class Hub:
         whose job_stuck rule reads its verdicts)."""
         self.stacks: StackSampler | None = None
         """Reads the stacks the verdicts want (this machine's processes only: `use_stacks`)."""
+        self.nccl: NcclView | None = None
+        """NCCL RAS's latest view: snapshots carry one only on the tick after a round of
+        questions (`Snapshot.nccl`); this keeps it for the ticks between."""
         self.lock = threading.Lock()
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
@@ -76,6 +80,11 @@ class Hub:
         if stacks is not None:
             snap = stacks.attach(snap)
         with self.lock:
+            latest = self.latest
+            if snap.nccl is not None:
+                self.nccl = snap.nccl
+            elif latest is not None and snap.timestamp < latest.timestamp:
+                self.nccl = None  # a replay went back: a later tick's view is not this one's
             self.history.append(snap)
             self.latest = snap
             report = None
@@ -117,6 +126,10 @@ class Hub:
         """Each GPU's efficiency hints at the latest tick (immutable: replaced every tick)."""
         return self.hints.current if self.hints is not None else {}
 
+    def nccl_view(self) -> NcclView | None:
+        """NCCL RAS's latest view (an immutable object, replaced whole)."""
+        return self.nccl
+
     def health_report(self) -> HealthReport | None:
         """The job verdicts and spinning GPUs at the latest tick (immutable)."""
         return self.health.current if self.health is not None else None
@@ -138,6 +151,7 @@ class Hub:
             self.history.clear()
             self.latest = None
             self.info = None
+            self.nccl = None
             if self.alerts is not None:
                 self.alerts.reset()
             if self.hints is not None:

@@ -102,19 +102,27 @@ RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID"
 """Where launchers put a process's rank (torchrun, Open MPI, MPICH/Intel MPI, srun), in order."""
 
 
-def environ_rank(pid: int, proc: str = "/proc") -> int | None:
-    """The rank in a process's environment (`RANK_VARIABLES`, the first present); None when
-    the environment is unreadable or holds no rank of at most 6 digits."""
+def environ_values(pid: int, names: Iterable[bytes], proc: str = "/proc") -> dict[bytes, bytes] | None:
+    """The variables `names` present in a process's environment (its first MiB); None when
+    the environment is unreadable (another user's process, without root; gone)."""
     try:
         with open(f"{proc}/{pid}/environ", "rb") as f:
             data = f.read(1 << 20)
     except OSError:
         return None
+    wanted = set(names)
     found: dict[bytes, bytes] = {}
     for item in data.split(b"\0"):
         name, eq, value = item.partition(b"=")
-        if eq and name in RANK_VARIABLES:
+        if eq and name in wanted:
             found[name] = value
+    return found
+
+
+def environ_rank(pid: int, proc: str = "/proc") -> int | None:
+    """The rank in a process's environment (`RANK_VARIABLES`, the first present); None when
+    the environment is unreadable or holds no rank of at most 6 digits."""
+    found = environ_values(pid, RANK_VARIABLES, proc) or {}
     for key in RANK_VARIABLES:
         rank = found.get(key)
         if rank is not None and rank.isdigit() and len(rank) <= 6:

@@ -21,9 +21,12 @@ gputui may run as root or as a cluster's exporter: a value naming another machin
 gputui open connections wherever a user points it (a port scanner in the monitor's name), and
 a host name would need a DNS lookup of a name a user chose.  So only a literal loopback
 address, "localhost", the wildcard (0.0.0.0, ::, which mean this machine) or one of this
-machine's own addresses is ever contacted, with no name lookup; any other value is refused
-with a reason.  Nothing is lost by that: RAS answers for every node of the job from any node,
-so the local port always suffices.  What is sent is fixed text; what comes back is untrusted.
+machine's own addresses is ever contacted, with no name lookup, and never a port below 1024
+(the system's services); any other value is refused with a reason.  Nothing is lost by
+that: RAS answers for every node of the job from any node, so the local port suffices.
+Even on loopback the port may be some other local service (any user may listen on a free
+port): gputui sends only the four fixed lines above, and what comes back is untrusted text,
+read bounded.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ MAX_CONNECTIONS = 4
 MAX_LINE = 1024
 """The longest protocol reply line."""
 PROTOCOL = 2
+FIRST_USER_PORT = 1024
+"""Lower ports are the system's services (only root listens there): never a user's NCCL."""
 SILENT = "silent"
 """Why a first reply did not come (the next connection is tried)."""
 
@@ -140,6 +145,8 @@ def ras_target(value: str | None, local_addresses: Collection[str] = ()) -> RasT
     ):
         return f"NCCL_RAS_ADDR={shown}: no port gputui can read"
     port = int(port_text)
+    if port < FIRST_USER_PORT:
+        return f"NCCL_RAS_ADDR={shown}: a port below {FIRST_USER_PORT} (a system service's): not contacted"
     if host == "localhost":
         return RasTarget(f"localhost:{port}", ("127.0.0.1", "::1"), port)
     ip = _literal(host)

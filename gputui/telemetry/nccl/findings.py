@@ -31,7 +31,15 @@ from collections import Counter
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
-from gputui.telemetry.nccl.model import IN_PROGRESS, NcclComm, NcclRank, NcclView, RasAnswer, result_name
+from gputui.telemetry.nccl.model import (
+    IN_PROGRESS,
+    NO_JOB,
+    NcclComm,
+    NcclRank,
+    NcclView,
+    RasAnswer,
+    result_name,
+)
 
 KINDS = ("missing", "behind", "async_error", "abort", "init", "mismatch")
 MAX_PER_COMM = 32
@@ -257,3 +265,57 @@ def findings(view: NcclView | None, pids: Collection[int] | None = None) -> tupl
         if len(out) >= MAX_FINDINGS:
             break
     return tuple(out[:MAX_FINDINGS])
+
+
+# --------------------------------------------------------------------------------------
+# One job: what the job view and `snapshot --json` show
+# --------------------------------------------------------------------------------------
+
+NOT_ASKED = "no RAS answer yet"
+NO_COMM = (
+    "RAS answered, but none of its communicators has a rank with this job's PIDs (ranks in a "
+    "container report their own PIDs)"
+)
+
+
+def text_only(version: str | None) -> str:
+    return (
+        f"NCCL {version or '?'} answers in text only (older than 2.28): only the communicators it "
+        "reports a problem for"
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class JobNccl:
+    """What RAS says about one local job (`job_nccl`)."""
+
+    comms: tuple[NcclComm, ...]
+    findings: tuple[RasFinding, ...]
+    reason: str | None
+    """Why there is nothing, or only part (off, unreachable, an older NCCL): said once."""
+    version: str | None
+    asked_at: float | None
+    local_hosts: tuple[str, ...] = ()
+
+
+def job_nccl(view: NcclView | None, pids: Collection[int]) -> JobNccl:
+    """The communicators and findings of the job whose local ranks are `pids`, and the one
+    reason to say where RAS gives nothing or only part."""
+    if view is None or view.reason == NO_JOB:  # (a view before this job began)
+        return JobNccl((), (), NOT_ASKED, None, None)
+    if view.reason is not None:
+        return JobNccl((), (), view.reason, None, view.asked_at)
+    asked = answers_of(view, pids)
+    comms = comms_of(view, pids)
+    found = findings(view, pids) if comms else ()
+    answered = [a for a in asked if a.format is not None and a.reason is None]
+    version = next((a.nccl_version for a in answered if a.nccl_version), None)
+    if any(a.format == "text" for a in answered):
+        reason: str | None = text_only(version)
+    elif comms:
+        reason = None
+    elif failed := [a.reason for a in asked if a.reason]:
+        reason = failed[0]
+    else:
+        reason = NO_COMM if answered else NOT_ASKED
+    return JobNccl(comms, found, reason, version, view.asked_at, view.local_hosts)

@@ -63,6 +63,10 @@ UNNAMED_ERROR = -1
 """The code kept where the text form says "Unexpected error" (a code it does not name)."""
 
 
+NO_JOB = "no job of two ranks or more"
+"""`NcclView.reason` when the last job RAS was asked about has ended."""
+
+
 def result_name(code: int) -> str:
     return NCCL_RESULTS.get(code, "an unexpected error" if code == UNNAMED_ERROR else f"error {code}")
 
@@ -179,7 +183,8 @@ class NcclView:
     local_hosts: tuple[str, ...] = ()
     """This machine's IP addresses when asked: a rank whose host is one of them runs here."""
     reason: str | None = None
-    """Why nothing was asked ("no job of two ranks or more"); None when `answers` say."""
+    """Why there are no answers: `NO_JOB` (the last job ended), or the round failed; None
+    when `answers` say."""
 
 
 # --------------------------------------------------------------------------------------

@@ -54,6 +54,7 @@ from gputui.telemetry.nvml.topology import read_topology
 
 if TYPE_CHECKING:
     from gputui.telemetry.host.processes import ProcessInspector
+    from gputui.telemetry.nccl.watch import RasWatch
 
 
 __all__ = [  # with what callers know from here: query's names
@@ -92,12 +93,15 @@ class NvmlSource:
         slow: bool = True,
         enrich_processes: bool = True,
         static: Iterable[str] | None = None,
+        ras: bool | None = None,
     ) -> None:
         """`slow=False`: no slow-cadence thread (PCIe throughput, energy and per-process
         utilization stay None) — for one-shot readers that don't need them, since that
         thread's 20 ms PCIe calls hold NVML while they run.  `enrich_processes=False`:
         processes carry only what NVML says (no psutil facts).  `static`: the DeviceInfo
-        facts to read besides index, name, UUID and bus id (default: all of them)."""
+        facts to read besides index, name, UUID and bus id (default: all of them).  `ras`: ask
+        NCCL's RAS service about the jobs of two ranks or more (gputui.telemetry.nccl.watch);
+        default: with the slow thread and psutil's facts (a one-shot reader asks by itself)."""
         self.label = "live"
         self.slow_interval = slow_interval
         self._slow_enabled = slow
@@ -133,6 +137,9 @@ class NvmlSource:
         """Slow-cadence passes done (GPM needs two for its first window)."""
         self.gpm: GpmSampler | None = None
         """GPM activity (SM, tensor cores, DRAM), sampled on the slow cadence."""
+        self._ras_enabled = (slow and enrich_processes) if ras is None else ras
+        self.ras: RasWatch | None = None
+        """NCCL RAS's questions, on their own thread (made at the first GPU process)."""
 
     # ---- static ----------------------------------------------------------------------
 
@@ -246,6 +253,15 @@ class NvmlSource:
 
                 self._procs = ProcessInspector()
             processes = self._procs.enrich(raw_procs, now)
+        nccl = None
+        if self._ras_enabled and processes:
+            if self.ras is None:
+                from gputui.telemetry.nccl.watch import RasWatch
+
+                self.ras = RasWatch()
+            nccl = self.ras.offer(processes, now)
+        elif self.ras is not None:
+            nccl = self.ras.offer((), now)  # the last job has gone: its view says so once
         host = self._host.sample()
         self._seq += 1
         return Snapshot(
@@ -255,6 +271,7 @@ class NvmlSource:
             processes=tuple(processes),
             host=host,
             launchers=self._procs.launchers if self._enrich and self._procs is not None else (),
+            nccl=nccl,
             sample_cost=time.perf_counter() - t0,
         )
 
@@ -468,6 +485,8 @@ class NvmlSource:
 
     def close(self) -> None:
         self._stop.set()
+        if self.ras is not None:
+            self.ras.close()
         if self._slow_thread is not None:
             self._slow_thread.join(timeout=2)
         if self.gpm is not None and (self._slow_thread is None or not self._slow_thread.is_alive()):

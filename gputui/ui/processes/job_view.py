@@ -22,6 +22,7 @@ from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.verdicts.words import duration
 from gputui.ui.processes.lines import fmt_mem
+from gputui.ui.processes.nccl_lines import nccl_lines
 from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
 
@@ -161,7 +162,11 @@ class JobScreen(ModalScreen[None]):
 
     def _lines(self, width: int) -> list[Line]:
         report = self.hub.health_report()
-        return job_lines(self.job(), report.timestamp if report else 0.0, width)
+        now, job = (report.timestamp if report else 0.0), self.job()
+        lines = job_lines(job, now, width)
+        if job is not None:  # NCCL's own view of the job (gputui.telemetry.nccl)
+            lines += nccl_lines(self.hub.nccl_view(), {r.pid for r in (*job.ranks, *job.exited)}, now, width)
+        return lines
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
         if self.is_mounted:
