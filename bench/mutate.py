@@ -1377,7 +1377,7 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "job-stuck-alert-ignores-culprit",
         "gputui/telemetry/health_report.py",
-        'STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled")',
+        'STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "nccl")',
         'STUCK_VERDICTS = ("stuck",)',
         ("tests/test_job_stuck_alert.py", "tests/test_export_health.py"),
         "the job_stuck alert and gputui_job_stuck miss the rank the others wait for",

@@ -16,6 +16,7 @@ from conftest import FIXTURES
 from gputui.telemetry.health import HealthEngine
 from gputui.telemetry.health_report import HealthConfig, HealthReport, JobHealth
 from gputui.telemetry.model import Snapshot
+from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.recording import read_recording
 from gputui.telemetry.stack_evidence import StackEvidence
 
@@ -139,3 +140,51 @@ def with_stacks(s: Slot) -> tuple[Snapshot, ...]:
         k = next(k for k, t in enumerate(ticks) if t.timestamp >= taken)
         ticks[k] = dataclasses.replace(ticks[k], stacks=ev)
     return tuple(ticks)
+
+
+# --------------------------------------------------------------------------------------
+# NCCL RAS's answers captured beside the recording (ras.jsonl.gz)
+# --------------------------------------------------------------------------------------
+
+HOST = "192.0.2.2"
+"""The matrix machine's address, as its RAS answers give it."""
+ADDRS = {"localhost:28028": "a", "localhost:28029": "b"}
+
+
+def ras_views(s: Slot) -> list[NcclView]:
+    """A view per round of questions (both addresses, every 5 s), as RasWatch builds one: the
+    real JSON answers parsed with the live parser, counts_since carried from round to round,
+    each answer's PIDs the job's ranks whose environment named its address."""
+    from ras_support import captured
+
+    from gputui.telemetry.nccl.model import RasAnswer, carry_since, parse_json
+
+    rounds: dict[int, list[tuple[float, RasAnswer]]] = {}
+    last: dict[str, RasAnswer] = {}
+    t0 = s.ticks[0].timestamp
+    for c in captured(s.name):
+        if c.format != "json":
+            continue
+        pids = s.ranks[ADDRS[c.addr]]
+        if c.ok:
+            answer = dataclasses.replace(parse_json(c.body), addr=c.addr, pids=pids)
+            answer = carry_since(last.get(c.addr), answer, c.t)
+            last[c.addr] = answer
+        else:
+            answer = RasAnswer(c.addr, pids=pids, reason="no answer in time")
+        rounds.setdefault(round((c.t - t0) / 5), []).append((c.t, answer))
+    return [
+        NcclView(max(t for t, _ in got), tuple(a for _, a in got), (HOST,))
+        for _, got in sorted(rounds.items())
+    ]
+
+
+def with_ras(s: Slot, ticks: tuple[Snapshot, ...] | None = None) -> tuple[Snapshot, ...]:
+    """The slot's ticks (or `ticks`) with each round's view in the first tick after it, as the
+    live source puts it (Snapshot.nccl)."""
+    out = list(ticks if ticks is not None else s.ticks)
+    for view in ras_views(s):
+        k = next((k for k, t in enumerate(out) if t.timestamp >= view.asked_at), None)
+        if k is not None:
+            out[k] = dataclasses.replace(out[k], nccl=view)
+    return tuple(out)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from matrix_support import CFG, job_in, judge, slot, with_stacks
+from matrix_support import CFG, job_in, judge, slot, with_ras, with_stacks
 
 from gputui.telemetry.health_report import JobVerdict
 
@@ -207,3 +207,92 @@ def test_the_verdict_asks_for_the_stacks_of_a_suspected_jobs_ranks() -> None:
     waits = job_in(asked[0], s.key("b")).ranks[0].waiting_since
     assert waits is not None and 15 <= first - waits < 17  # the first tick at or past 15 s
     assert all(not r.wanted for r in reports if r.timestamp < first)
+
+
+# --------------------------------------------------------------------------------------
+# NCCL RAS's view: the real answers captured beside the recordings, at their tick
+# --------------------------------------------------------------------------------------
+
+
+def _last(name: str, job: str, ras: bool, stacks: bool) -> JobVerdict | None:
+    s = slot(name)
+    ticks = with_stacks(s) if stacks else s.ticks
+    if ras:
+        ticks = with_ras(s, ticks)
+    got = [job_in(r, s.key(job)).verdict for r in judge(ticks)]
+    named = [v for v in got if v is not None]
+    return named[-1] if named else None
+
+
+@pytest.mark.parametrize(
+    ("name", "job", "kind", "pids", "says"),
+    [
+        (
+            "1-healthy-stopped",
+            "b",
+            "culprit",
+            (1266,),
+            "NCCL RAS: rank 1 (PID 1266) is missing from communicator 0x",
+        ),
+        (
+            "2-exit-early-killed",
+            "b",
+            "exited",
+            (1488,),
+            "NCCL RAS: rank 1 (PID 1488) is missing from communicator 0x",
+        ),
+        (
+            "2-exit-early-killed",
+            "a",
+            "exited",
+            (1790,),
+            "NCCL RAS: rank 1 (PID 1790) is missing from communicator 0x",
+        ),
+        (
+            "3-mismatch-slow-gpu",
+            "a",
+            "mismatch",
+            (),
+            "NCCL RAS: rank 1 (PID 2227) is one AllReduce behind (150; rank 0: 151)",
+        ),
+        (
+            "4-slow-host-loader-stall",
+            "b",
+            "culprit",
+            (2733,),
+            "NCCL RAS: rank 1 (PID 2733) is one AllReduce behind",
+        ),
+        (
+            "5-checkpoint-healthy",
+            "a",
+            "culprit",
+            (3208,),
+            "NCCL RAS: rank 0 (PID 3208) is one AllReduce behind",
+        ),
+    ],
+)
+def test_nccl_ras_is_evidence_in_the_verdict(name: str, job: str, kind: str, pids: tuple, says: str) -> None:
+    v = _last(name, job, ras=True, stacks=True)
+    assert v is not None and (v.kind, v.pids) == (kind, pids)
+    assert says in v.why
+
+
+def test_ras_behind_puts_an_inferred_wait_in_doubt_and_names_nobody() -> None:
+    """The loader stall without stacks: rank 1 sleeps (state S, 0 %, GPU idle: it would read
+    as waiting too, "stuck"), but RAS has held it one AllReduce behind for stuck_seconds: it
+    has not reached the collective rank 0 waits in.  Not named on that alone (a rank in a
+    recv looks the same to RAS): nobody is named, and the verdict says so."""
+    v = _last("4-slow-host-loader-stall", "b", ras=True, stacks=False)
+    assert v is not None and v.kind == "stalled" and v.pids == ()
+    assert "rank 1 (PID 2733) is one AllReduce behind" in v.why
+
+
+@pytest.mark.parametrize(("name", "job"), [("1-healthy-stopped", "a"), ("5-checkpoint-healthy", "b")])
+def test_a_healthy_job_with_ras_gets_no_verdict(name: str, job: str) -> None:
+    assert _last(name, job, ras=True, stacks=True) is None
+
+
+def test_the_stragglers_are_unchanged_by_ras() -> None:
+    """RAS holds the slow host's rank behind for a moment each step (its counts move)."""
+    v = _last("4-slow-host-loader-stall", "a", ras=True, stacks=True)
+    assert v is not None and v.kind == "straggler" and v.pids == (2719,)

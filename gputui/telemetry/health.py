@@ -73,8 +73,10 @@ from gputui.telemetry.health_report import (
 )
 from gputui.telemetry.job_energy import EnergyMeter, hms
 from gputui.telemetry.model import GpmSample, GpuProcess, GpuSample, Snapshot
+from gputui.telemetry.nccl.findings import findings
+from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.stack_evidence import RankWhere
-from gputui.telemetry.verdicts import straggler, stuck
+from gputui.telemetry.verdicts import nccl, straggler, stuck
 from gputui.telemetry.verdicts.words import duration
 from gputui.telemetry.verdicts.words import pct as _pct
 
@@ -195,6 +197,8 @@ class HealthEngine:
         self._state: dict[Ident, tuple[str, float]] = {}
         self._cond: dict[Ident, str] = {}
         self._where: dict[int, RankWhere] = {}
+        self._nccl: NcclView | None = None
+        """NCCL RAS's latest view (snapshots carry one on the tick after each round)."""
         self._wait_since: dict[Ident, float] = {}
         self._cpu: dict[Ident, tuple[deque[float], deque[float]]] = {}
         self._slow: dict[tuple[str, ...], tuple[tuple[int, ...], float, float, int]] = {}
@@ -214,6 +218,8 @@ class HealthEngine:
         if not cfg.enabled:
             self.current = HealthReport(ts, {}, ())
             return self.current
+        if snap.nccl is not None:
+            self._nccl = snap.nccl
         if snap.stacks is not None:
             for w in snap.stacks.ranks:
                 old = self._where.get(w.pid)
@@ -455,7 +461,13 @@ class HealthEngine:
     def _verdict(
         self, key: tuple[str, ...], ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
     ) -> JobVerdict | None:
-        found = stuck.judge(ranks, exited, ts, self.config)
+        found = None
+        if stuck.long_wait(ranks, ts, self.config):
+            view = self._nccl
+            if view is not None and ts - view.asked_at > nccl.KEEP:
+                view = None
+            ras = nccl.held(findings(view, [r.pid for r in ranks]), ts, self.config) if view else []
+            found = stuck.judge(ranks, exited, ts, self.config, view, ras)
         if found is not None:
             self._slow.pop(key, None)
             return found

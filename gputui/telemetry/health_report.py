@@ -102,7 +102,7 @@ WAITING = ("spinning", "blocked")
 ABNORMAL = ("stopped", "disk", "zombie")
 """States a rank cannot leave by itself: each names the culprit, however many there are."""
 
-VERDICT_KINDS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "straggler")
+VERDICT_KINDS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "nccl", "straggler")
 """  stuck      every rank waits (where, the stacks did not say)
   culprit    the others wait for the rank(s) named (stopped, a zombie, in D state, or, by its
              stack, in its data loader, writing a checkpoint, or elsewhere outside a collective)
@@ -111,8 +111,10 @@ VERDICT_KINDS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled"
   all_wait   every rank waits at the same call (their stacks)
   stalled    ranks wait, and a rank busy on its host could not be placed (its stack unread):
              nobody is named
+  nccl       every rank here waits, and NCCL RAS names a rank on another node (missing or
+             behind) or a rank's error
   straggler  the job runs, and the others wait a share of each step for the rank named"""
-STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled")
+STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "nccl")
 """The verdicts that say the job is not progressing: the job_stuck alert and gputui_job_stuck
 fire on them (a straggler is slow, not stuck)."""
 

@@ -9,7 +9,8 @@ plays one part, from its condition and, where it was read, its stack (`RankHealt
            writing a checkpoint, elsewhere outside a collective, or in synchronize while its
            GPU computes: the others wait for it
   unclear  busy on its host with its GPU idle, its stack unread: it may busy-wait inside a
-           collective itself (NCCL's connection setup does) or compute; never named on that
+           collective itself (NCCL's connection setup does) or compute; never named on that.
+           So is a blocked rank, its stack unread, that NCCL RAS holds behind the others
   unknown  its state is unknown (no verdict but the one on ranks that hold)
 
 and the job gets one verdict:
@@ -20,6 +21,10 @@ and the job gets one verdict:
   mismatch   every rank waits, and their stacks say at different calls
   all_wait   every rank waits at the same call (their stacks)
   stuck      every rank waits, where not (all) known
+  nccl       every rank here waits, and NCCL RAS names a rank on another node (missing, or
+             behind), or a rank reports an error (gputui.telemetry.verdicts.nccl)
+
+NCCL RAS's findings go into every verdict's evidence.
 
 A verdict that needs every rank to wait waits until each rank with a wait clock has waited
 `stuck_seconds`.  A rank that waits is never named: neither its condition nor its stack puts
@@ -28,14 +33,18 @@ it among the ranks that hold.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 
 from gputui.telemetry.health_report import HealthConfig, JobVerdict, RankHealth
 from gputui.telemetry.job_energy import hms
+from gputui.telemetry.nccl.findings import RasFinding
+from gputui.telemetry.nccl.model import NcclView
+from gputui.telemetry.verdicts import nccl
 from gputui.telemetry.verdicts import words as w
 
 
-def part(r: RankHealth, cfg: HealthConfig) -> str:
+def part(r: RankHealth, cfg: HealthConfig, doubt: Collection[int] = ()) -> str:
     """ "waits", "holds", "unclear" or "unknown" (the module docstring has the rule)."""
     c = r.condition
     if c in ("stopped", "zombie"):
@@ -52,20 +61,46 @@ def part(r: RankHealth, cfg: HealthConfig) -> str:
     if place == "gpu_sync" and c == "computing" and r.util is not None and r.util > cfg.blocked_max_util:
         return "holds"  # its host waits for its own GPU, which computes
     if c == "blocked":
-        return "waits"
+        # inferred; unless NCCL RAS holds it behind the collective the others wait in
+        return "unclear" if r.pid in doubt and place is None else "waits"
     if c == "disk":
         return "holds"
     return "unclear"
 
 
+def long_wait(ranks: Sequence[RankHealth], ts: float, cfg: HealthConfig) -> bool:
+    """Some rank has waited `stuck_seconds`: a verdict may be due (else none: the common case)."""
+    return any(r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds for r in ranks)
+
+
 def judge(
-    ranks: Sequence[RankHealth], exited: Sequence[RankHealth], ts: float, cfg: HealthConfig
+    ranks: Sequence[RankHealth],
+    exited: Sequence[RankHealth],
+    ts: float,
+    cfg: HealthConfig,
+    view: NcclView | None = None,
+    found: Sequence[RasFinding] = (),
 ) -> JobVerdict | None:
     """The verdict of a job whose ranks wait; None while no rank has waited `stuck_seconds`
-    or the evidence cannot tell."""
-    if not any(r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds for r in ranks):
-        return None  # the common case, cheaply
-    parts = {r.pid: part(r, cfg) for r in ranks}
+    or the evidence cannot tell.  `view`, `found`: NCCL RAS's view and the job's findings
+    that count now (gputui.telemetry.verdicts.nccl)."""
+    if not long_wait(ranks, ts, cfg):
+        return None
+    found = list(found) if view is not None else []
+    v = _judge(ranks, exited, ts, cfg, nccl.doubted(found, ranks, view) if view is not None else set())
+    if v is None or not found or view is None:
+        return v
+    if v.kind in ("stuck", "all_wait"):  # every rank here waits: RAS may say for whom
+        own = nccl.own_verdict(found, ranks, view, v.since or ts, v.why)
+        if own is not None:
+            return own
+    return replace(v, why=f"{v.why}; {nccl.evidence(found)}")
+
+
+def _judge(
+    ranks: Sequence[RankHealth], exited: Sequence[RankHealth], ts: float, cfg: HealthConfig, doubt: set[int]
+) -> JobVerdict | None:
+    parts = {r.pid: part(r, cfg, doubt) for r in ranks}
     holds = [r for r in ranks if parts[r.pid] == "holds"]
     waits = [r for r in ranks if parts[r.pid] == "waits"]
     long = [r for r in waits if r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds]
