@@ -18,9 +18,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
 from gputui.telemetry.alerts import job_label
-from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
+from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
-from gputui.telemetry.verdicts.words import duration
+from gputui.telemetry.verdicts.words import duration, shown
 from gputui.ui.processes.lines import fmt_mem
 from gputui.ui.processes.nccl_lines import nccl_lines
 from gputui.ui.processes.widgets import TextLines
@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     from gputui.ui.processes.process_list import ProcessList
     from gputui.ui.processes.rows import ProcessRow
 
-PREFIX = {"culprit": "stuck: ", "exited": "stuck: ", "stuck": "", "straggler": "straggler: "}
+PREFIX = {**dict.fromkeys(STUCK_VERDICTS, "stuck: "), "stuck": "", "straggler": "straggler: "}
 """Said before a verdict's line ("stuck in a collective since ..." says it already)."""
+MAX_WHY_LINES = 8
+"""The verdict's evidence, one clause a line ("; " between them in the text)."""
 MAX_VERDICT_LINES = 3
 """Verdict lines above the process list; more jobs with one: "+ N more"."""
 
@@ -108,7 +110,11 @@ def job_lines(job: JobHealth | None, now: float, width: int) -> list[Line]:
     v = job.verdict
     if v is not None:
         lines.append([(" ⚠ " + fit(verdict_text(job), max(10, width - 4)), S.warn)])
-        lines.append([("   " + fit(v.why, max(10, width - 4)), S.label)])
+        clauses = v.why.split("; ")
+        for clause in clauses[:MAX_WHY_LINES]:
+            lines.append([("   " + fit(clause, max(10, width - 4)), S.label)])
+        if len(clauses) > MAX_WHY_LINES:
+            lines.append([(f"   + {len(clauses) - MAX_WHY_LINES} more", S.dim)])
     else:
         judge = " no verdict: no rank has waited long enough to judge ([health] stuck_seconds)"
         lines.append([(judge, S.ok)])
@@ -123,8 +129,26 @@ def job_lines(job: JobHealth | None, now: float, width: int) -> list[Line]:
         at = "?" if r.exited_at is None else duration(max(0.0, now - r.exited_at)) + " ago"
         cells = ("?" if r.rank is None else str(r.rank), str(r.pid), str(r.gpu), *("",) * 5, "gone", "", at)
         lines.append(_row(cells, S.bad))
+    lines += _where_lines(job, width)
     lines.append([])
     lines.append([(" state: R running · S sleeping · D disk wait · T stopped · Z zombie", S.dim)])
+    return lines
+
+
+def _where_lines(job: JobHealth, width: int) -> list[Line]:
+    """Where each rank's stack was, as the verdict read it (its frames are outside text)."""
+    read = [r for r in job.ranks if r.where is not None]
+    if not read:
+        return []
+    lines: list[Line] = [[], [(" where the ranks were (their Python stacks, read for the verdict)", S.label)]]
+    for r in read:
+        w = r.where
+        assert w is not None
+        if w.place == "unread":
+            text = f"could not be read: {shown(w.message or w.reason, 120)}"
+        else:
+            text = f"{w.place.replace('_', ' ')}: {shown(w.call)} ({shown(w.at)})"
+        lines.append([("  " + fit(f"{r.who}: {text}", max(10, width - 3)), S.value)])
     return lines
 
 
