@@ -144,3 +144,20 @@ def test_hostile_host_text_is_escaped() -> None:
     v = _judged(_comm(missing=gone), local=(HERE,))[-1]
     assert v is not None and v.kind == "nccl"
     assert "\x1b" not in v.short + v.why and len(v.short) < 200  # clipped to 160, then escaped
+
+
+def test_a_rank_here_that_ras_holds_behind_is_judged_on_its_own_evidence() -> None:
+    """BUILT: rank 0 (here, spinning: it waits) one AllReduce behind for long: RAS does not
+    override the GPU (it may wait in another collective); every rank here waits: stuck."""
+    snaps = _here_only()
+    behind = dataclasses.replace(
+        _comm(),
+        ranks=tuple(
+            dataclasses.replace(r, counts=(NcclCount("AllReduce", 99),)) if r.rank == 0 else r
+            for r in _comm().ranks
+        ),
+    )
+    v = _judged(behind, since_offset=-30.0)[-1]
+    assert v is not None and v.kind in ("stuck", "all_wait") and v.pids == ()
+    assert "NCCL RAS: rank 0 (PID 1127) is one AllReduce behind (99; rank 2: 100)" in v.why
+    assert snaps

@@ -70,8 +70,14 @@ def test_under_the_default_straggler_seconds_nothing_yet() -> None:
         lambda g: (
             dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, graphics_active=None)) if g.gpm else g
         ),
+        # the slow rank's tensor figure alone missing: read as 0, it would look like the waiter
+        lambda g: (
+            dataclasses.replace(g, gpm=dataclasses.replace(g.gpm, tensor_active=None))
+            if g.gpm and g.index == 3
+            else g
+        ),
     ],
-    ids=["no-gpm", "a-pipe-missing", "engine-missing"],
+    ids=["no-gpm", "a-pipe-missing", "engine-missing", "the-slow-ranks-pipe-missing"],
 )
 def test_missing_figures_say_nothing(change) -> None:
     """DERIVED: the slow-GPU job's GPUs without GPM, or a figure missing (None is not 0)."""
@@ -143,3 +149,28 @@ def test_a_rank_that_stops_computing_breaks_the_hold() -> None:
 
 def test_median() -> None:
     assert median([3.0]) == 3.0 and median([1.0, 3.0]) == 2.0 and median([5.0, 1.0, 3.0]) == 3.0
+
+
+# --------------------------------------------------------------------------------------
+# the bounds of waited_for (pure: shares in, the ranks named out)
+# --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("shares", "named"),
+    [
+        ({1: 0.0, 2: 0.5}, (1,)),  # the others wait exactly straggler_wait: named
+        ({1: 0.0, 2: 0.4999}, None),  # just under it: nobody
+        ({1: 0.2499, 2: 0.6}, (1,)),  # it waits just under half of straggler_wait: named
+        ({1: 0.25, 2: 0.6}, None),  # exactly half: it waits too much to be the cause
+        ({1: 0.0, 2: 0.3, 3: 0.7}, None),  # a rank between the bounds: cannot tell
+        ({1: 0.0, 2: 0.0, 3: 0.7}, None),  # two named for one waiting: not a straggler
+        ({1: 0.0, 2: 0.0, 3: 0.7, 4: 0.6}, (1, 2)),  # two named for two waiting
+        ({1: 0.9, 2: 0.8}, None),  # everybody waits: nobody named here
+    ],
+)
+def test_waited_for_bounds(shares: dict[int, float], named: tuple[int, ...] | None) -> None:
+    from gputui.telemetry.verdicts.straggler import waited_for
+
+    got = waited_for(shares, HealthConfig(straggler_wait=50.0))
+    assert (got[0] if got else None) == named
