@@ -2025,6 +2025,14 @@ MUTATIONS: list[Mutation] = [
         "the same process is read at every pass",
     ),
     Mutation(
+        "sampler-pass-gap-ignored",
+        "gputui/stacks/sampler.py",
+        "        if now - self._last_pass < self.pass_gap:",
+        "        if False:",
+        (f"{SAMPLER}::test_one_pass_per_pass_gap_however_many_jobs_are_suspected",),
+        "a pass starts at every tick: with many suspected jobs, py-spy runs all the time",
+    ),
+    Mutation(
         "sampler-in-replay",
         "gputui/ui/app.py",
         "        self.hub.use_stacks(for_source(source.local_processes, self.config.health))",

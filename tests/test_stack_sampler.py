@@ -90,7 +90,7 @@ def test_a_real_gloo_rank_blocked_in_all_reduce_and_one_in_its_own_loop(tmp_path
         children.append(procs[-1])
     for proc in procs:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
-    sampler = StackSampler(min_gap=0.0)
+    sampler = StackSampler(min_gap=0.0, pass_gap=0.0)
     targets = [_ident(p.pid) for p in procs]
     deadline = time.monotonic() + 60
     while True:  # "ready" comes just before the call: read until both are inside it
@@ -145,10 +145,22 @@ def test_asking_never_waits_for_the_dumps(tmp_path: Path, children) -> None:
 def test_a_few_ranks_a_pass_and_each_at_most_once_per_gap(tmp_path: Path, children) -> None:
     script = write_child(tmp_path)
     kids = [_ident(start_waiter(script, children).pid) for _ in range(6)]
-    sampler = StackSampler(py_spy=None, per_pass=4, min_gap=3600.0)
+    sampler = StackSampler(py_spy=None, per_pass=4, min_gap=3600.0, pass_gap=0.0)
     assert len(_read(sampler, kids)) == 4
     assert set(_read(sampler, kids)) == {pid for pid, _ in kids[4:]}  # the rest, next pass
     assert not sampler.want(kids) and sampler.passes == 2  # all read within the gap
+
+
+def test_one_pass_per_pass_gap_however_many_jobs_are_suspected(tmp_path: Path, children) -> None:
+    """The whole sampler's cost is bounded: right after a pass, nothing more is read until
+    pass_gap has passed (default 20 s), whatever is asked."""
+    script = write_child(tmp_path)
+    kids = [_ident(start_waiter(script, children).pid) for _ in range(2)]
+    sampler = StackSampler(py_spy=None, per_pass=1)
+    assert len(_read(sampler, kids)) == 1
+    assert not sampler.want(kids) and sampler.passes == 1
+    sampler.pass_gap = 0.0
+    assert sampler.want(kids) and sampler.passes == 2
 
 
 def test_closing_kills_the_running_dumps(tmp_path: Path, children) -> None:

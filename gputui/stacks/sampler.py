@@ -1,5 +1,6 @@
-"""The stacks the job verdicts want, read off the UI thread: a few ranks at a time, only those
-of a job already suspected (`HealthReport.wanted`), each process at most once per `min_gap`.
+"""The stacks the job verdicts want, read off the UI thread: a few ranks a pass, a pass at most
+every `pass_gap`, only ranks of a job already suspected (`HealthReport.wanted`), each process
+at most once per `min_gap`.
 
 The poller's thread calls `attach` with each live snapshot before the verdict engine judges it
 (the stacks read since the previous tick go into `Snapshot.stacks`, so a recording keeps them
@@ -37,6 +38,10 @@ PER_PASS = 4
 """Processes one pass reads at most (a suspected job's ranks: the ones to place first)."""
 MIN_GAP = 10.0
 """Seconds before the same process (PID, start time) is read again, whatever is asked."""
+PASS_GAP = 20.0
+"""Seconds between the starts of two passes: the sampler's whole cost is bounded, however many
+jobs are suspected (a dump costs ~8 ms of CPU, py-spy's included: 4 ranks every 20 s is 0.16 %
+of a core at most; bench/bench_jobs.py verdicts)."""
 TIMEOUT = 5.0
 """Seconds one dump may take (health.TRACED_GRACE is 10 s)."""
 
@@ -50,12 +55,15 @@ class StackSampler:
         *,
         per_pass: int = PER_PASS,
         min_gap: float = MIN_GAP,
+        pass_gap: float = PASS_GAP,
         timeout: float = TIMEOUT,
         py_spy: str | EllipsisType | None = ...,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.per_pass = per_pass
         self.min_gap = min_gap
+        self.pass_gap = pass_gap
+        self._last_pass = -1e18
         self.timeout = timeout
         self._py_spy = py_spy
         self._clock = clock
@@ -81,12 +89,15 @@ class StackSampler:
         if not wanted or self.busy:
             return False
         now = time.monotonic()
+        if now - self._last_pass < self.pass_gap:
+            return False
         pick = [t for t in dict.fromkeys(wanted) if now - self._asked.get(t, -1e18) >= self.min_gap]
         pick = pick[: self.per_pass]
         if not pick:
             return False
         for t in pick:
             self._asked[t] = now
+        self._last_pass = now
         for t in [t for t, at in self._asked.items() if now - at > 10 * self.min_gap]:
             del self._asked[t]
         from gputui.stacks import dump  # asyncio and the parser: only once a job is suspected

@@ -73,7 +73,7 @@ from gputui.telemetry.health_report import (
 )
 from gputui.telemetry.job_energy import EnergyMeter, hms
 from gputui.telemetry.model import GpmSample, GpuProcess, GpuSample, Snapshot
-from gputui.telemetry.nccl.findings import findings
+from gputui.telemetry.nccl.findings import RasFinding, findings
 from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.stack_evidence import RankWhere
 from gputui.telemetry.verdicts import nccl, straggler, stuck
@@ -199,6 +199,7 @@ class HealthEngine:
         self._where: dict[int, RankWhere] = {}
         self._nccl: NcclView | None = None
         """NCCL RAS's latest view (snapshots carry one on the tick after each round)."""
+        self._ras: dict[tuple[str, ...], tuple[NcclView, tuple[int, ...], tuple[RasFinding, ...]]] = {}
         self._wait_since: dict[Ident, float] = {}
         self._cpu: dict[Ident, tuple[deque[float], deque[float]]] = {}
         self._slow: dict[tuple[str, ...], tuple[tuple[int, ...], float, float, int]] = {}
@@ -325,6 +326,8 @@ class HealthEngine:
         self._energy.forget(by_job)
         for key in [k for k in self._slow if k not in by_job]:
             del self._slow[key]
+        for key in [k for k in self._ras if k not in by_job]:
+            del self._ras[key]
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
             self._exited.pop(key, None)
@@ -466,12 +469,22 @@ class HealthEngine:
             view = self._nccl
             if view is not None and ts - view.asked_at > nccl.KEEP:
                 view = None
-            ras = nccl.held(findings(view, [r.pid for r in ranks]), ts, self.config) if view else []
+            ras = nccl.held(self._findings(key, view, ranks), ts, self.config) if view else []
             found = stuck.judge(ranks, exited, ts, self.config, view, ras)
         if found is not None:
             self._slow.pop(key, None)
             return found
         return self._straggler(key, ranks, ts)
+
+    def _findings(
+        self, key: tuple[str, ...], view: NcclView, ranks: list[RankHealth]
+    ) -> tuple[RasFinding, ...]:
+        """The job's RAS findings in `view`, computed once per view (a round every 10 s)."""
+        pids = tuple(r.pid for r in ranks)
+        got = self._ras.get(key)
+        if got is None or got[0] is not view or got[1] != pids:
+            got = self._ras[key] = (view, pids, findings(view, pids))
+        return got[2]
 
     def _straggler(self, key: tuple[str, ...], ranks: list[RankHealth], ts: float) -> JobVerdict | None:
         """The rank the others wait for, held `straggler_seconds` (gputui.telemetry.verdicts.straggler)."""
