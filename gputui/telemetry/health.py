@@ -23,19 +23,21 @@ that (an H100 reads 70 W without a CUDA context, 120-131 W with one idling or sp
 Unknown power limit or power: the signature is not claimed.
 
 The job's health.  The GPU processes of one job (one launcher such as torchrun, else one
-Slurm job step or pod) are its ranks.  Each rank is, at each tick: "stopped" (state T or
-t), "disk" (state D), "zombie" (Z), "spinning" (its GPU shows the signature), "blocked"
-(state S, its CPU under `blocked_max_cpu` %, its GPU idle: gloo, or a CPU-side wait),
-"computing", or "unknown" (the evidence is missing: None is never read as 0).  Spinning
-and blocked ranks wait.  One verdict per job, once ranks have waited `stuck_seconds`:
+Slurm job step or pod) are its ranks.  Each rank is, at each tick: "stopped" (state T, or t
+held past TRACED_GRACE: a moment in t is py-spy reading it, and the rank stays what it
+was), "disk" (state D held `cpu_window_seconds`), "zombie" (Z), "spinning" (its GPU shows
+the signature), "blocked" (state S, its CPU under `blocked_max_cpu` %, its GPU idle: gloo,
+or a CPU-side wait), "computing", or "unknown" (the evidence is missing: None is never read
+as 0).  Spinning and blocked ranks wait, and their wait is timed.
 
-  exited     a rank has gone while the others wait: which, and when
-  culprit    the others wait and one does not (stopped, in D state, a zombie, or still
-             computing): "rank 1 (PID 589, GPU 1) is the one the others wait for", and why
-  stuck      every rank waits: "stuck in a collective since 12:03"
-  straggler  nobody waits, the others are busy, and one rank's SM activity (or power,
-             without GPM) stays under `straggler_ratio` of the others' median for
-             `straggler_seconds`
+The evidence this engine keeps across ticks, beside the conditions: where each rank's stack
+was (`Snapshot.stacks`, while read during the job's current wait and for STACK_KEEP at most;
+`HealthReport.wanted` asks for the ranks of a job one of whose ranks has waited half of
+`stuck_seconds`), NCCL RAS's latest view (`Snapshot.nccl`, for `verdicts.nccl.KEEP`), each
+rank's waiting share and how long a straggler has held.  The rules are in
+gputui.telemetry.verdicts: `stuck` (once a rank has waited `stuck_seconds`: culprit,
+exited, mismatch, all_wait, stuck, stalled, nccl), `straggler` (the rank the others wait
+for, from each GPU's busy time without arithmetic), `nccl` (RAS's findings as evidence).
 
 "rank N" comes from the process's environment (RANK, as torchrun sets it; `GpuProcess.rank`),
 else its command line (`--rank N`, `--local-rank N`); where neither gives one the rank is
@@ -52,8 +54,9 @@ only once its mean has fallen under the threshold, up to the window after it sto
 computing.  Ticks without a figure are skipped; a window with none is unknown, never 0 %.
 The window is kept per process, (PID, create_time): a reused PID starts an empty one.
 
-Every text here is built from numbers and fixed words only: nothing from a process (names,
-command lines, job ids) goes into it.
+Every text here is built from numbers and fixed words, and, in the verdicts, the function
+and file names of a rank's stack and the hosts of RAS's answers: clipped and escaped
+(`verdicts.words.shown`).  Nothing else from a process (names, command lines, job ids).
 """
 
 from __future__ import annotations
