@@ -86,6 +86,20 @@ def test_the_text_parser_bounds_and_skips_locals() -> None:
     assert t.frames[0].line is None and t.frames[1].file == "libc.so.6" and len(t.frames[2].function) == 1000
 
 
+def test_the_text_parser_reads_a_coloured_dump() -> None:
+    """py-spy colours its dump where CLICOLOR_FORCE is set: the same frames, no escape kept."""
+    raw = (
+        b"Process 7: x\nPython v3.12.3 (/usr/bin/python3)\n\n"
+        b'Thread \x1b[1;33m7\x1b[0m (idle): "MainThread"\n'
+        b"    \x1b[32mrecv\x1b[0m (\x1b[36mtorch/distributed/distributed_c10d.py\x1b[0m:\x1b[2m2659\x1b[0m)\n"
+    )
+    (t,) = parse_text(raw, 7)
+    assert t.os_thread_id == 7
+    assert t.frames == (
+        Frame("recv", "torch/distributed/distributed_c10d.py", 2659, "torch/distributed/distributed_c10d.py"),
+    )
+
+
 def test_locate_bounds_what_it_keeps() -> None:
     huge = Frame("f" * 10_000, "g" * 10_000, 3, "/x")
     thread = ThreadStack(1, 1, "MainThread", True, False, (Frame("<module>", "t.py", 1, "t.py"), huge))

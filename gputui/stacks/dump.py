@@ -353,6 +353,8 @@ def parse_dump(data: bytes, pid: int) -> tuple[ThreadStack, ...]:
     return tuple(main + [t for t in threads if t not in main])
 
 
+_SGR = re.compile(r"\x1b\[[0-9;]*m")
+"""A colour or style escape (Select Graphic Rendition)."""
 _THREAD_LINE = re.compile(r'Thread (0x[0-9A-Fa-f]+|\d+) \((idle|active|active\+gil)\)(?:: "(.*)")?$')
 
 
@@ -360,8 +362,9 @@ def parse_text(data: bytes, pid: int) -> tuple[ThreadStack, ...]:
     """py-spy's printed dump (`py-spy dump --pid N`, no --json: "Thread 588 (idle):
     "MainThread"", then a frame a line, innermost first, "    function (file:line)") as
     `parse_dump` gives it: frames in call order, the main thread first.  Locals (deeper lines)
-    are skipped.  ValueError when it is not py-spy's dump."""
-    lines = data.decode("utf-8", "replace").splitlines()
+    are skipped, and so are colours (py-spy colours its dump where the environment forces it:
+    CLICOLOR_FORCE).  ValueError when it is not py-spy's dump."""
+    lines = _SGR.sub("", data.decode("utf-8", "replace")).splitlines()
     if not lines or not lines[0].startswith("Process "):
         raise ValueError("not py-spy's dump (no 'Process' line)")
     threads: list[ThreadStack] = []
