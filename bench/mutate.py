@@ -1921,6 +1921,22 @@ MUTATIONS: list[Mutation] = [
         "a function name or a RAS host with escape sequences reaches the terminal in a verdict",
     ),
     Mutation(
+        "verdict-glitch-is-gone",
+        "gputui/telemetry/health.py",
+        "                del exited[ident]  # missing from one tick's list (a glitch) and back: not gone",
+        "                pass",
+        (f"{MIXED}::test_a_rank_missing_from_one_tick_and_back_is_not_gone",),
+        "a rank NVML's list missed at one tick stays 'gone' for ever, and is named while it waits",
+    ),
+    Mutation(
+        "verdict-gone-at-once",
+        "gputui/telemetry/verdicts/stuck.py",
+        "    gone = [r for r in exited if r.exited_at is not None and ts - r.exited_at >= cfg.cpu_window_seconds]",
+        "    gone = list(exited)",
+        (f"{MIXED}::test_a_rank_gone_is_named_once_gone_the_cpu_window",),
+        "a rank missing from one tick's list is named as gone at once",
+    ),
+    Mutation(
         "verdict-logging-wrapper-is-the-call",
         "gputui/stacks/where.py",
         "            inner = [g for g in frames[k:] if not _module_file(g).startswith(_WRAPPER_FILES)]",

@@ -338,3 +338,37 @@ def test_the_part_a_rank_plays(condition: str, place: str | None) -> None:
         assert got == "holds"
     else:  # gpu_sync on an idle GPU, unread, not read: the condition decides
         assert got == {"blocked": "waits", "disk": "holds", "computing": "unclear"}[condition]
+
+
+def test_a_rank_missing_from_one_tick_and_back_is_not_gone() -> None:
+    """DERIVED: every rank blocked (rank 1 in state S), rank 2 missing from NVML's list at one
+    tick mid-wait (a glitch), then listed again: it is a rank again, not one that has gone,
+    and the verdict never names it (it waits)."""
+    snaps = gloo(from_stop(R1, state="S", cpu_percent=0.0))
+    snaps[25] = dataclasses.replace(snaps[25], processes=tuple(p for p in snaps[25].processes if p.pid != R2))
+    engine = HealthEngine(CFG)
+    for s in snaps:
+        report = engine.update(s)
+        for j in report.jobs:
+            assert not any(r.pid in {x.pid for x in j.exited} for r in j.ranks), s.timestamp
+            if j.verdict is not None:
+                assert R2 not in j.verdict.pids
+    (job,) = report.jobs
+    assert job.exited == ()
+
+
+@pytest.mark.parametrize(("window", "named"), [(5.0, False), (0.0, True)])
+def test_a_rank_gone_is_named_once_gone_the_cpu_window(window: float, named: bool) -> None:
+    """DERIVED: every rank blocked, rank 2 gone from tick 44 (the recording ends at 45): gone
+    for 1 s it is not named yet with the 5 s window (it may be a glitch of NVML's list);
+    with the window at 0, at once."""
+    snaps = gloo(from_stop(R1, state="S", cpu_percent=0.0))
+    for k in range(44, len(snaps)):
+        snaps[k] = dataclasses.replace(
+            snaps[k], processes=tuple(p for p in snaps[k].processes if p.pid != R2)
+        )
+    v = last_verdict(snaps, dataclasses.replace(CFG, cpu_window_seconds=window))
+    if named:
+        assert v is not None and v.kind == "exited" and v.pids == (R2,)
+    else:
+        assert v is None or v.kind != "exited"

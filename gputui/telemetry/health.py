@@ -311,6 +311,8 @@ class HealthEngine:
             for ident, old in self._members.get(key, {}).items():
                 if ident not in members and ident not in exited:
                     exited[ident] = _gone(old, ts)
+            for ident in [i for i in exited if i in members]:
+                del exited[ident]  # missing from one tick's list (a glitch) and back: not gone
             self._members[key] = members
             if len(ranks) + len(exited) < 2:
                 continue

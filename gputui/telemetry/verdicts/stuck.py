@@ -117,7 +117,11 @@ def _judge(
         return _stalled(unclear, waits, exited, waited, since, cfg)
     if any(r.waiting_since is not None and r not in long for r in waits):
         return None  # every rank waits, some not long enough yet
-    if exited:
+    gone = [r for r in exited if r.exited_at is not None and ts - r.exited_at >= cfg.cpu_window_seconds]
+    if exited and not gone:
+        return None  # gone for a moment only: NVML's list may have missed it at one tick
+    if gone:
+        exited = gone
         last = exited[-1]
         names = ", ".join(r.who for r in exited)
         return JobVerdict(
