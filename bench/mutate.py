@@ -1825,6 +1825,14 @@ MUTATIONS: list[Mutation] = [
         "a moment in D (a checkpoint's writes) names the rank as hung in uninterruptible sleep",
     ),
     Mutation(
+        "verdict-moment-in-d-unknown",
+        "gputui/telemetry/health.py",
+        '            p.state in ("R", "D")  # D not held yet: I/O (a checkpoint\'s writes) is work on the host',
+        '            p.state == "R"',
+        (f"{MIXED}::test_a_moment_in_d_at_no_cpu_is_host_work_not_unknown",),
+        "a rank a moment in D at no CPU is 'unknown': every verdict of its job held back",
+    ),
+    Mutation(
         "verdict-host-cpu-names-a-rank",
         "gputui/telemetry/verdicts/stuck.py",
         '        return "holds"\n    return "unclear"',

@@ -372,3 +372,19 @@ def test_a_rank_gone_is_named_once_gone_the_cpu_window(window: float, named: boo
         assert v is not None and v.kind == "exited" and v.pids == (R2,)
     else:
         assert v is None or v.kind != "exited"
+
+
+def test_a_moment_in_d_at_no_cpu_is_host_work_not_unknown() -> None:
+    """DERIVED: rank 1 in D at 0 % CPU with its GPU idle for its first ticks after the stop:
+    computing (I/O on its host) until held the CPU window, then disk; never unknown."""
+    s, snaps = matrix_job(
+        lambda k, p: (
+            dataclasses.replace(p, state="D", cpu_percent=0.0) if p.pid == STOPPED and p.state == "T" else p
+        )
+    )
+    start = next(t.timestamp for t in snaps if any(p.pid == STOPPED and p.state == "D" for p in t.processes))
+    for r in judge(snaps):
+        x = next((x for x in job_in(r, s.key("b")).ranks if x.pid == STOPPED), None)
+        if x is not None and r.timestamp >= start:
+            want = "disk" if r.timestamp - start >= MATRIX_CFG.cpu_window_seconds else "computing"
+            assert x.condition == want, (r.timestamp - start, x.condition)

@@ -386,7 +386,7 @@ class HealthEngine:
         ):
             cond = "blocked"
         elif (
-            p.state == "R"
+            p.state in ("R", "D")  # D not held yet: I/O (a checkpoint's writes) is work on the host
             or (cpu is not None and cpu >= cfg.blocked_max_cpu)
             or (gpu_util is not None and gpu_util > cfg.blocked_max_util)
         ):
