@@ -174,3 +174,12 @@ def test_waited_for_bounds(shares: dict[int, float], named: tuple[int, ...] | No
 
     got = waited_for(shares, HealthConfig(straggler_wait=50.0))
     assert (got[0] if got else None) == named
+
+
+def test_a_config_file_of_the_old_straggler_rule_still_loads() -> None:
+    from gputui.config import parse
+
+    cfg, errors = parse(
+        "[health]\nstraggler_ratio = 0.9\nstraggler_busy_util = 40\nstraggler_wait = 60\n", "c.toml"
+    )
+    assert errors == [] and cfg.health.straggler_wait == 60.0

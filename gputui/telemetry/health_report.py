@@ -91,6 +91,19 @@ class HealthConfig:
         min=1.0,
         max=100.0,
     )
+    straggler_ratio: float = option(
+        "not used any more (the straggler is judged on waiting shares: straggler_wait); kept so "
+        "that a config file that sets it still loads",
+        0.5,
+        min=0.0,
+        max=1.0,
+    )
+    straggler_busy_util: float = option(
+        "not used any more (see straggler_wait); kept so that a config file that sets it still loads",
+        50.0,
+        min=0.0,
+        max=100.0,
+    )
     straggler_seconds: float = option("straggler: held this long", 60.0, min=0.0)
 
 
