@@ -14,94 +14,27 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, NoReturn
 
-from gputui import __version__
-from gputui.commands.common import load_config, positive
+from gputui.cmdline import COMMANDS, DEMO_JOB_START, named_command
+from gputui.cmdline import top_level_parser as _top_level_parser
+from gputui.commands.common import load_config
 
 if TYPE_CHECKING:
-    from gputui.config import Config
+    from gputui.config import Config, LoadedConfig
     from gputui.state import SavedState
+    from gputui.telemetry.recording import ReplaySource
     from gputui.telemetry.source import Source
 
 DEMO_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo.jsonl.gz")
+DEMO_JOB_RECORDING = os.path.join(os.path.dirname(__file__), "data", "demo-job.jsonl.gz")
+"""A real stuck NCCL job (tests/fixtures/h200-x2-nccl, rank 1 stopped), its header carrying
+the waits it is judged with (docs/recordings.md, "The bundled demos")."""
 
-#: Subcommands: modules gputui.commands.NAME with NAME, add_parser(subparsers) and
-#: run(args) -> exit code, imported when named (a one-shot `gputui snapshot` pays for no other).
-COMMANDS = ("record", "snapshot", "watch", "export", "diag", "stress", "cluster", "serve", "stacks")
 REPLAYING = ("snapshot", "watch", "export")
 """Subcommands that play a recording (their own --replay; the global --replay/--demo too)."""
 
 
 def command_module(name: str) -> ModuleType:
     return importlib.import_module(f"gputui.commands.{name}")
-
-
-def named_command(parser: argparse.ArgumentParser, argv: Sequence[str]) -> str | None:
-    """The first word of `argv` that names a subcommand and is not the value of a top-level
-    option (`gputui --replay watch snapshot`: "watch" is a file)."""
-    takes_value = {s for a in parser._actions if a.nargs != 0 for s in a.option_strings}
-    return next(
-        (a for i, a in enumerate(argv) if a in COMMANDS and (i == 0 or argv[i - 1] not in takes_value)), None
-    )
-
-
-def _top_level_parser(
-    kind: type[argparse.ArgumentParser] = argparse.ArgumentParser,
-) -> argparse.ArgumentParser:
-    parser = kind(
-        prog="gputui",
-        description="A terminal GPU monitor: every GPU live, its processes, and the host.",
-        epilog="Run `gputui COMMAND --help` for a subcommand.  Keys inside the monitor: press ?",
-    )
-    parser.add_argument("--version", action="version", version=f"gputui {__version__}")
-    parser.add_argument(
-        "-i",
-        "--interval",
-        type=positive,
-        default=None,
-        metavar="S",
-        help="seconds between refreshes (default 1; a replay defaults to its recorded interval)",
-    )
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--replay", metavar="FILE", help="play a recording instead of live data")
-    source.add_argument("--demo", action="store_true", help="play the bundled recording of real GPUs")
-    parser.add_argument(
-        "--start",
-        type=int,
-        default=1,
-        metavar="TICK",
-        help="with --replay/--demo: begin at this recorded tick (default 1)",
-    )
-    parser.add_argument(
-        "--readonly",
-        action="store_true",
-        default=None,
-        help="never signal processes: the kill keys are hidden and disabled",
-    )
-    parser.add_argument(
-        "--no-remember",
-        dest="remember",
-        action="store_false",
-        default=None,
-        help="neither restore nor save the interval, layout, sort and filters "
-        "($XDG_STATE_HOME/gputui/state.json)",
-    )
-    parser.add_argument(
-        "--config",
-        metavar="FILE",
-        default=None,
-        help="read settings from FILE (default $XDG_CONFIG_HOME/gputui/config.toml)",
-    )
-    parser.add_argument(
-        "--print-config", action="store_true", help="print the default settings, with comments, and exit"
-    )
-    # a browser session of `gputui serve` (set by serve on the session's command line, which
-    # the page cannot touch): readonly unless "signals", no program the page could name
-    parser.add_argument(
-        "--serve-session", choices=("readonly", "signals"), default=None, help=argparse.SUPPRESS
-    )
-    parser.add_argument("--serve-parent", type=int, default=None, help=argparse.SUPPRESS)
-    parser.add_argument("--diag-python", default=None, help=argparse.SUPPRESS)
-    return parser
 
 
 def _add_commands(parser: argparse.ArgumentParser, only: str | None) -> None:
@@ -173,7 +106,8 @@ def _main(argv: Sequence[str] | None) -> int:
             return 2
         command = command_module(args.command)
         if getattr(command, "USES_CONFIG", False):
-            args.settings = load_config(args, f"gputui {args.command}").config
+            args.loaded_config = load_config(args, f"gputui {args.command}")
+            args.settings = args.loaded_config.config
         return int(command.run(args))
     return run_tui(args)
 
@@ -181,12 +115,20 @@ def _main(argv: Sequence[str] | None) -> int:
 def _global_source(args: argparse.Namespace) -> str | None:
     """Apply `gputui --replay F COMMAND` / `gputui --demo COMMAND` to a subcommand that
     replays (its own --replay wins); why not, for one that cannot."""
-    flag = "--demo" if args.demo else "--replay" if args.replay is not None else None
+    flag = (
+        "--demo"
+        if args.demo
+        else "--demo-job"
+        if args.demo_job
+        else "--replay"
+        if args.replay is not None
+        else None
+    )
     if flag is None:
         return None
     if args.command in REPLAYING:
-        if args.demo and args.replay is None:
-            args.replay = DEMO_RECORDING
+        if args.replay is None:
+            args.replay = DEMO_JOB_RECORDING if args.demo_job else DEMO_RECORDING
         return None
     if args.command == "serve":
         return f"{flag} goes after --: gputui serve -- {flag}{' FILE' if flag == '--replay' else ''}"
@@ -222,12 +164,28 @@ def _needs_terminal() -> int:
     return 2
 
 
+def open_tui_replay(
+    path: str, start: int, loaded: LoadedConfig
+) -> tuple[ReplaySource, Config, str | None] | None:
+    """A recording for the monitor, at tick `start` (`--start`), the settings to judge it
+    with (the user's, and the recording's own where the user sets none) and the banner's
+    words for which; None after saying why it cannot be played."""
+    from gputui.commands.common import open_replay
+    from gputui.recording_settings import applied
+
+    replay = open_replay("gputui", path, start, option="--start")
+    if replay is None:
+        return None
+    judging = applied(loaded, replay.header.settings)
+    return replay, judging.config, judging.banner
+
+
 def run_tui(args: argparse.Namespace) -> int:
     from gputui.serve.child import in_browser
 
     browser = in_browser() or args.serve_session is not None
     no_terminal = not sys.stdout.isatty() and not os.environ.get("GPUTUI_ALLOW_NOTTY") and not browser
-    replay_path = DEMO_RECORDING if args.demo else args.replay
+    replay_path = DEMO_RECORDING if args.demo else DEMO_JOB_RECORDING if args.demo_job else args.replay
     live = None
     if replay_path is None:
         if no_terminal:
@@ -241,24 +199,16 @@ def run_tui(args: argparse.Namespace) -> int:
     loaded = load(args.config)
     settings = loaded.config
     saved, state_warning, state_path = remembered(args, settings)
+    judged_with = None
     if live is None:
-        from gputui.telemetry.recording import RecordingError, ReplaySource
-
         assert replay_path is not None
-        try:
-            replay = ReplaySource(replay_path)
-        except RecordingError as exc:
-            print(f"gputui: {exc}", file=sys.stderr)
-            return 2
-        if not 1 <= args.start <= len(replay.ticks):
-            print(
-                f"gputui: --start {args.start}: the recording has ticks 1 to {len(replay.ticks)}",
-                file=sys.stderr,
-            )
+        start = args.start if args.start is not None else DEMO_JOB_START if args.demo_job else 1
+        opened = open_tui_replay(str(replay_path), start, loaded)
+        if opened is None:
             return 2
         if no_terminal:  # (after the file's own errors, which matter more)
             return _needs_terminal()
-        replay.seek(args.start - 2)
+        replay, settings, judged_with = opened
         source: Source = replay
         interval = args.interval or replay.interval
     else:
@@ -279,6 +229,7 @@ def run_tui(args: argparse.Namespace) -> int:
         state_warning=state_warning,
         serve_session=args.serve_session is not None,
         diag_python=args.diag_python,
+        judged_with=judged_with,
     )
     try:
         app.run()

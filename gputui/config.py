@@ -217,6 +217,9 @@ class LoadedConfig:
     """The file that was read; None when there was none."""
     errors: tuple[str, ...] = ()
     """Problems found ("FILE:LINE: key: what"); when there are any, `config` is the defaults."""
+    keys: frozenset[str] = frozenset()
+    """The dotted keys the file sets ("health.stuck_seconds"), tables included: what a
+    recording's own settings never override (`recording_settings.applied`)."""
 
 
 def default_path() -> Path:
@@ -246,7 +249,15 @@ def load(path: str | os.PathLike[str] | None = None) -> LoadedConfig:
             Config(), p, (f"{shown}: cannot read it ({exc.strerror or exc}); using the defaults",)
         )
     config, errors = parse(text, str(p))
-    return LoadedConfig(config, p, tuple(errors))
+    return LoadedConfig(config, p, tuple(errors), frozenset() if errors else frozenset(key_lines(text)))
+
+
+def check_setting(cls: Any, name: str, raw: Any) -> str | None:
+    """Why `raw` is not a valid value of `cls`'s setting `name` (as the config file's reader
+    would say), or None: for settings that come from elsewhere (a recording's header)."""
+    f = next(f for f in dataclasses.fields(cls) if f.name == name)
+    problem, _ = _leaf(typing.get_type_hints(cls)[name], raw, f.metadata)
+    return problem
 
 
 def parse(text: str, name: str = "config.toml") -> tuple[Config, list[str]]:

@@ -10,8 +10,9 @@ written it or put it there.
   others, unless it has the sticky bit (as /tmp: others cannot rename or delete what is
   yours there); the same group exception.
 - A symbolic link is followed only where the directory holding it passed these checks
-  (a dotfile manager's link in ~/.config is fine; another user's link in a shared
-  directory is not), never as the last component when `follow_symlinks` is off.
+  and you or root own the link (a dotfile manager's link in ~/.config is fine; another
+  user's link in a shared directory, sticky /tmp included, is not, whatever the kernel's
+  fs.protected_symlinks says), never as the last component when `follow_symlinks` is off.
 - Each directory is opened relative to the last (openat), the file with O_NOFOLLOW and
   O_NONBLOCK (a FIFO cannot hang the start), checked again with fstat after the open, and
   read to a bound (`/dev/zero` or a huge file cannot fill memory).
@@ -20,7 +21,9 @@ Anything else raises `Refused`, whose text is one line naming the file (escaped:
 name is untrusted) and why.  A missing file raises FileNotFoundError, even below a
 directory that would be refused: nothing is used, so nothing needs saying.
 
-Writing (`write_private`) creates missing directories 0700, writes a new file 0600 with
+Writing (`write_private`) creates missing directories 0700 (only below directories that
+passed the checks: nothing is made where it would then be refused), opened with O_NOFOLLOW
+and checked again once open, writes a new file 0600 with
 O_CREAT|O_EXCL|O_NOFOLLOW under a temporary name in the checked directory and renames it
 over the old name: a symbolic link planted there is replaced, never followed.
 
@@ -151,6 +154,20 @@ class _Walk:
         if self.problem is None:
             self.problem = _dir_problem(self.where, os.fstat(self.fd))
 
+    def _may_follow(self, name: str, st: os.stat_result) -> None:
+        """Refused unless the link at `name` may be followed: its directory passed the
+        checks, and you or root own the link.  (The walk reads links itself, so the
+        kernel's fs.protected_symlinks never applies: without the owner check, another
+        user's link in a sticky shared directory such as /tmp would lead root anywhere.)"""
+        if self.problem is not None:
+            raise Refused(self.path, self.problem)
+        if not _trusted_owner(st.st_uid):
+            where = escaped(os.path.join(self.where, name))
+            raise Refused(
+                self.path,
+                f"{where} is a symbolic link owned by another user (uid {st.st_uid}): not followed",
+            )
+
     def _resolve(self) -> None:
         parts = os.path.abspath(self.path).split("/")
         self._enter_root()
@@ -174,9 +191,12 @@ class _Walk:
                         self.name = name
                         return
                     raise
+                if self.problem is not None:  # nothing is made where others could meddle
+                    raise Refused(self.path, self.problem) from None
                 os.mkdir(name, 0o700, dir_fd=self.fd)
                 st = os.stat(name, dir_fd=self.fd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode) and (not last or self.follow_last):
+                self._may_follow(name, st)
                 links += 1
                 if links > MAX_SYMLINKS:
                     raise Refused(self.path, "too many symbolic links")

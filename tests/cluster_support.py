@@ -8,6 +8,7 @@ Everything listens on 127.0.0.1 only; every process is stopped by the fixture th
 from __future__ import annotations
 
 import contextlib
+import gzip
 import http.server
 import json
 import os
@@ -21,7 +22,7 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -62,13 +63,14 @@ class Exporter:
                 self.proc.wait(10)
 
 
-def start_exporter(recording: Path, interval: float = 3600.0) -> Exporter:
+def start_exporter(recording: Path, interval: float = 3600.0, config: Path | None = None) -> Exporter:
     """`gputui export --replay RECORDING` on a port the kernel picks.  With the default interval
     it serves the recording's first tick for the whole test."""
     proc = subprocess.Popen(
         [
             sys.executable, "-m", "gputui", "export", "--replay", str(recording),
             "--listen", "127.0.0.1:0", "--interval", str(interval),
+            *(("--config", str(config)) if config is not None else ()),
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -84,11 +86,13 @@ def start_exporter(recording: Path, interval: float = 3600.0) -> Exporter:
 
 
 @contextlib.contextmanager
-def exporters(recordings: Sequence[Path]) -> Iterator[list[Exporter]]:
+def exporters(
+    recordings: Sequence[Path], interval: float = 3600.0, config: Path | None = None
+) -> Iterator[list[Exporter]]:
     started: list[Exporter] = []
     try:
         for r in recordings:
-            started.append(start_exporter(r))
+            started.append(start_exporter(r, interval, config))
         yield started
     finally:
         for e in started:
@@ -219,6 +223,8 @@ class Fleet:
     started: float = field(default_factory=time.monotonic)
     frozen: bool = False
     """Serve a fixed tick per host (tests)."""
+    extra: dict[int, bytes] = field(default_factory=dict)
+    """More exposition text for host k (job series: bench/bench_cluster.py --jobs)."""
 
     def __post_init__(self) -> None:
         self.header, self.ticks = read_recording(self.recording)
@@ -235,6 +241,7 @@ class Fleet:
             hit = self._cache.get((k, t))
         if hit is None:
             hit = exposition(self.header.machine, self.ticks[t], host_name(k), self.processes)
+            hit += self.extra.get(k, b"")
             with self._lock:
                 if len(self._cache) > 8 * self.hosts:
                     self._cache.clear()
@@ -371,3 +378,256 @@ class RecordedCluster:
 
     def close(self) -> None:
         pass
+
+
+# --------------------------------------------------------------------------------------
+# a raw TCP server: answers no HTTP library would write (hostile exporters, tests only)
+# --------------------------------------------------------------------------------------
+
+Behaviour = Callable[[socket.socket], "bool | None"]
+"""What a RawServer does with a connection once it has read the request: it returns False
+when the client hung up before it had said everything (the client gave up on it)."""
+
+
+class RawServer:
+    """A loopback TCP server: reads one request's head, then hands the socket to `behaviour`."""
+
+    def __init__(self, behaviour: Behaviour) -> None:
+        self.behaviour = behaviour
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.requests = 0
+        self.completed = 0
+        """Connections the behaviour finished: it said everything it had to say."""
+        self.cut = threading.Semaphore(0)
+        """Released once for each connection the client closed before the behaviour was done."""
+        self._stop = False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    @property
+    def target(self) -> str:
+        return f"127.0.0.1:{self.sock.getsockname()[1]}"
+
+    def _serve(self) -> None:
+        while not self._stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
+
+    def _one(self, conn: socket.socket) -> None:
+        with conn:
+            conn.settimeout(10)
+            got = b""
+            with contextlib.suppress(OSError):
+                while b"\r\n\r\n" not in got and len(got) < 65536:
+                    more = conn.recv(4096)
+                    if not more:
+                        return
+                    got += more
+            self.requests += 1
+            if self.behaviour(conn) is False:
+                self.cut.release()
+            else:
+                self.completed += 1
+
+    def close(self) -> None:
+        self._stop = True
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def wait_cut(self, timeout: float = 60.0) -> bool:
+        """Whether a client hung up on a connection before the behaviour was done (waits
+        for the server's thread to notice: the event, not a time)."""
+        return self.cut.acquire(timeout=timeout)
+
+
+def drip(data: bytes, every: float) -> Behaviour:
+    """Send `data` a byte at a time, `every` seconds apart; False if the client hangs up."""
+
+    def run(conn: socket.socket) -> bool:
+        for k in range(len(data)):
+            try:
+                conn.sendall(data[k : k + 1])
+            except OSError:
+                return False
+            time.sleep(every)
+        return True
+
+    return run
+
+
+def silent(conn: socket.socket) -> bool:
+    """Say nothing until the client hangs up (then False); True if it waits 10 minutes."""
+    conn.settimeout(600)
+    try:
+        while conn.recv(4096):
+            pass
+    except TimeoutError:
+        return True
+    except OSError:
+        pass
+    return False
+
+
+@contextlib.contextmanager
+def raw_server_factory() -> Iterator[Callable[[Behaviour], RawServer]]:
+    """Make RawServers; every one is closed at the end."""
+    made: list[RawServer] = []
+
+    def make(behaviour: Behaviour) -> RawServer:
+        s = RawServer(behaviour)
+        made.append(s)
+        return s
+
+    try:
+        yield make
+    finally:
+        for s in made:
+            s.close()
+
+
+# --------------------------------------------------------------------------------------
+# two nodes emulated from one real multi-GPU recording
+# --------------------------------------------------------------------------------------
+
+
+def split_recording(
+    source: Path,
+    out: Path,
+    gpus: Sequence[int],
+    hostname: str,
+    *,
+    job: object | None = None,
+    hold: int = 0,
+) -> Path:
+    """EMULATED NODE: the GPUs `gpus` of the real recording `source` (renumbered 0.. as a
+    node numbers its own), their processes and the launchers, as a machine named
+    `hostname`; `job` (a `Job`) given to every rank where the real run had none (torchrun
+    ran outside Slurm); the last tick held `hold` more ticks (timestamps advancing: a
+    stopped rank stays stopped).  The header says all this (`derived`, `note`)."""
+    import dataclasses
+
+    from gputui.telemetry.recording import RecordingWriter
+
+    header, ticks = read_recording(source)
+    machine = header.machine
+    renumber = {old: new for new, old in enumerate(gpus)}
+    devices = tuple(
+        dataclasses.replace(d, index=renumber[d.index]) for d in machine.devices if d.index in renumber
+    )
+    system = dataclasses.replace(machine.system, hostname=hostname, device_count=len(devices))
+    node = MachineInfo(system, devices, None)
+
+    def one(s: Snapshot, seq: int, ts: float) -> Snapshot:
+        procs = tuple(
+            dataclasses.replace(p, gpu_index=renumber[p.gpu_index], job=job or p.job)  # type: ignore[arg-type]
+            for p in s.processes
+            if p.gpu_index in renumber
+        )
+        samples = tuple(
+            dataclasses.replace(g, index=renumber[g.index]) for g in s.gpus if g.index in renumber
+        )
+        return dataclasses.replace(s, seq=seq, timestamp=ts, gpus=samples, processes=procs)
+
+    how = (
+        f"GPUs {list(gpus)} of {source.name} renumbered from 0 as host {hostname!r}; "
+        f"job {job!r} given to every rank; the last tick held {hold} more ticks"
+    )
+    with RecordingWriter(
+        out,
+        node,
+        header.interval,
+        derived={"from": str(source.name), "how": how, "generator": "tests/cluster_support.py"},
+        note="DERIVED (not a real machine): an emulated node, " + how,
+    ) as w:
+        for s in ticks:
+            w.write(one(s, s.seq, s.timestamp))
+        last = ticks[-1]
+        for k in range(1, hold + 1):
+            w.write(one(last, last.seq + k, last.timestamp + k * header.interval))
+    return out
+
+
+# --------------------------------------------------------------------------------------
+# a Prometheus API stand-in answering with many series (caps tests and benchmark)
+# --------------------------------------------------------------------------------------
+
+
+def series_json(n: int, hosts: int = 64) -> list[bytes]:
+    """HAND-WRITTEN: `n` dcgm-exporter-like series over `hosts` hosts of 8 GPUs."""
+    out = []
+    names = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_TEMP")
+    for k in range(n):
+        gpu = k // len(names)
+        host = gpu // 8 % hosts
+        metric = {
+            "__name__": names[k % len(names)],
+            "Hostname": f"gpu-node-{host:05d}",
+            "UUID": f"GPU-{gpu:08d}-0000-4000-8000-000000000000",
+            "gpu": str(gpu % 8),
+            "instance": f"10.0.{host // 256}.{host % 256}:9400",
+            "job": "dcgm",
+            "modelName": "NVIDIA H200",
+        }
+        out.append(json.dumps({"metric": metric, "value": [1764300000.123, str(k % 100)]}).encode())
+    return out
+
+
+def vector(items: list[bytes], status: str = "success") -> bytes:
+    return (
+        b'{"status":"%s","data":{"resultType":"vector","result":[' % status.encode()
+        + b",".join(items)
+        + b"]}}"
+    )
+
+
+class FakePrometheus:
+    """Answers /api/v1/query: `up` with one series per host, anything else with `body`."""
+
+    def __init__(self, body: bytes, hosts: int = 64, gzipped: bool = False) -> None:
+        up = [
+            json.dumps(
+                {
+                    "metric": {"__name__": "up", "instance": f"10.0.{h // 256}.{h % 256}:9400"},
+                    "value": [0, "1"],
+                }
+            ).encode()
+            for h in range(hosts)
+        ]
+        answers = {"up": vector(up), "": body}
+        if gzipped:
+            answers = {k: gzip.compress(v, compresslevel=1, mtime=0) for k, v in answers.items()}
+        fake = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                body = answers["up" if "query=up" in self.path else ""]
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                if gzipped:
+                    self.send_header("Content-Encoding", "gzip")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                with contextlib.suppress(OSError):  # a client that stops reading at its cap
+                    for k in range(0, len(body), 65536):
+                        self.wfile.write(body[k : k + 65536])
+                fake.sent.append(len(body))
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.sent: list[int] = []
+        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import os
 import re
+import resource
 import signal
 import subprocess
 import sys
@@ -33,17 +34,24 @@ class Served:
 
     @property
     def token(self) -> str:
-        return self.url.split("token=", 1)[1]
+        path = urlsplit(self.url).path
+        assert path.startswith("/s/") and path.endswith("/"), self.url
+        return path[len("/s/") : -1]
 
     @property
     def host(self) -> str:
         return urlsplit(self.url).netloc
 
+    def path(self, rest: str = "", token: str | None = "right") -> str:
+        """The URL of `rest` under the secret path of `token` ("right": serve's own; None: none)."""
+        if token is None:
+            return f"{self.base}/{rest}"
+        return f"{self.base}/s/{self.token if token == 'right' else token}/{rest}"
+
     def ws(self, token: str | None = "right", **query: object) -> str:
         q = {"width": 100, "height": 30, **query}
-        if token is not None:
-            q["token"] = self.token if token == "right" else token
-        return f"ws://{self.host}/ws?" + "&".join(f"{k}={v}" for k, v in q.items())
+        url = self.path("ws", token).replace("http://", "ws://", 1)
+        return url + "?" + "&".join(f"{k}={v}" for k, v in q.items())
 
     def sessions(self) -> list[psutil.Process]:
         return sessions_of(self.proc.pid)
@@ -84,14 +92,24 @@ def wait_sessions(served: Served, count: int, timeout: float = 30) -> list[psuti
 
 
 def start_serve(
-    *serve_args: str, app_args: tuple[str, ...] = ("--demo",), env: dict[str, str] | None = None
+    *serve_args: str,
+    app_args: tuple[str, ...] = ("--demo",),
+    env: dict[str, str] | None = None,
+    open_files: int | None = None,
 ) -> Served:
+    """`open_files`: serve's RLIMIT_NOFILE (soft and hard), to run out of descriptors cheaply."""
+
+    def limit() -> None:
+        if open_files is not None:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+
     proc = subprocess.Popen(
         [sys.executable, "-m", "gputui", "serve", "--listen", "127.0.0.1:0", *serve_args, "--", *app_args],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})},
+        preexec_fn=limit if open_files is not None else None,  # noqa: PLW1509 - before any thread
     )
     assert proc.stderr is not None
     log: list[str] = []
@@ -116,6 +134,15 @@ def read_log(served: Served) -> str:
         while chunk := served.proc.stderr.read():
             served.log.append(chunk)
     return "".join(served.log)
+
+
+def wait_log(served: Served, needle: str, timeout: float = 30) -> str:
+    """serve's log so far, once it holds `needle`."""
+    deadline = time.monotonic() + timeout
+    while needle not in (log := read_log(served)):
+        assert time.monotonic() < deadline, f"serve never logged {needle!r}: {log}"
+        time.sleep(0.05)
+    return log
 
 
 async def app_output(ws, needle: bytes, timeout: float = 40, partial: bool = False) -> bytes:

@@ -72,6 +72,13 @@ def start_waiter(script: Path, children: list, *args: str, **kw) -> subprocess.P
     return child
 
 
+def comm(pid: int) -> str:
+    """The process's name as the kernel gives it (and gputui prints it): `python`, `python3`,
+    `python3.11`, whatever the interpreter's file is called here."""
+    with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+        return f.read().rstrip("\n")
+
+
 def settled(pids: list[int], timeout: float = 30.0):
     """Dump until every process's main thread is inside `wait_here` (a child prints "ready"
     just before it gets there)."""
@@ -122,3 +129,76 @@ def require_py_spy(script: Path) -> None:
     if res.missing is not None and res.missing.reason is Reason.PTRACE_REFUSED:
         pytest.skip(f"ptrace is not permitted in this environment: {res.missing.message}")
     assert res.missing is None or res.missing.reason is Reason.NOT_PYTHON, res.missing
+
+
+# ---- py-spy's text dumps, as recorded on real GPUs -----------------------------------------
+
+MATRIX = Path(__file__).resolve().parent / "fixtures" / "h100-x4-matrix"
+"""Issue 32's matrix recorded live on 4 H100s: `stacks-35.txt` holds each NCCL rank's `py-spy
+dump` and `py-spy dump --native` as py-spy 0.4.3 printed them (tests/fixtures/h100-x4-matrix)."""
+
+
+def py_spy_text_as_json(text: str) -> bytes:
+    """One `py-spy dump` as text (threads, then frames innermost first, `name (file:line)` or
+    `name (library)` for a native frame) back into the JSON `py-spy dump --json` gives for the
+    same dump, so that gputui's own parser reads the recorded frames."""
+    import json
+    import re
+
+    threads: list[dict] = []
+    for line in text.splitlines():
+        head = re.match(r'Thread (0x[0-9A-Fa-f]+|\d+) \((\w[\w+]*)\)(?:: "(.*)")?$', line)
+        if head:
+            tid = int(head.group(1), 0)
+            threads.append(
+                {
+                    "pid": 0,
+                    "thread_id": tid,
+                    "os_thread_id": tid,
+                    "thread_name": head.group(3),
+                    "active": head.group(2).startswith("active"),
+                    "owns_gil": "gil" in head.group(2),
+                    "frames": [],
+                }
+            )
+            continue
+        frame = re.match(r"    (.*) \(([^()]*)\)$", line)
+        if frame and threads:
+            name, where = frame.groups()
+            file, colon, lineno = where.rpartition(":")
+            if colon and lineno.isdigit() and file.endswith(".py"):
+                raw = {
+                    "name": name,
+                    "filename": file,
+                    "short_filename": file,
+                    "line": int(lineno),
+                    "module": None,
+                }
+            elif colon and lineno.isdigit():  # a native frame with its source line (NCCL's group.cc:107)
+                raw = {
+                    "name": name,
+                    "filename": file,
+                    "short_filename": file,
+                    "line": int(lineno),
+                    "module": file,
+                }
+            else:  # a native frame: its library
+                raw = {"name": name, "filename": where, "short_filename": where, "line": 0, "module": where}
+            threads[-1]["frames"].append(raw)
+    return json.dumps(threads).encode()
+
+
+def recorded_dumps(folder: str, *, native: bool, at: int = 35) -> dict[int, bytes]:
+    """PID -> that rank's recorded dump as py-spy's JSON (only the dumps that read a stack)."""
+    text = (MATRIX / folder / f"stacks-{at}.txt").read_text()
+    out = {}
+    marker = "## py-spy dump --native --pid " if native else "## py-spy dump --pid "
+    for tail in text.split("## py-spy dump ")[1:]:
+        part = "## py-spy dump " + tail
+        if not part.startswith(marker):
+            continue
+        pid = int(part[len(marker) :].split(None, 1)[0])
+        body = part.split("\n#", 1)[0]
+        if "\nThread " in body:
+            out[pid] = py_spy_text_as_json(body)
+    return out

@@ -116,15 +116,13 @@ def test_help_lists_every_key():
         async with app.run_test(size=(120, 40)) as pilot:
             await pilot.press("question_mark")
             await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
-            # the dialog wraps long descriptions: compare with borders and whitespace folded
-            text = " ".join(" ".join(ln.replace("│", " ").split()) for ln in screen_lines(app))
-            assert "ctrl+l" in text  # (the redraw key, from the base class of gputui's apps)
-            for binding in own_bindings(app):
-                assert key_names(binding) in text, binding.key
-                assert (binding.tooltip or binding.description) in text
-            # and every tab's keys, further down the (scrolling) dialog; in a replay the
-            # signal and mark keys are left out (nothing to signal: docs/keys.md)
+            # the keys that work everywhere (after the Overview tab's own, issue 31) and
+            # every tab's keys, in the (scrolling) dialog; in a replay the signal and mark
+            # keys are left out (nothing to signal: docs/keys.md)
             everything = app.screen.help_text()
+            assert "ctrl+l" in everything  # (the redraw key, from the base class of gputui's apps)
+            for binding in own_bindings(app):
+                assert f"{key_names(binding)}  {binding.tooltip or binding.description}" in everything
             for pane in app.PANES:
                 for heading, bindings in pane.help_sections():
                     assert heading in everything
@@ -353,3 +351,40 @@ def test_clicking_a_footer_key_presses_it():
             assert "s Sort" in screen_lines(app)[-1]
 
     run(go())
+
+
+def test_help_starts_with_the_keys_of_the_tab_on_screen():
+    """`?` on a tab lists that tab's keys first (visible without scrolling), then the keys
+    that work everywhere, then the other tabs' (issue 31)."""
+    from gputui.ui.help import HelpScreen
+    from gputui.ui.processes.pane import ProcessesPane
+
+    async def go():
+        app = replay_app(H200_X2)
+        seen = {}
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 3)
+            for key, pane_id in (("2", "processes"), ("3", "topology"), ("1", "overview")):
+                await pilot.press(key)
+                await wait_for(pilot, lambda pane_id=pane_id: pane_id == app.current_pane().PANE_ID)
+                await pilot.press("question_mark")
+                await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+                headings = [h for h, _ in app.screen.sections]
+                seen[pane_id] = (headings, app.screen.help_text(), screen_lines(app))
+                seen[pane_id + " rows"] = app.screen.sections[0][1]
+                await pilot.press("escape")
+                await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+        return seen
+
+    seen = run(go())
+    headings, text, lines = seen["processes"]
+    assert headings[0] == "Processes tab (2)"
+    assert headings.index("Everywhere") == len(ProcessesPane.help_sections())  # its sections first
+    screen = " ".join(" ".join(ln.replace("│", " ").split()) for ln in lines)
+    for keys, what in seen["processes rows"][:3]:  # on screen, not scrolled to
+        assert f"{keys} {what}" in screen
+    assert text.index("Processes tab (2)") < text.index("Everywhere") < text.index("Quit gputui")
+    assert seen["topology"][0][0] == "Topology tab (3)"
+    assert seen["overview"][0][0] == "Overview tab (1)"
+    for headings, _, _ in (seen[p] for p in ("processes", "topology", "overview")):
+        assert headings.count("Everywhere") == 1 and headings.index("Everywhere") <= 2

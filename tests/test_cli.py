@@ -67,10 +67,16 @@ def test_replay_of_a_broken_file_names_the_line(tmp_path):
     assert f"{not_json}:1: not JSON" in r.stderr
 
 
-def test_replay_start_out_of_range():
-    r = gputui("--replay", str(H200_X2), "--start", "999")
+@pytest.mark.parametrize("start", ["999", "0", "-1"])
+def test_replay_start_out_of_range(start):
+    r = gputui("--replay", str(H200_X2), "--start", start)
     assert r.returncode == 2
-    assert "ticks 1 to 121" in r.stderr
+    assert f"--start {start}: the recording has ticks 1 to 121" in r.stderr
+
+
+def test_demo_job_start_out_of_range():
+    r = gputui("--demo-job", "--start", "0")
+    assert r.returncode == 2 and "--start 0: the recording has ticks 1 to 76" in r.stderr
 
 
 def test_bad_interval_is_a_usage_error():

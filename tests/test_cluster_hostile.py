@@ -3,7 +3,11 @@ that answer with raw bytes no HTTP library would write — a broken status line,
 headers, a 64 KiB header line, a bad chunk, headers dripped a byte at a time, nothing at all —
 next to a real `gputui export --replay`.  Each bad target is one host DOWN with a one-line
 reason that fits 80 columns; the good exporter's GPUs stay; a refresh and quitting never wait
-past the per-target deadline."""
+past the per-target deadline.
+
+No check here reads a clock: "it did not wait" is shown by events — the client gave its
+deadline's reason and hung up on a server that had not finished (the server saw it), and the
+process ended while the scrape it left behind could not have."""
 
 from __future__ import annotations
 
@@ -15,21 +19,19 @@ import select
 import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from cluster_support import exporters
+from cluster_support import Behaviour, RawServer, drip, exporters, raw_server_factory, silent
 from conftest import H200_X1, screen_lines, wait_for
 
+from gputui.cluster import wire
 from gputui.cluster.http import MAX_HEADERS, FetchError, HttpClient, short_url
 from gputui.cluster.sources import DirectSource, PrometheusSource
 from gputui.telemetry.recording import read_recording
 from gputui.ui.cluster.lines import rows, status_line
 from gputui.ui.render import line_len
-
-Behaviour = Callable[[socket.socket], None]
 
 
 def _send(conn: socket.socket, data: bytes) -> None:
@@ -37,24 +39,11 @@ def _send(conn: socket.socket, data: bytes) -> None:
         conn.sendall(data)
 
 
-def _drip(data: bytes, every: float) -> Behaviour:
-    def run(conn: socket.socket) -> None:
-        for k in range(len(data)):
-            try:
-                conn.sendall(data[k : k + 1])
-            except OSError:
-                return
-            time.sleep(every)
-
-    return run
-
-
-def _silent(conn: socket.socket) -> None:
-    time.sleep(30)  # accepts, reads the request, says nothing
-
-
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n"
 GOOD_LINE = b'DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-h",Hostname="h"} 5\n'
+
+DRIPPED = HEAD + b"X-Slow: " + b"s" * 120 + b"\r\n\r\n" + GOOD_LINE
+assert len(DRIPPED) < wire.READS_FREE
 
 HOSTILE: dict[str, tuple[Behaviour, str]] = {
     # name: (what the server does after reading the request, what the reason must say)
@@ -76,81 +65,32 @@ HOSTILE: dict[str, tuple[Behaviour, str]] = {
         "closed the connection",
     ),
     "drip": (
-        _drip(HEAD + b"X-Slow: " + b"s" * 400 + b"\r\n\r\n" + GOOD_LINE, 0.05),
+        # ~23 s of drip at the least, longer than any deadline here by far, in fewer bytes
+        # than wire.READS_FREE (no read is paced: the deadline alone must cut it)
+        drip(DRIPPED, 0.1),
         "no complete answer within",
     ),
-    "silent": (_silent, "no complete answer within"),
+    "silent": (silent, "no complete answer within"),
 }
-
-
-class RawServer:
-    """A loopback TCP server: reads one request's head, then hands the socket to `behaviour`."""
-
-    def __init__(self, behaviour: Behaviour) -> None:
-        self.behaviour = behaviour
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.requests = 0
-        self._stop = False
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    @property
-    def target(self) -> str:
-        return f"127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _serve(self) -> None:
-        while not self._stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._one, args=(conn,), daemon=True).start()
-
-    def _one(self, conn: socket.socket) -> None:
-        with conn:
-            conn.settimeout(10)
-            got = b""
-            with contextlib.suppress(OSError):
-                while b"\r\n\r\n" not in got and len(got) < 65536:
-                    more = conn.recv(4096)
-                    if not more:
-                        return
-                    got += more
-            self.requests += 1
-            self.behaviour(conn)
-
-    def close(self) -> None:
-        self._stop = True
-        with contextlib.suppress(OSError):
-            self.sock.close()
 
 
 @pytest.fixture
 def raw_servers() -> Iterator[Callable[[Behaviour], RawServer]]:
-    made: list[RawServer] = []
-
-    def make(behaviour: Behaviour) -> RawServer:
-        s = RawServer(behaviour)
-        made.append(s)
-        return s
-
-    yield make
-    for s in made:
-        s.close()
+    with raw_server_factory() as make:
+        yield make
 
 
 def test_each_hostile_exporter_is_one_host_down_and_the_real_one_stays(raw_servers):
     header, ticks = read_recording(H200_X1)
     bad = {name: raw_servers(behaviour) for name, (behaviour, _) in HOSTILE.items()}
     with exporters((H200_X1,)) as (good,):
-        timeout = 2.0
-        src = DirectSource([good.target, *(s.target for s in bad.values())], HttpClient(timeout=timeout))
-        t0 = time.monotonic()
+        src = DirectSource([good.target, *(s.target for s in bad.values())], HttpClient(timeout=2.0))
         state = src.fetch()
-        took = time.monotonic() - t0
         src.close()
-    assert took < timeout + 1.5, took  # the drip and the silent one cut at the deadline
+    # the drip and the silent one were cut at the deadline: the client hung up on them
+    # before they were done (a refresh that waited for them would have seen them finish)
+    for name in ("drip", "silent"):
+        assert bad[name].wait_cut() and bad[name].completed == 0, name
     by_instance = {h.instance: h for h in state.hosts}
     real = by_instance[good.target]
     assert real.up and real.error is None
@@ -198,11 +138,11 @@ def test_a_host_that_goes_hostile_keeps_its_gpus_as_last_seen_marked_down(raw_se
 def test_the_client_refuses_each_hostile_answer_with_a_one_line_reason(raw_servers, name):
     behaviour, reason = HOSTILE[name]
     s = raw_servers(behaviour)
-    t0 = time.monotonic()
     with pytest.raises(FetchError) as exc:
         HttpClient(timeout=1.0).get(f"http://{s.target}/metrics")
-    assert time.monotonic() - t0 < 2.5
     assert reason in str(exc.value), str(exc.value)
+    if name in ("drip", "silent"):  # cut at the deadline, not when the server was done
+        assert s.wait_cut() and s.completed == 0
     assert exc.value.reason and str(exc.value).endswith(exc.value.reason)
 
 
@@ -314,13 +254,20 @@ def _read_until(fd: int, needle: bytes, timeout: float) -> bytes:
     return out
 
 
+QUIT_WAIT_S = 90.0
+"""How long the test waits for the process to end after `q`: less than the scrape's own
+deadline (TIMEOUT_S), so a process that waited for its scrape cannot end in it."""
+TIMEOUT_S = 120
+
+
 def test_q_quits_at_once_while_a_target_drips_its_headers(raw_servers, tmp_path):
-    """`gputui cluster` with a target that drips its headers a byte a second (and a deadline
-    of 60 s): `q` ends the process within seconds, the scrape left behind."""
-    dripper = raw_servers(_drip(HEAD + b"X: " + b"s" * 600 + b"\r\n\r\n", 1.0))
+    """`gputui cluster` with a target that drips its headers a byte a second (8 KiB of header
+    line: hours) and a deadline of 120 s: after `q` the process ends while the scrape it left
+    behind is still running — it cannot end before 120 s, and the dripper was never done."""
+    dripper = raw_servers(drip(HEAD + b"X: " + b"s" * 8000 + b"\r\n\r\n", 1.0))
     env = dict(os.environ, TERM="xterm-256color", COLUMNS="100", LINES="30")
     config = tmp_path / "config.toml"
-    config.write_text("[cluster]\ntimeout = 60\n")
+    config.write_text(f"[cluster]\ntimeout = {TIMEOUT_S}\n")
     pid, fd = pty.fork()
     if pid == 0:  # the child: the real command on the pseudo-terminal
         os.execve(
@@ -332,19 +279,16 @@ def test_q_quits_at_once_while_a_target_drips_its_headers(raw_servers, tmp_path)
         seen = _read_until(fd, b"waiting for an answer", 40)
         assert b"waiting for an answer" in seen, seen[-500:]
         assert dripper.requests == 1
-        t0 = time.monotonic()
         os.write(fd, b"q")
-        deadline = t0 + 20
-        status = None
-        while time.monotonic() < deadline:
+        deadline = time.monotonic() + QUIT_WAIT_S
+        done, status = 0, 0
+        while not done and time.monotonic() < deadline:
             _read_until(fd, b"\0", 0.2)
             done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-        took = time.monotonic() - t0
-        assert status is not None and done, "still running 20 s after q"
+        assert done, f"still running {QUIT_WAIT_S:g} s after q: it waits for the {TIMEOUT_S} s scrape"
         assert os.waitstatus_to_exitcode(status) == 0
-        assert took < 5, took
+        # the scrape was left behind, not finished: the dripper saw the process hang up
+        assert dripper.wait_cut() and dripper.completed == 0
     finally:
         with contextlib.suppress(ProcessLookupError, ChildProcessError):
             os.kill(pid, signal.SIGKILL)

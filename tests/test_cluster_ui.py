@@ -438,9 +438,12 @@ async def _help_lists_the_cluster_keys():
     async with app.run_test(size=(120, 40)) as pilot:
         await started(pilot)
         await pilot.press("question_mark")
-        await pilot.pause()
+        await wait_for(pilot, lambda: "Only unhealthy GPUs" in "\n".join(screen_lines(app)), 30)
         text = "\n".join(screen_lines(app))
-        assert "Only unhealthy GPUs" in text and "reserved but idle" in text
+        assert "Only unhealthy GPUs" in text and "Only GPUs whose memory is held" in text
+        # a key is shown as the character it types, never as Textual's name for it
+        line = next(x for x in text.splitlines() if "Only unhealthy GPUs" in x)
+        assert "! / u" in line and "exclamation_mark" not in text, line
 
 
 #: The README's cluster pictures are these snapshots, kept current.

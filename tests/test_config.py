@@ -31,7 +31,9 @@ def test_print_config_is_the_defaults(tmp_path):
     assert r.stdout == default_text()
     f = tmp_path / "config.toml"
     f.write_text(r.stdout)
-    assert load(f) == config.LoadedConfig(Config(), f)
+    loaded = load(f)
+    assert loaded == config.LoadedConfig(Config(), f, keys=loaded.keys)
+    assert "health.stuck_seconds" in loaded.keys  # every key is written: each one is the user's
 
 
 def test_an_edited_file_is_read():

@@ -201,9 +201,11 @@ def test_cancel_kills_the_whole_group(bare_python, tmp_path):
     )
     session.start()
     assert importing.wait(60)
-    time.sleep(0.3)  # the grandchild is started
     pgid = session.child.pid
-    assert len(group_members(pgid)) >= 2
+    deadline = time.monotonic() + 60
+    while len(group_members(pgid)) < 2:  # until the grandchild has started
+        assert time.monotonic() < deadline, "the grandchild never started"
+        time.sleep(0.01)
     session.cancel()
     d = session.wait(30)
     assert d.child["cancelled"] and not d.child["timed_out"]

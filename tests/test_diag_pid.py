@@ -12,7 +12,8 @@ import time
 import pytest
 from conftest import gputui
 
-from gputui.diag.target import TAKEN_PREFIXES, TargetError, process_target
+from gputui.diag.childenv import TAKEN_PREFIXES
+from gputui.diag.target import TargetError, process_target
 
 
 def _sleeper(children, env: dict[str, str] | None = None, argv=None) -> int:
@@ -85,19 +86,148 @@ def test_a_pid_that_does_not_exist_is_one_line() -> None:
     assert r.returncode == 2 and r.stderr == "gputui diag: --pid 999999999: no such process\n"
 
 
-def test_another_users_process_when_not_permitted_is_one_line() -> None:
-    """PID 1 belongs to root; here (a sandbox: root without ptrace rights over it, as any
-    user over another user's process) its exe is refused."""
-    try:
-        os.readlink("/proc/1/exe")
-    except PermissionError:
-        pass
-    else:
-        pytest.skip("PID 1's exe is readable here: no process of another user to be refused")
+def test_pid_1_gets_its_true_reason_in_one_line() -> None:
+    """Issue 31: `gputui diag --pid 1` as root said "another user's process".  PID 1 is
+    root's: as root it is refused for what it is (not Python, or its exe unreadable even to
+    root); only for someone else is it another user's process."""
     r = gputui("diag", "--pid", "1")
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
-    assert r.stderr.startswith("gputui diag: --pid 1: not permitted to read /proc/1/exe")
+    assert r.stderr.startswith("gputui diag: --pid 1: ")
+    if os.geteuid() == 0:
+        assert "another user" not in r.stderr
+        assert "not a Python" in r.stderr or "even as root" in r.stderr, r.stderr
+    else:
+        assert "another user's process" in r.stderr
+
+
+def _refuse_exe(monkeypatch) -> None:
+    """/proc/PID/exe refused, as the kernel refuses it for a process gputui may not trace."""
+    from gputui.diag import target
+
+    def refused(pid: int) -> str:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(target, "_exe", refused)
+
+
+def test_an_unreadable_exe_of_your_own_process_is_not_another_users(children, monkeypatch) -> None:
+    sleeper = _sleeper(children, argv=["/bin/sleep", "600"])
+    python = _sleeper(children, ENV)
+    _refuse_exe(monkeypatch)
+    with pytest.raises(TargetError) as err:
+        process_target(sleeper)
+    assert str(err.value).startswith(f"--pid {sleeper}: not a Python process (its name is sleep)")
+    assert "another user" not in str(err.value)
+    with pytest.raises(TargetError) as err:
+        process_target(python)
+    text = str(err.value)
+    even = "even as root" if os.geteuid() == 0 else "though it is yours"
+    assert text.startswith(f"--pid {python}: /proc/{python}/exe cannot be read {even}")
+    assert "another user" not in text
+
+
+def test_a_kernel_thread_is_named_as_one() -> None:
+    kthread = next((pid for pid in _pids() if _kernel_thread(pid)), None)
+    if kthread is None:
+        pytest.skip("no kernel thread in this PID namespace (a container)")
+    with open(f"/proc/{kthread}/comm") as f:
+        name = f.read().strip()
+    r = gputui("diag", "--pid", str(kthread))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"gputui diag: --pid {kthread}: a kernel thread ({name}), not a Python process\n"
+
+
+def test_a_kernel_thread_whose_exe_is_refused_is_still_named_as_one(monkeypatch) -> None:
+    """For everyone but root the kernel refuses a kernel thread's exe: it is no user's process."""
+    kthread = next((pid for pid in _pids() if _kernel_thread(pid)), None)
+    if kthread is None:
+        pytest.skip("no kernel thread in this PID namespace (a container)")
+    _refuse_exe(monkeypatch)
+    with pytest.raises(
+        TargetError, match=rf"^--pid {kthread}: a kernel thread \(.*\), not a Python process$"
+    ):
+        process_target(kthread)
+
+
+def _pids() -> list[int]:
+    return sorted(int(e) for e in os.listdir("/proc") if e.isdigit())
+
+
+def _kernel_thread(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return bool(int(stat[stat.rfind(")") + 2 :].split()[6]) & 0x00200000)  # PF_KTHREAD
+
+
+def test_a_zombie_is_named_as_one(children) -> None:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    children.append(p)
+    deadline = time.monotonic() + 30
+    while True:  # exited, not reaped: a zombie
+        with open(f"/proc/{p.pid}/stat") as f:
+            stat = f.read()
+        if stat[stat.rfind(")") + 2] == "Z":
+            break
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    with pytest.raises(TargetError, match=rf"^--pid {p.pid}: it has exited \(a zombie"):
+        process_target(p.pid)
+
+
+@pytest.mark.parametrize(
+    ("path", "why"),
+    [
+        ("/bin/ls", "not a Python interpreter ({})"),
+        ("/nonexistent/python3", "no such file"),
+        ("/", "not a file"),
+    ],
+)
+def test_diag_python_that_is_not_python_is_one_line(path: str, why: str) -> None:
+    """Issue 31: `gputui diag --python /bin/ls` ran ls and blamed the driver ("the diagnosis
+    crashed")."""
+    r = gputui("diag", "--python", path)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"gputui diag: --python {path}: {why.format(os.path.realpath(path))}\n"
+    r = gputui("stress", "--python", path)
+    assert (
+        r.returncode == 2
+        and r.stderr == f"gputui stress: --python {path}: {why.format(os.path.realpath(path))}\n"
+    )
+
+
+def test_diag_python_not_executable_and_a_python_script_wrapper(tmp_path) -> None:
+    plain = tmp_path / "python3"
+    plain.write_text("#!/bin/sh\n")
+    r = gputui("diag", "--python", str(plain))
+    assert r.returncode == 2 and r.stderr == f"gputui diag: --python {plain}: not executable\n"
+    from gputui.diag.target import python_target
+
+    wrapper = tmp_path / "train-env"  # a script that starts Python: its first line says so
+    wrapper.write_text(f"#!{sys.executable}\nimport sys\n")
+    wrapper.chmod(0o755)
+    assert python_target(str(wrapper), "--python").python == str(wrapper)
+    shell = tmp_path / "launcher"
+    shell.write_text("#!/bin/sh\nexec ls\n")
+    shell.chmod(0o755)
+    with pytest.raises(TargetError, match="not a Python interpreter"):
+        python_target(str(shell), "--python")
+
+
+def test_a_program_that_never_starts_the_diagnosis_is_not_python_not_a_crash() -> None:
+    """Run anyway (the tab's typed path before it was checked, a PATH that changed): a child
+    that exits without saying hello is named as no Python interpreter, not as a crash."""
+    from gputui.diag.session import DiagnosisSession
+
+    d = DiagnosisSession("/bin/ls").start().wait(60)
+    child = next(f for f in d.findings if f.id == "diag.child")
+    assert child.status == "FAIL" and child.cause == "bad-interpreter"
+    assert child.summary.startswith("/bin/ls never started the diagnosis (it exited with status")
+    assert "not a Python interpreter" in child.summary
+    assert "crash" not in child.summary
 
 
 def test_unreadable_environ_says_why(children, monkeypatch) -> None:
@@ -136,4 +266,4 @@ def test_default_is_the_busiest_gpu_process_else_python3_on_path_else_gputuis_ow
     ]
     t = default_target(None, path="")
     assert t.python == sys.executable and t.why == "gputui's own (no python3 on PATH)"
-    assert t.notes == ["no GPU process to diagnose (or NVML unavailable)"]
+    assert t.notes == ["no GPU process of yours to diagnose (or NVML unavailable)"]

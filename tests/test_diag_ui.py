@@ -27,7 +27,8 @@ def test_g_opens_the_tab_and_streams_rows_in():
 
     async def go():
         app = replay_app(H200_X1)
-        async with app.run_test(size=(120, 40)) as pilot:
+        # (41 rows: the header's privileges line, and the torch build's fix still on screen)
+        async with app.run_test(size=(120, 41)) as pilot:
             pane = await app.load_pane("diagnostics")
             pane.python = python
             pane.picked = True  # as chosen with e (g with nothing selected keeps it)
@@ -227,3 +228,83 @@ def test_save_never_follows_a_planted_symlink_and_is_private(tmp_path):
     assert md.read_text().startswith("# gputui diagnosis")
     assert json.loads(js.read_text())["python"]["executable"] == sys.executable
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temp left
+
+
+def test_the_tab_says_which_python_g_diagnoses_and_g_diagnoses_it(tmp_path, monkeypatch):
+    """Issue 31: the tab said "gputui's own interpreter", then `g` diagnosed the python3 on
+    PATH.  With nothing selected and nothing chosen, what the header names before `g` is what
+    `g` runs (the python3 on PATH here: no GPU process of yours in a replay)."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "python3").symlink_to(sys.executable)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
+    want = str(bin_dir / "python3")
+
+    async def go():
+        app = replay_app(H200_X1)
+        async with app.run_test(size=(220, 40)) as pilot:  # (wide: the temporary path is long)
+            await pilot.press("4")
+            pane = await app.load_pane("diagnostics")
+            await wait_for(pilot, lambda: f" python {want} (python3 on PATH; g tries" in text(app))
+            assert "gputui's own" not in text(app)
+            await pilot.press("g")
+            await wait_for(pilot, lambda: pane.target is not None)
+            assert pane.target.python == pane.python == want
+            assert pane.target.why == "python3 on PATH (the one your shell would run)"
+            await wait_for(pilot, lambda: not pane.running and pane.diagnosis.child, timeout=120)
+            assert pane.diagnosis.child["python"] == want
+
+    run(go())
+
+
+def test_a_stress_error_is_said_once_however_often_the_tab_repaints(tmp_path):
+    """Issue 31: `gputui --demo`, `4`, `b` without torch showed "the stress process ended
+    with 2" 176-190 times: every repaint appended the error again (the report's error list
+    was the results' own)."""
+    from gputui.cli import DEMO_RECORDING
+
+    bare = make_bare_venv(tmp_path / "venv")  # no torch: the stress child exits with 2
+
+    async def go():
+        app = replay_app(DEMO_RECORDING)
+        async with app.run_test(size=(120, 45)) as pilot:
+            await pilot.press("4")
+            pane = await app.load_pane("diagnostics")
+            pane.python, pane.picked = bare, True
+            await pilot.press("b")
+            await wait_for(pilot, lambda: pane.stress is not None and not pane.stress_running, timeout=120)
+            await wait_for(pilot, lambda: "the stress process ended with" in text(app), timeout=30)
+            for size in ((121, 45), (120, 46), (120, 45)):  # repaint, and repaint again
+                await pilot.resize_terminal(*size)
+                await pilot.pause()
+            await pilot.press("b")  # a second run: its own error, once, instead of the first's
+            await wait_for(pilot, lambda: not pane.stress_running, timeout=120)
+            await pilot.resize_terminal(121, 45)
+            await pilot.pause()
+            assert text(app).count("the stress process ended with") == 1
+            errors = [e["message"] for e in pane.stress.report()["errors"]]
+            assert len(errors) == len(set(errors)) and len(pane.stress.report()["errors"]) == len(errors)
+            assert sum("the stress process ended with" in m for m in errors) == 1
+
+    run(go())
+
+
+def test_the_diagnostics_room_knows_the_app_only_through_its_context():
+    """Issue 31 (the house): diagnostics/choose.py cast to GpuTuiApp and read its attributes
+    (an import circle with ui/app.py), though ui/context.py says panes never do.  No module of
+    the room imports the app, even for typing, and choose.py does not import the pane."""
+    import ast
+    from pathlib import Path
+
+    room = Path(__file__).resolve().parents[1] / "gputui" / "ui" / "diagnostics"
+    for path in sorted(room.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        imported = {
+            node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+        } | {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+        assert "gputui.ui.app" not in imported, path.name
+        assert "GpuTuiApp" not in path.read_text(), path.name
+        if path.name == "choose.py":
+            assert "gputui.ui.diagnostics.pane" not in imported

@@ -128,6 +128,8 @@ def test_rank_from_a_real_processs_environment(children, env: dict[str, str], wa
     }
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], env={**base, **env})
     children.append(child)
+    while not Path(f"/proc/{child.pid}/environ").read_bytes():  # mid-exec: not yet its environment
+        time.sleep(0.001)
     (p,) = ProcessInspector(verify_gpu_files=False).enrich([GpuProcess(gpu_index=0, pid=child.pid)])
     assert p.rank == want
 
@@ -609,5 +611,5 @@ def test_a_job_not_verified_by_its_cgroup_is_never_merged_into_the_real_one(sour
     assert fake.key != ("slurm", "555", "0")
     from gputui.telemetry.alerts import job_label
 
-    mark = {"unverified": "(unverified)", "rootless": "(rootless)", "environment": "(env)"}[source]
-    assert job_label(real[0]) == "Slurm job 555 step 0" and job_label(fake) == f"Slurm job 555 step 0 {mark}"
+    mark = {"unverified": "(unverified)", "rootless": "(rootless, user ?)", "environment": "(env)"}[source]
+    assert job_label(real[0]) == "slurm 555.0" and job_label(fake) == f"slurm 555.0 {mark}"

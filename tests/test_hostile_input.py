@@ -202,3 +202,18 @@ def test_json_documents_write_non_finite_numbers_as_null():
 
     text = dumps({"a": math.nan, "b": [math.inf, 1.5], "c": {"d": -math.inf}}, pretty=True)
     assert json.loads(text) == {"a": None, "b": [None, 1.5], "c": {"d": None}}
+
+
+@pytest.mark.parametrize("tick", [2, 4])
+def test_snapshot_processes_past_a_bad_line_is_one_line_not_a_traceback(tmp_path, tick):
+    """`snapshot --json --processes --tick N` judges every tick before N (job health): a bad
+    line among them, or at N itself, is the same one line as for the other readers (issue
+    31: a RecordingError traceback)."""
+    path = with_tick(tmp_path, 4, lambda line: line[: len(line) // 2])
+    r = gputui("snapshot", "--replay", str(path), "--tick", str(tick), "--json", "--processes")
+    assert r.returncode == 2 and r.stdout == ""
+    one_line_error(r.stderr, path, 3, "not JSON")
+    bad = with_tick(tmp_path, 4, set_field("gpus.0.power_draw", "NaN"), name="nan.jsonl")
+    r = gputui("snapshot", "--replay", str(bad), "--tick", str(tick), "--json", "--processes")
+    assert r.returncode == 2
+    one_line_error(r.stderr, bad, 3, "expected a finite number")

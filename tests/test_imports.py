@@ -22,6 +22,8 @@ HIGHER = {
     "gputui.config": ("gputui.ui", "gputui.commands", "gputui.cli"),
     "gputui.options": ("gputui.ui", "gputui.commands", "gputui.cli"),
     "gputui.palette": ("gputui.ui", "gputui.commands", "gputui.cli"),
+    "gputui.commands": ("gputui.cli",),  # cli loads them (importlib): a cycle the graph cannot see
+    "gputui.serve": ("gputui.cli", "gputui.commands", "gputui.ui"),
     "gputui.rules": ("gputui",),  # standard library only: the diagnosis children load it by path
     "gputui.startvars": ("gputui",),  # the same
 }

@@ -243,7 +243,7 @@ def test_an_array_task_from_the_environment_alone(children):
     job = job_from_environ(seen, None)
     assert job == Job("slurm", "13759490", step="0", array="13759480_3", source="environment")
     assert job_label(job) == "slurm 13759480_3.0 (env)"
-    assert exporter_labels(job)["slurm_job"] == "13759480_3"
+    assert exporter_labels(job)["slurm_job"] == "" and exporter_labels(job)["slurm_job_env"] == "13759480_3"
     # an array job id without its task id (or the reverse) is no array task
     assert job_from_environ({**seen, "SLURM_ARRAY_TASK_ID": ""}, None).array is None
     assert job_from_environ({k: v for k, v in seen.items() if k != "SLURM_ARRAY_JOB_ID"}, None).array is None
@@ -354,7 +354,13 @@ def test_roots_docker_scope_is_verified_and_a_users_lookalike_is_not(v1, v2):
         fake = job_from_cgroup(f"0::/{fake_path}\n", v2, uid=uid)
         assert fake is not None and (fake.kind, fake.id, fake.source) == ("docker", CID, "unverified")
         assert job_label(fake) == "docker 2b7a2f7fb725 (unverified)" != job_label(real)  # never one group
-        assert exporter_labels(fake) == {"pod": "", "namespace": "", "container": "", "slurm_job": ""}
+        assert exporter_labels(fake) == {
+            "pod": "",
+            "namespace": "",
+            "container": "",
+            "slurm_job": "",
+            "slurm_job_env": "",
+        }
         assert (
             "verified",
             "no: its cgroup directories are not root's (anyone can name one so)",

@@ -175,7 +175,7 @@ def test_pod_name_from_the_downward_api_only_inside_kubernetes():
     assert job_from_environ(env, pod) == pod  # no KUBERNETES_SERVICE_HOST: not believed
     named = job_from_environ({**env, "KUBERNETES_SERVICE_HOST": "10.96.0.1"}, pod)
     assert named is not None and (named.name, named.namespace) == ("trainer-0", "ml")
-    assert job_label(named) == "pod ml/trainer-0"
+    assert job_label(named) == "pod ml/trainer-0 (env)" and named.source == "environment"  # its own claim
     # and never on something that is not a pod
     assert job_from_environ({**env, "KUBERNETES_SERVICE_HOST": "x"}, None) is None
 

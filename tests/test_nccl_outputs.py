@@ -125,3 +125,31 @@ def test_every_rounds_json_section_fits_the_schema(slot):
     for view in ras_views(slot) + ras_views(slot, "text"):
         for answer in view.answers:
             validator.validate(nccl_job(view, set(answer.pids)))
+
+
+def test_a_seek_shows_the_recordings_nccl_view_as_of_the_tick(tmp_path) -> None:
+    """A replay's NCCL section is the recording's up to the tick, whatever was played: after a
+    jump forward it is the latest view recorded at or before the tick (not none), after a
+    jump back it is not a later tick's view (the real deadlock with its captured answers)."""
+    from ras_support import with_ras
+
+    from gputui.telemetry.hub import Hub
+    from gputui.telemetry.recording import ReplaySource, read_recording
+
+    path = with_ras("3-mismatch-slow-gpu", tmp_path / "mismatch-ras.jsonl.gz")
+    _, ticks = read_recording(path)
+
+    def recorded(tick: int):  # tick is 1-based, as on screen
+        views = [s.nccl for s in ticks[:tick] if s.nccl is not None]
+        return views[-1] if views else None
+
+    with_view = [k + 1 for k, s in enumerate(ticks) if s.nccl is not None]
+    assert len(with_view) >= 3
+    source = ReplaySource(path)
+    hub = Hub(capacity=8)
+    hub.set_info(source.open())
+    hub.follow(source, every=4)
+    for tick in (with_view[2] + 2, with_view[1] - 1, with_view[-1] + 1, with_view[0], 1):
+        source.seek(tick - 2)
+        hub.publish(source.sample())
+        assert hub.nccl_view() == recorded(tick), tick

@@ -455,3 +455,37 @@ def table() -> str:
 
 if __name__ == "__main__":
     print(table())
+
+
+# --------------------------------------------------------------------------------------
+# `gputui snapshot`'s MiB are nvidia-smi's, to the MiB (issue 31)
+# --------------------------------------------------------------------------------------
+
+NVML_V2_CAPTURES = ["h200-x2", "h200-x1-v2", "h200-x2-v2", "h200-x2-gpm", "h100-gpm"]
+"""Every fixture with a recording in NVML v2 memory and nvidia-smi's memory.used beside it."""
+
+
+@pytest.mark.parametrize("name", NVML_V2_CAPTURES)
+def test_snapshot_memory_used_is_nvidia_smis_to_the_mib(name: str) -> None:
+    """nvidia-smi rounds bytes up to whole MiB (20,726.375 MiB prints 20727; an idle H100's
+    3.4 MiB prints 4; 0 prints 0): where the memory held still (the tick before and after
+    the same), `gputui snapshot --fields memory.used` must print the same number."""
+    from gputui.export.snapshot_fields import GPU_BY_NAME, Ctx
+
+    directory = FIXTURES / name
+    header, ticks = read_recording(next(directory.glob("*.jsonl.gz")))
+    rows = read_smi_csv(directory / "nvidia-smi-query.csv")
+    field = GPU_BY_NAME["memory.used"]
+    by_time = {t.timestamp: k for k, t in enumerate(ticks)}
+    checked = fractional = 0
+    for m in align(rows, ticks):
+        k = by_time[m.tick.timestamp]
+        near = [ticks[j] for j in (k - 1, k + 1) if 0 <= j < len(ticks)]
+        if any(g.mem_used != m.gpu.mem_used for t in near for g in t.gpus if g.index == m.gpu.index):
+            continue  # the memory moved: the two tools may have sampled either side of it
+        dev = header.machine.devices[m.gpu.index]
+        ours = field.get(Ctx(header.machine, m.tick, dev, m.gpu, None))
+        assert ours == int(_number(m.row["memory.used"])), (name, m.row, m.gpu.mem_used)
+        checked += 1
+        fractional += m.gpu.mem_used % MIB != 0
+    assert checked >= 50 and fractional >= 20

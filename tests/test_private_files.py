@@ -208,6 +208,79 @@ def test_saving_never_follows_a_directory_link_planted_in_a_world_writable_state
     assert sorted(p.name for p in victim.iterdir()) == ["state.json"]
 
 
+def planted_link(link: Path, target: Path, owner: int) -> None:
+    """A symbolic link made by user `owner` (lchown needs root)."""
+    link.symlink_to(target)
+    os.lchown(link, owner, owner)
+
+
+@as_root
+@pytest.mark.parametrize("where", ["state home", "gputui folder"])
+def test_root_never_follows_another_users_link_in_a_sticky_shared_directory(tmp_path, monkeypatch, where):
+    """The red team's case (issue 31): /tmp-like, sticky and world-writable, so it passes the
+    directory rule; another user plants a link there to a directory of root's; with
+    fs.protected_symlinks=0 root followed it and made gputui/state.json there.  The walk
+    reads links itself (the sysctl never applies to it): a link is followed only when you
+    or root own it, whatever the sysctl says."""
+    sticky = shared_dir(tmp_path / "tmp", 0o1777)
+    root_only = tmp_path / "root-only"
+    root_only.mkdir(mode=0o700)
+    if where == "state home":
+        planted_link(sticky / "xdg", root_only, NOBODY)
+        monkeypatch.setenv("XDG_STATE_HOME", str(sticky / "xdg"))
+    else:
+        home = sticky / "mine"
+        home.mkdir(mode=0o700)
+        monkeypatch.setenv("XDG_STATE_HOME", str(home))
+        sticky_inner = shared_dir(home / "drop", 0o1777)
+        planted_link(sticky_inner / "gputui", root_only, NOBODY)
+        monkeypatch.setenv("XDG_STATE_HOME", str(sticky_inner))
+    problem = state.save(state.SavedState(layout="cards"))
+    assert problem is not None and "\n" not in problem
+    assert f"symbolic link owned by another user (uid {NOBODY})" in problem
+    assert list(root_only.iterdir()) == []
+    (root_only / "gputui").mkdir(mode=0o700)
+    (root_only / "gputui" / "state.json").write_text(json.dumps({"version": 1, "layout": "cards"}))
+    (root_only / "state.json").write_text(json.dumps({"version": 1, "layout": "cards"}))
+    saved, warning = state.load()
+    assert saved == state.SavedState() and warning is not None and "owned by another user" in warning
+
+
+def test_your_own_link_in_a_sticky_shared_directory_is_followed(tmp_path, monkeypatch):
+    """The owner decides, not the directory alone: a link of your own in /tmp is yours."""
+    sticky = shared_dir(tmp_path / "tmp", 0o1777)
+    mine = tmp_path / "mine"
+    mine.mkdir(mode=0o700)
+    (sticky / "xdg").symlink_to(mine)
+    monkeypatch.setenv("XDG_STATE_HOME", str(sticky / "xdg"))
+    assert state.save(state.SavedState(layout="cards")) is None
+    assert (mine / "gputui" / "state.json").is_file()
+
+
+def test_nothing_is_created_below_a_directory_that_fails_the_rule(tmp_path):
+    """Refused before anything is made: no directory of yours appears in a shared one."""
+    shared = shared_dir(tmp_path / "shared")
+    with pytest.raises(Refused, match="writable by others"):
+        write_private(shared / "sub" / "deeper" / "f", b"x")
+    assert os.listdir(shared) == []
+
+
+def test_a_link_in_a_directory_that_fails_the_rule_is_not_followed(tmp_path, monkeypatch):
+    """Refused at the link: what it points to is never walked (nor created); a planted link
+    to nowhere is said, not taken for a missing file."""
+    shared = shared_dir(tmp_path / "shared")
+    target = tmp_path / "elsewhere"
+    target.mkdir(mode=0o700)
+    (shared / "d").symlink_to(target)
+    with pytest.raises(Refused, match="writable by others"):
+        write_private(shared / "d" / "sub" / "f", b"x")
+    assert list(target.iterdir()) == []
+    (shared / "gputui").symlink_to(tmp_path / "nowhere")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(shared))
+    loaded = config.load()
+    assert loaded.config == config.Config() and "is writable by others" in loaded.errors[0]
+
+
 def test_saving_replaces_a_link_at_the_file_itself_and_leaves_its_target(tmp_path):
     victim = tmp_path / "victim.json"
     victim.write_text("precious")

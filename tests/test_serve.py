@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
+import socket
 import stat
 import time
 
@@ -17,8 +19,8 @@ from serve_support import (
     Served,
     app_output,
     cpu_percent,
-    read_log,
     start_serve,
+    wait_log,
     wait_no_sessions,
     wait_sessions,
 )
@@ -55,10 +57,17 @@ async def _ws_status(url: str, **headers: str) -> int:
 
 
 def test_page_assets_and_websocket_need_the_token(served: Served) -> None:
-    for path in ("/", "/static/js/textual.js", "/static/css/xterm.css", "/ws"):
-        for query in ("", "?token=wrong-but-long-enough-0123456789", f"?token={served.token[:-1]}"):
-            status, body, _ = _run(_get(served.base + path + query))
-            assert (status, body) == (403, "403: Forbidden\n"), (path, query)
+    wrong = ("wrong-but-long-enough-0123456789", served.token[:-1], served.token + "x", served.token.upper())
+    for rest in ("", "static/js/textual.js", "static/css/xterm.css", "ws"):
+        for token in (None, *wrong):
+            status, body, _ = _run(_get(served.path(rest, token)))
+            assert (status, body) == (403, "403: Forbidden\n"), (rest, token)
+        # the token anywhere but first in the path (a query, a later segment) is no token
+        for url in (
+            served.path(rest, None) + f"?token={served.token}",
+            served.path(f"x/{served.token}/{rest}", token=None),
+        ):
+            assert _run(_get(url))[0] == 403, url
     assert _run(_ws_status(served.ws(token=None))) == 403
     assert _run(_ws_status(served.ws(token="x" * 43))) == 403
 
@@ -86,33 +95,145 @@ def test_the_token_and_our_origin_get_the_app(served: Served) -> None:
     assert _run(_get(served.url, Host=f"localhost:{port}"))[0] == 200
 
 
-def test_the_page_moves_the_token_into_a_strict_httponly_cookie(served: Served) -> None:
-    async def go() -> tuple[str, int, int]:
-        # (aiohttp keeps cookies of IP addresses only when "unsafe"; browsers keep them)
-        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
-            async with session.get(served.url) as r:
-                cookie = r.headers["Set-Cookie"]
-                page = await r.text()
-                assert r.headers["Referrer-Policy"] == "no-referrer"
-            assert f'data-session-websocket-url="ws://{served.host}/ws"' in page
-            async with session.get(served.base + "/static/js/textual.js") as r:  # the cookie only
-                js = r.status
-            async with session.ws_connect(f"ws://{served.host}/ws?width=80&height=24") as ws:
-                await app_output(ws, b"Overview")
-                ws_status = 101
-            return cookie, js, ws_status
+def test_no_response_sets_a_cookie_and_the_page_carries_the_token_in_its_urls(served: Served) -> None:
+    """Issue 31: a cookie is handed to every port of the host.  The page's own URLs carry the
+    token (its first path segment) and no response, of any kind, sets a cookie."""
 
-    cookie, js, ws_status = _run(go())
-    assert "HttpOnly" in cookie and "SameSite=Strict" in cookie
-    assert (js, ws_status) == (200, 101)
+    async def go() -> list[tuple[str, int, dict[str, str]]]:
+        seen: list[tuple[str, int, dict[str, str]]] = []
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as session:
+            urls = [
+                served.url,
+                served.url.rstrip("/"),
+                served.path("static/js/textual.js"),
+                served.path("static/nothing-here.js"),
+                served.path("nothing-here"),
+                served.path(""),
+                served.path("", token=None) + f"?token={served.token}",
+                served.path("", token="x" * 43),
+            ]
+            for url in urls:
+                async with session.get(url) as r:
+                    seen.append((url, r.status, dict(r.headers)))
+                    if url == served.url:
+                        page = await r.text()
+            ws_url = re.search(r'data-session-websocket-url="([^"]+)"', page)
+            static = re.search(r'<script src="([^"]+)"', page)
+            assert ws_url is not None and static is not None, page
+            assert ws_url.group(1) == f"ws://{served.host}/s/{served.token}/ws"
+            assert static.group(1) == f"{served.base}/s/{served.token}/static/js/textual.js"
+            # the page's websocket, as its script opens it (its URL, "?width=...")
+            async with session.ws_connect(ws_url.group(1) + "?width=80&height=24") as ws:
+                await app_output(ws, b"Overview")
+                seen.append(("ws", ws._response.status, dict(ws._response.headers)))
+            assert len(session.cookie_jar) == 0
+        return seen
+
+    seen = _run(go())
+    assert [status for _, status, _ in seen] == [200, 200, 200, 404, 404, 200, 403, 403, 101]
+    for url, _status, headers in seen:
+        assert "Set-Cookie" not in headers, (url, headers)
+        if url != "ws" and "x" * 43 not in url and "?token=" not in url:
+            assert headers["Referrer-Policy"] == "no-referrer", (url, headers)
+            assert headers["Cache-Control"] == "no-store", (url, headers)
+
+
+def test_static_files_stay_in_their_folder(tmp_path) -> None:
+    from gputui.serve.server import static_file
+
+    (tmp_path / "static" / "js").mkdir(parents=True)
+    (tmp_path / "static" / "js" / "a.js").write_text("ok")
+    (tmp_path / "static" / ".hidden").write_text("no")
+    (tmp_path / "secret").write_text("no")
+    (tmp_path / "static" / "out").symlink_to(tmp_path / "secret")
+    folder = tmp_path / "static"
+    assert static_file(folder, "js/a.js") == (folder / "js" / "a.js").resolve()
+    for name in (
+        "../secret",
+        "js/../../secret",
+        ".hidden",
+        "out",
+        "js",
+        "js/",
+        "/etc/passwd",
+        "",
+        "js//a.js",
+    ):
+        assert static_file(folder, name) is None, name
 
 
 def test_the_token_is_printed_once_and_never_logged(served: Served) -> None:
     _run(_get(served.url))
-    _run(_get(served.base + "/?token=" + served.token + "&x=1"))
-    time.sleep(0.3)
-    log = read_log(served)
+    _run(_get(served.url + "?x=1"))
+    _run(_get(served.path("static/js/textual.js")))
+    _run(_get(served.url, Host="evil.example"))  # refused with the token in its path
+    log = wait_log(served, "Host not served")
     assert log.count(served.token) == 1, log
+
+
+def test_the_token_is_the_first_segment_of_the_path() -> None:
+    assert auth.secret_path("abc") == "/s/abc/"
+    assert auth.split_secret("/s/abc/ws") == ("abc", "/ws")
+    assert auth.split_secret("/s/abc/") == ("abc", "/")
+    assert auth.split_secret("/s/abc") == ("abc", "/")
+    assert auth.split_secret("/s//ws") == ("", "/ws")
+    for path in ("/", "/ws", "/x/s/abc/", "/S/abc/", "s/abc/", "//s/abc/"):
+        assert auth.split_secret(path) == (None, path), path
+    gate = auth.Gate.for_listen("right-token-0123456789", "127.0.0.1", 8080)
+    ok = {"host": "127.0.0.1:8080", "origin": None}
+    assert gate.refusal(path="/s/right-token-0123456789/ws", **ok) is None
+    assert gate.refusal(path="/s/right-token-0123456789", **ok) is None
+    for path in ("/s//ws", "/s/right-token-012345678/", "/s/right-token-0123456789x/", "/ws", "/"):
+        assert gate.refusal(path=path, **ok) is not None, path
+
+
+def test_log_lines_lose_their_tokens_and_controls() -> None:
+    import logging
+
+    from gputui.serve.logs import SafeLines
+
+    args = ("/s/SECRET/ws", "/?token=SECRET", "\x1b[2J")
+    record = logging.LogRecord("x", logging.INFO, "f", 1, "GET %s and %s %s", args, None)
+    line = SafeLines().format(record)
+    assert "SECRET" not in line and "\x1b" not in line and "\\x1b[2J" in line, line
+
+
+def test_the_log_has_a_line_when_a_session_starts_and_ends_and_refusals_are_quiet() -> None:
+    """docs/serve.md: one line when a session starts, one when it ends, none a request;
+    refusals (which anyone can cause) one line an interval, malformed requests too, without
+    a traceback or the request's bytes."""
+    s = start_serve()
+    try:
+
+        async def go() -> None:
+            async with aiohttp.ClientSession() as session:
+                for _ in range(3):
+                    for url in (s.url, s.path("static/js/textual.js")):
+                        async with session.get(url) as r:
+                            assert r.status == 200
+                async with session.ws_connect(s.ws()) as ws:
+                    await app_output(ws, b"Overview")
+            for _ in range(30):
+                assert (await _get(s.path("", "wrong-token-0123456789abcdef")))[0] == 403
+
+        _run(go())
+        host, port = s.host.rsplit(":", 1)
+        for junk in (b"GARBAGE\r\n\r\n", b"GET / HTTP/1.1\r\nContent-Length: \x1b[31mx\r\n\r\n") * 5:
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(junk)
+                sock.settimeout(30)
+                assert sock.recv(100).startswith(b"HTTP/1.")  # (answered: logged already)
+        log = wait_log(s, " ended ")
+        lines = log.splitlines()[1:]  # (after the URL)
+        started = [line for line in lines if " started" in line]
+        ended = [line for line in lines if " ended " in line]
+        refused = [line for line in lines if "wrong token" in line]
+        malformed = [line for line in lines if "malformed" in line]
+        assert (len(started), len(ended), len(refused), len(malformed)) == (1, 1, 1, 1), log
+        assert len(lines) == 4, log
+        assert "Traceback" not in log and "\x1b" not in log, log
+    finally:
+        s.stop()
 
 
 # ---- the token's sources -----------------------------------------------------------------

@@ -4,12 +4,14 @@ no program the page could name, and an end when serve stops listening (its pipes
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from conftest import FROZEN, H200_X2, wait_for
@@ -145,6 +147,18 @@ def _read_until_ready(p: subprocess.Popen[bytes], needle: bytes = b"Overview", t
         got += chunk
 
 
+def _wait_until_blocked_writing(pid: int, timeout: float = 60) -> None:
+    """Until a thread of `pid` sleeps in the kernel writing to a full pipe (its wchan)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with contextlib.suppress(OSError):
+                if "pipe_write" in Path(f"/proc/{pid}/task/{tid}/wchan").read_text():
+                    return
+        assert time.monotonic() < deadline, "no thread of the session blocked writing to its pipe"
+        time.sleep(0.05)
+
+
 def test_a_session_whose_server_stopped_reading_ends_by_itself() -> None:
     """The orphan of issue 23: serve gone or no longer reading, the session ran on."""
     p = _session(os.getpid())
@@ -172,7 +186,7 @@ def test_a_signal_ends_a_session_blocked_writing_to_a_full_pipe(sig: signal.Sign
             meta = json.dumps({"type": "resize", "width": 100 + i % 60, "height": 40}).encode()
             p.stdin.write(b"M" + len(meta).to_bytes(4, "big") + meta)
         p.stdin.flush()
-        time.sleep(2)  # (the pipe fills)
+        _wait_until_blocked_writing(p.pid)  # (the pipe filled)
         assert p.poll() is None
         p.send_signal(sig)
         assert p.wait(6) is not None

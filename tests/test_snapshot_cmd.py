@@ -112,8 +112,8 @@ def test_csv_values_are_the_recorded_tick(x2_recording):
     for row, g in zip(rows, tick.gpus, strict=True):
         assert row == [
             str(g.index),
-            str(g.mem_used // MIB),
-            str(g.mem_free // MIB),
+            str(-(-g.mem_used // MIB)),  # nvidia-smi rounds MiB up
+            str(-(-g.mem_free // MIB)),
             str(g.gpu_util),
             f"{g.power_draw:.2f}",
             str(g.temperature),
@@ -230,7 +230,7 @@ def test_json_validates_against_the_schema(validator, recording, tick):
     assert len(doc["gpus"]) == len(header.machine.devices)
     assert len(doc["processes"]) == len(snap.processes)
     for obj, g in zip(doc["gpus"], snap.gpus, strict=True):
-        assert obj["memory.used"] == g.mem_used // MIB
+        assert obj["memory.used"] == -(-g.mem_used // MIB)  # nvidia-smi's MiB: rounded up
         assert obj["utilization.gpu"] == g.gpu_util
         assert obj["power.draw"] == g.power_draw  # full precision in JSON
         assert "timestamp" not in obj  # document-level facts are not repeated per GPU
@@ -263,15 +263,34 @@ def test_a_validator_rejects_what_the_schema_forbids(validator):
 
 
 @pytest.mark.skipif(driver_present(), reason="a GPU driver is installed here: NVML is available")
-def test_without_nvml_exit_2_with_the_reason_on_stderr():
-    for fmt_flag in ("--json", "--csv"):
-        r = gputui("snapshot", fmt_flag)
-        assert r.returncode == 2
-        assert r.stdout == ""
-        assert "gputui snapshot: NVML unavailable: NVML Shared Library Not Found (NVML error 12)" in r.stderr
-    r = gputui("snapshot", "--replay", str(NOGPU))  # a recording of a machine without a driver
+def test_without_nvml_exit_2_with_the_reason_on_stderr(validator):
+    r = gputui("snapshot", "--csv")
     assert r.returncode == 2
-    assert "NVML unavailable" in r.stderr
+    assert r.stdout == ""
+    assert "gputui snapshot: NVML unavailable: NVML Shared Library Not Found (NVML error 12)" in r.stderr
+    r = gputui("snapshot", "--json")  # a script reading the JSON gets JSON that says why
+    assert r.returncode == 2
+    doc = json.loads(r.stdout)
+    validator.validate(doc)
+    assert doc["gpus"] == [] and doc["error"]["code"] == 12
+    assert "NVML Shared Library Not Found (NVML error 12)" in r.stderr
+
+
+@pytest.mark.parametrize("flags", [("--json",), ("--json", "--processes"), ("--format", "json")])
+def test_json_without_nvml_is_json_with_the_reason_and_exit_2(validator, flags):
+    """A recording of a machine without a driver (as a live run there): the document, valid
+    against the schema, with no GPUs and `error` saying why; exit status 2 (issue 31: it
+    printed nothing)."""
+    r = gputui("snapshot", "--replay", str(NOGPU), *flags)
+    assert r.returncode == 2
+    doc = json.loads(r.stdout)
+    validator.validate(doc)
+    assert doc["gpus"] == [] and doc["source"]["kind"] == "replay"
+    e = doc["error"]
+    assert e["kind"] == "nvml_unavailable" and e["error"] and e["meaning"] and isinstance(e["advice"], list)
+    assert f"gputui snapshot: NVML unavailable: {e['error']}" in r.stderr
+    r = gputui("snapshot", "--replay", str(NOGPU))  # CSV: nothing on stdout, the reason on stderr
+    assert r.returncode == 2 and r.stdout == "" and "NVML unavailable" in r.stderr
 
 
 def test_bad_arguments():

@@ -13,6 +13,7 @@ import pytest
 from conftest import (
     DERIVED,
     FIXTURES,
+    FROZEN,
     H100_GPM,
     H100_JOB,
     H200_X1,
@@ -28,7 +29,7 @@ from gpm_support import FP32, phase_ticks
 
 from gputui.config import Config
 from gputui.telemetry.alerts import AlertConfig, ThresholdRule
-from gputui.telemetry.health_report import HealthConfig
+from gputui.ui.app import GpuTuiApp
 
 MIXED = DERIVED / "h200x8-mixed-topology.jsonl.gz"
 MIG = DERIVED / "h200x2-mig.jsonl.gz"
@@ -290,21 +291,40 @@ def test_diagnostics_cpu_torch_120x40(snap_compare):
     assert snap_compare(replay_app(NOGPU), terminal_size=(120, 40), run_before=recorded_diagnosis(events, 5))
 
 
-HEALTH = FIXTURES / "h100-health"
-STUCK_CONFIG = Config(health=HealthConfig(spin_seconds=30, stuck_seconds=30))
-"""The real stopped-rank recording is 46 s long: 30 s thresholds (as its device run's)."""
+def demo_job_app() -> GpuTuiApp:
+    """`gputui --demo-job` as a new user starts it: no config file (the defaults), the real
+    stuck NCCL job judged with its header's own waits, which the banner names."""
+    from gputui.cli import DEMO_JOB_RECORDING, DEMO_JOB_START, open_tui_replay
+    from gputui.config import LoadedConfig
+
+    opened = open_tui_replay(DEMO_JOB_RECORDING, DEMO_JOB_START, LoadedConfig(Config(), None))
+    assert opened is not None
+    source, config, note = opened
+    return GpuTuiApp(source=source, interval=FROZEN, watch_terminal=False, config=config, judged_with=note)
 
 
 def test_overview_stuck_job_160x50(snap_compare):
-    """The real torchrun job on an H100 with rank 1 SIGSTOPped: the job's line names it."""
-    app = replay_app(HEALTH / "jobrank-stopped.jsonl.gz", config=STUCK_CONFIG)
-    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(46))
+    """The real torchrun job on two H200s with rank 1 SIGSTOPped: the job's line names it,
+    GPU 0's card says it waits in a collective (the README's picture; `gputui --demo-job`)."""
+    from gputui.cli import DEMO_JOB_START
+
+    assert snap_compare(demo_job_app(), terminal_size=(160, 50), run_before=at_tick(DEMO_JOB_START))
+
+
+def test_overview_stuck_job_80x24(snap_compare):
+    """The same at 80x24: the verdict line keeps who and what whole (rank, PID, GPU, "the
+    one the others wait for"); the job's label gives way first."""
+    from gputui.cli import DEMO_JOB_START
+
+    assert snap_compare(demo_job_app(), terminal_size=(80, 24), run_before=at_tick(DEMO_JOB_START))
 
 
 def test_job_view_stuck_job_160x50(snap_compare):
     """J on a rank of that job: the ranks side by side, the verdict, the energy."""
-    app = replay_app(HEALTH / "jobrank-stopped.jsonl.gz", config=STUCK_CONFIG)
-    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(46, ("tab", "J")))
+    from gputui.cli import DEMO_JOB_START
+
+    app = demo_job_app()
+    assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(DEMO_JOB_START, ("tab", "J")))
 
 
 def test_job_view_nccl_deadlock_160x50(snap_compare, tmp_path):
@@ -314,6 +334,14 @@ def test_job_view_nccl_deadlock_160x50(snap_compare, tmp_path):
 
     app = replay_app(with_ras("3-mismatch-slow-gpu", tmp_path / "mismatch-ras.jsonl.gz"))
     assert snap_compare(app, terminal_size=(160, 50), run_before=at_tick(45, ("tab", "J")))
+
+
+def test_job_view_stuck_job_80x24(snap_compare):
+    """The same at 80x24: the verdict's whole reason (wrapped) and every column of the ranks."""
+    from gputui.cli import DEMO_JOB_START
+
+    app = demo_job_app()
+    assert snap_compare(app, terminal_size=(80, 24), run_before=at_tick(DEMO_JOB_START, ("tab", "J")))
 
 
 def test_overview_input_bound_h100_160x50(snap_compare):

@@ -8,9 +8,10 @@ value`; timestamps, HELP and TYPE lines are ignored.
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
-from collections.abc import Container
+from collections.abc import Container, Iterable, Iterator
 from dataclasses import dataclass
 
 _NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
@@ -87,9 +88,30 @@ def _value(text: str) -> float:
 def parse(text: str, max_series: int = MAX_SERIES, names: Container[str] | None = None) -> Exposition:
     """The samples of an exposition; with `names`, only those metrics (the others' labels are
     never parsed: an exporter's per-process series cost nothing then)."""
+    return parse_lines(text.splitlines(), max_series, names)
+
+
+def lines_of(pieces: Iterable[bytes]) -> Iterator[str]:
+    """The lines of a body arriving in byte pieces (UTF-8, undecodable bytes replaced): an
+    exposition parsed as it arrives is never held whole."""
+    decoder = codecs.getincrementaldecoder("utf-8")("replace")
+    rest = ""
+    for piece in pieces:
+        lines = (rest + decoder.decode(piece)).split("\n")
+        rest = lines.pop()
+        yield from lines
+    rest += decoder.decode(b"", final=True)
+    if rest:
+        yield rest
+
+
+def parse_lines(
+    lines: Iterable[str], max_series: int = MAX_SERIES, names: Container[str] | None = None
+) -> Exposition:
+    """`parse` of lines as they come: at `max_series` kept series it stops reading."""
     samples: list[Sample] = []
     bad = 0
-    for raw in text.splitlines():
+    for raw in lines:
         line = raw.strip()
         if not line or line[0] == "#":
             continue

@@ -11,9 +11,11 @@ through the untrusted-text filter.
 from __future__ import annotations
 
 import base64
+import contextlib
 import http
 import ssl
 import urllib.parse
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from gputui.cluster import wire
@@ -187,6 +189,10 @@ class HttpClient:
     bytes_received: int = 0
     """Bytes read from the network (compressed), for benchmarks."""
     requests: int = 0
+    reads: int = 0
+    """Socket reads that brought bytes (the work an answer cost: tests and benchmarks)."""
+    chunks: int = 0
+    """Chunks of chunked bodies read."""
     _context: ssl.SSLContext | None = field(default=None, repr=False)
 
     def _tls(self) -> ssl.SSLContext:
@@ -198,10 +204,20 @@ class HttpClient:
         self.bytes_received += n
 
     def get(self, url: str, accept: str = "*/*") -> bytes:
-        """The body of a 200 answer, or FetchError.  The whole request, headers and body,
-        must finish within `timeout` seconds (a server dripping bytes is cut off).  Name
-        resolution is the one step a deadline cannot interrupt: DirectSource gives up on a
-        target that overruns, without waiting for its thread."""
+        """The body of a 200 answer, or FetchError (see `stream`)."""
+        with self.stream(url, accept) as pieces:
+            return b"".join(pieces)
+
+    @contextlib.contextmanager
+    def stream(self, url: str, accept: str = "*/*") -> Iterator[Iterator[bytes]]:
+        """The body of a 200 answer as it arrives, decoded, in pieces: a reader can stop
+        early (the connection is closed when the block ends).  FetchError, on entry or
+        from the pieces, for everything that goes wrong.  The whole request, headers and
+        body, must finish within `timeout` seconds (a server dripping bytes is cut off);
+        the body may hold at most `max_body` bytes after decoding, whatever its framing
+        and coding (gputui/cluster/wire.py).  Name resolution is the one step a deadline
+        cannot interrupt: DirectSource gives up on a target that overruns, without waiting
+        for its thread."""
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise FetchError(url, "expected an http:// or https:// URL with a host")
@@ -227,10 +243,11 @@ class HttpClient:
         request = ("\r\n".join(head) + "\r\n\r\n").encode("latin-1")
         self.requests += 1
         deadline = wire.Deadline(self.timeout)
-        try:
-            tls = self._tls() if parts.scheme == "https" else None
-            sock = wire.connect(host, port, deadline, tls)
-            with sock:
+        resp: wire.Response | None = None
+        with contextlib.ExitStack() as stack:
+            try:
+                tls = self._tls() if parts.scheme == "https" else None
+                sock = stack.enter_context(wire.connect(host, port, deadline, tls))
                 try:
                     sock.settimeout(deadline.left())
                     sock.sendall(request)
@@ -242,18 +259,38 @@ class HttpClient:
                 resp.read_head()
                 if resp.status != 200:
                     raise FetchError(url, _status_reason(resp.status, resp.reason))
-                raw = resp.body(self.max_body)
-            encoding = resp.headers.get("content-encoding", "").strip().lower()
-            if encoding == "gzip":
-                return wire.gunzip(raw, self.max_body)
-            if encoding not in ("", "identity"):
-                raise FetchError(url, f"an unsupported content encoding ({_reason(encoding)[:20]})")
-            return raw
-        except FetchError:
-            raise
-        except wire.TooLarge:
-            raise FetchError(url, f"the answer is larger than {self.max_body / 2**20:g} MiB") from None
-        except wire.WireError as exc:
-            raise FetchError(url, str(exc)) from None
-        except (OSError, ValueError, UnicodeError) as exc:  # a TLS context that does not load
-            raise FetchError(url, _reason(f"{type(exc).__name__}: {exc}")) from None
+                coding = resp.headers.get("content-encoding", "").strip().lower()
+                if coding not in ("", "identity", *wire.CODINGS):
+                    raise FetchError(url, f"an unsupported content encoding ({_reason(coding)[:20]})")
+                pieces = wire.decoded(resp.body(wire.raw_limit(self.max_body, coding)), coding, self.max_body)
+            except BaseException as exc:
+                self._counted(resp)
+                raise self._failure(url, exc) from None
+            try:
+                yield self._guarded(url, pieces)
+            finally:
+                self._counted(resp)
+
+    def _counted(self, resp: wire.Response | None) -> None:
+        if resp is not None:
+            self.reads += resp.reads
+            self.chunks += resp.chunks
+            resp.reads = resp.chunks = 0
+
+    def _guarded(self, url: str, pieces: Iterator[bytes]) -> Iterator[bytes]:
+        try:
+            yield from pieces
+        except Exception as exc:
+            raise self._failure(url, exc) from None
+
+    def _failure(self, url: str, exc: BaseException) -> BaseException:
+        """The FetchError an exception of the exchange stands for (others pass through)."""
+        if isinstance(exc, FetchError):
+            return exc
+        if isinstance(exc, wire.TooLarge):
+            return FetchError(url, f"the answer is larger than {self.max_body / 2**20:g} MiB")
+        if isinstance(exc, wire.WireError):
+            return FetchError(url, str(exc))
+        if isinstance(exc, (OSError, ValueError, UnicodeError)):  # a TLS context that does not load
+            return FetchError(url, _reason(f"{type(exc).__name__}: {exc}"))
+        return exc

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from gputui.cluster.jobs import JOB_SERIES, FleetJob, HostJobs
 from gputui.telemetry.alerts import IdleRule
 from gputui.telemetry.gpm_check import checked
 from gputui.telemetry.hints import KINDS as HINT_KINDS
@@ -136,6 +137,9 @@ class LabelMap:
     namespace: str = "namespace"
     container: str = "container"
     driver: str = "DCGM_FI_DRIVER_VERSION"
+    cluster: str = "cluster"
+    """The label naming a Slurm or Kubernetes cluster (a Prometheus target label): a job id
+    is merged across nodes only within one cluster."""
 
 
 def usable(v: float) -> bool:
@@ -198,6 +202,8 @@ class HostState:
     driver: str = ""
     stale: bool = False
     """The GPUs are the last ones seen before the host went down."""
+    jobs: HostJobs = field(default_factory=HostJobs)
+    """Its jobs' verdicts and what NCCL's RAS says (gputui/cluster/jobs.py)."""
 
 
 @dataclass(frozen=True)
@@ -213,6 +219,12 @@ class ClusterState:
     """HTTP requests this refresh made."""
     bytes: int = 0
     """Bytes received this refresh."""
+    jobs: tuple[FleetJob, ...] = ()
+    """Jobs with a verdict or a RAS problem, their nodes merged, worst first."""
+    jobs_left_out: int = 0
+    """Job series over the caps (per host and for the fleet): counted, not held."""
+    note: str | None = None
+    """Something the refresh cut (series over a cap), in one line."""
 
     @property
     def gpus(self) -> list[ClusterGpu]:
@@ -248,12 +260,29 @@ def gpu_identity(labels: Mapping[str, str], lm: LabelMap) -> str | None:
     return uuid or gpu
 
 
+JOB_NAMES = frozenset(JOB_SERIES)
+
+
+def split_jobs(
+    series: Iterable[tuple[str, Mapping[str, str], float]],
+) -> tuple[list[tuple[str, Mapping[str, str], float]], list[tuple[str, Mapping[str, str], float]]]:
+    """(the GPUs' series, the jobs' series): a job's series names a GPU too (the rank's), and
+    must never make one."""
+    gpus: list[tuple[str, Mapping[str, str], float]] = []
+    jobs: list[tuple[str, Mapping[str, str], float]] = []
+    for item in series:
+        (jobs if item[0] in JOB_NAMES else gpus).append(item)
+    return gpus, jobs
+
+
 def build_gpus(
     host: str, series: Iterable[tuple[str, Mapping[str, str], float]], lm: LabelMap
 ) -> list[ClusterGpu]:
     """The GPUs of one host from (name, labels, value) series."""
     gpus: dict[str, _Gpu] = {}
     for name, labels, value in series:
+        if name in JOB_NAMES:
+            continue  # a job's series names its rank's GPU: it never makes one
         ident = gpu_identity(labels, lm)
         if ident is None:
             continue

@@ -6,18 +6,18 @@ nothing here blocks the UI, and every request has a deadline.
 from __future__ import annotations
 
 import functools
-import json
 import queue
 import threading
 import time
 import urllib.parse
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gputui.cluster import expfmt
 from gputui.cluster.http import FetchError, HttpClient, display_url
+from gputui.cluster.jobs import JOB_SERIES, HostJobs, host_jobs, merge, stale_jobs
 from gputui.cluster.model import (
     GPM_BY_NAME,
     LIST_WANTED,
@@ -31,12 +31,14 @@ from gputui.cluster.model import (
     build_gpus,
     gpm_value,
     host_names,
+    split_jobs,
     usable,
 )
+from gputui.cluster.promjson import MAX_SERIES, PrometheusError, PromSeries, Result, read_result
 from gputui.cluster.targets import normalize_target
 from gputui.telemetry.history import HISTORY
 
-WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY))
+WANTED_SET = frozenset((*WANTED, PROCESS_MEMORY, *JOB_SERIES))
 IDENTITY_METRIC = "DCGM_FI_DEV_FB_USED"
 """A metric every GPU exporter has (dcgm-exporter's default set and `gputui export`)."""
 
@@ -152,6 +154,27 @@ class ScrapePool:
             self._jobs.put(None)
 
 
+def one_at_a_time(pieces: Iterable[bytes], lock: threading.Lock) -> Iterator[bytes]:
+    """`pieces`, with `lock` held while the consumer works on each one and released while the
+    next is awaited.  Many scrape threads then wait on the network together but parse one at
+    a time: the UI thread competes for the interpreter with one parser, not 32 (with all 32
+    parsing at once a key press waited up to 2 s behind them on 64 exporters)."""
+    it = iter(pieces)
+    lock.acquire()
+    try:
+        while True:
+            lock.release()
+            try:
+                piece = next(it, None)
+            finally:
+                lock.acquire()
+            if piece is None:
+                return
+            yield piece
+    finally:
+        lock.release()
+
+
 class DirectSource:
     """Scrapes every target in parallel, each with the client's timeout; a target that fails
     is a host shown down (with the error and the GPUs it had)."""
@@ -162,8 +185,11 @@ class DirectSource:
         client: HttpClient,
         labels: LabelMap | None = None,
         history_points: int = 720,
+        max_series: int = expfmt.MAX_SERIES,
     ) -> None:
         self.targets = [normalize_target(t) for t in targets]
+        self.max_series = max_series
+        """Series kept of one exporter's answer: the rest is not read (the refresh says so)."""
         self.client = client
         self.labels = labels or LabelMap()
         self.description = f"{len(self.targets)} exporter{'s' if len(self.targets) != 1 else ''} (direct)"
@@ -176,15 +202,18 @@ class DirectSource:
         self._history: dict[str, deque[tuple[float, ClusterGpu]]] = {}
         self._history_points = history_points
         self._lock = threading.Lock()
+        self._parsing = threading.Lock()
+        """Held while a scrape parses a piece of its answer (see `one_at_a_time`)."""
 
-    def _scrape(self, target: str) -> list[expfmt.Sample] | str:
-        """The target's samples, or why not (one short line)."""
+    def _scrape(self, target: str) -> expfmt.Exposition | str:
+        """The target's samples (parsed as they arrive, up to `max_series`), or why not (one
+        short line).  The scrapes wait on the network in parallel and parse one at a time."""
         try:
-            body = self.client.get(target, accept="text/plain;version=0.0.4")
+            with self.client.stream(target, accept="text/plain;version=0.0.4") as pieces:
+                mine = one_at_a_time(pieces, self._parsing)
+                return expfmt.parse_lines(expfmt.lines_of(mine), self.max_series, WANTED_SET)
         except FetchError as exc:
             return exc.reason  # the row names the host; the URL is its instance
-        text = body.decode("utf-8", "replace")
-        return expfmt.parse(text, names=WANTED_SET).samples
 
     def fetch(self) -> ClusterState:
         t0 = time.monotonic()
@@ -193,10 +222,13 @@ class DirectSource:
         now = time.time()
         lm = self.labels
         raw: list[tuple[str, str, str, list[expfmt.Sample] | str]] = []
-        for target, got in results:
+        cut = 0
+        for target, exp in results:
             instance = urllib.parse.urlsplit(target).netloc
             hostname = ""
+            got: list[expfmt.Sample] | str = exp if isinstance(exp, str) else exp.samples
             if not isinstance(got, str):
+                cut += exp.truncated
                 hostname = next((s.labels[lm.host] for s in got if s.labels.get(lm.host)), "")
             elif target in self._last:
                 hostname = self._last[target].name.split(" (")[0]
@@ -216,12 +248,15 @@ class DirectSource:
                         gpus=last.gpus if last else (),
                         driver=last.driver if last else "",
                         stale=last is not None,
+                        jobs=stale_jobs(last.jobs) if last else HostJobs(),
                     )
                 )
                 continue
-            gpus = build_gpus(target, ((s.name, s.labels, s.value) for s in got), lm)
+            gpu_series, job_series = split_jobs((s.name, s.labels, s.value) for s in got)
+            gpus = build_gpus(target, gpu_series, lm)
             driver = next((s.labels[lm.driver] for s in got if s.labels.get(lm.driver)), "")
-            host = HostState(target, names[target], instance, True, None, tuple(gpus), driver)
+            jobs = host_jobs(target, names[target], job_series, lm.cluster)
+            host = HostState(target, names[target], instance, True, None, tuple(gpus), driver, jobs=jobs)
             self._last[target] = host
             with self._lock:
                 for g in gpus:
@@ -230,6 +265,7 @@ class DirectSource:
                         ring = self._history[g.key] = deque(maxlen=self._history_points)
                     ring.append((now, g))
             hosts.append(host)
+        fleet, left_out = merge((h.key, h.jobs) for h in hosts)
         return ClusterState(
             hosts=tuple(hosts),
             fetched_at=now,
@@ -237,6 +273,14 @@ class DirectSource:
             source=self.description,
             queries=self.client.requests - req0,
             bytes=self.client.bytes_received - bytes0,
+            jobs=fleet,
+            jobs_left_out=left_out + sum(h.jobs.dropped for h in hosts),
+            note=(
+                f"{cut} exporter{'s' if cut != 1 else ''} sent more than {self.max_series:,} series: "
+                "the rest was not read"
+                if cut
+                else None
+            ),
         )
 
     def history(self, host: HostState, seconds: float, points: int) -> History:
@@ -280,25 +324,10 @@ def regex_escape(text: str) -> str:
     return "".join("\\" + c if c in r"\.+*?()|[]{}^$" else c for c in text)
 
 
-class PrometheusError(Exception):
-    pass
-
-
-def _series(data: Any, kind: str) -> list[dict[str, Any]]:
-    """The result list of an API answer, checked: untrusted JSON."""
-    if not isinstance(data, dict):
-        raise PrometheusError("the answer is not a JSON object")
-    if data.get("status") != "success":
-        err = data.get("error")
-        raise PrometheusError(f"query failed: {str(err)[:200] if err else data.get('status')!s:.60}")
-    d = data.get("data")
-    if not isinstance(d, dict) or d.get("resultType") != kind or not isinstance(d.get("result"), list):
-        raise PrometheusError(f"expected a {kind} result")
-    return [r for r in d["result"] if isinstance(r, dict) and isinstance(r.get("metric"), dict)]
-
-
-def _labels(r: Mapping[str, Any]) -> dict[str, str]:
-    return {str(k): str(v) for k, v in r["metric"].items() if isinstance(v, str)}
+def _instant(r: PromSeries) -> float | None:
+    """An instant vector's number, or None."""
+    v = r.value
+    return _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
 
 
 def _float(v: Any) -> float | None:
@@ -322,8 +351,11 @@ class PrometheusSource:
         labels: LabelMap | None = None,
         selector: str = "",
         lookback: str = "1h",
+        max_series: int = MAX_SERIES,
     ) -> None:
         self.url = url.rstrip("/")
+        self.max_series = max_series
+        """Series read of one answer: the rest is not downloaded (the refresh says so)."""
         self.client = client
         self.labels = labels or LabelMap()
         self.selector = selector.strip().strip("{}").strip()
@@ -335,23 +367,21 @@ class PrometheusSource:
         parts = [p for p in (*extra, self.selector) if p]
         return "{" + ",".join(parts) + "}"
 
-    def _get(self, path: str, params: Mapping[str, str]) -> Any:
+    def _read(self, path: str, params: Mapping[str, str], kind: str) -> Result:
+        """An API answer read as it arrives, at most `max_series` series of it."""
         url = f"{self.url}{path}?{urllib.parse.urlencode(params)}"
-        body = self.client.get(url, accept="application/json")
-        try:
-            return json.loads(body)
-        except ValueError:
-            raise PrometheusError(f"{path}: the answer is not JSON") from None
+        with self.client.stream(url, accept="application/json") as pieces:
+            return read_result(pieces, kind, self.max_series)
 
-    def query(self, promql: str, at: float | None = None) -> list[dict[str, Any]]:
+    def query(self, promql: str, at: float | None = None) -> Result:
         params = {"query": promql}
         if at is not None:
             params["time"] = f"{at:.3f}"
-        return _series(self._get("/api/v1/query", params), "vector")
+        return self._read("/api/v1/query", params, "vector")
 
-    def query_range(self, promql: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
+    def query_range(self, promql: str, start: float, end: float, step: float) -> Result:
         params = {"query": promql, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"}
-        return _series(self._get("/api/v1/query_range", params), "matrix")
+        return self._read("/api/v1/query_range", params, "matrix")
 
     def wanted_query(self, *extra: str, metrics: Sequence[str] = LIST_WANTED) -> str:
         names = "|".join(regex_escape(n) for n in metrics)
@@ -370,13 +400,7 @@ class PrometheusSource:
             result = self.query(self.wanted_query(*self._host_matchers(host), metrics=WANTED))
         except (FetchError, PrometheusError):
             return host.gpus
-        series = []
-        for r in result:
-            v = r.get("value")
-            f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
-            if f is not None:
-                labels = _labels(r)
-                series.append((labels.get("__name__", ""), labels, f))
+        series = [(r.name, r.labels, f) for r in result.series if (f := _instant(r)) is not None]
         return tuple(build_gpus(host.key, series, self.labels)) or host.gpus
 
     def fetch(self) -> ClusterState:
@@ -384,9 +408,9 @@ class PrometheusSource:
         req0, bytes0 = self.client.requests, self.client.bytes_received
         now = time.time()
         try:
-            values = self.query(self.wanted_query(), now)
+            values = self.query(self.wanted_query(metrics=(*LIST_WANTED, *JOB_SERIES)), now)
             ups = self.query("up" + self._matchers(), now)
-            hosts = self._hosts(values, ups, now)
+            hosts = self._hosts(values.series, ups.series, now)
         except (FetchError, PrometheusError) as exc:
             last = self._last
             return ClusterState(
@@ -399,6 +423,7 @@ class PrometheusSource:
                 queries=self.client.requests - req0,
                 bytes=self.client.bytes_received - bytes0,
             )
+        fleet, left_out = merge((h.key, h.jobs) for h in hosts)
         state = ClusterState(
             hosts=hosts,
             fetched_at=now,
@@ -406,34 +431,37 @@ class PrometheusSource:
             source=self.description,
             queries=self.client.requests - req0,
             bytes=self.client.bytes_received - bytes0,
+            jobs=fleet,
+            jobs_left_out=left_out + sum(h.jobs.dropped for h in hosts),
+            note=self._cut_note(values, ups),
         )
         self._last = state
         return state
 
-    def _hosts(
-        self, values: list[dict[str, Any]], ups: list[dict[str, Any]], now: float
-    ) -> tuple[HostState, ...]:
+    def _cut_note(self, *results: Result) -> str | None:
+        if not any(r.truncated for r in results):
+            return None
+        return (
+            f"Prometheus answered more than {self.max_series:,} series: the first {self.max_series:,} "
+            "are shown (narrow it with --selector)"
+        )
+
+    def _hosts(self, values: list[PromSeries], ups: list[PromSeries], now: float) -> tuple[HostState, ...]:
         lm = self.labels
         up_by_instance: dict[str, bool] = {}
         for r in ups:
-            labels = _labels(r)
-            v = r.get("value")
-            if isinstance(v, list) and len(v) == 2 and (f := _float(v[1])) is not None:
-                inst = labels.get("instance", "")
+            if (f := _instant(r)) is not None:
+                inst = r.labels.get("instance", "")
                 up_by_instance[inst] = up_by_instance.get(inst, False) or f == 1.0
-        groups: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+        groups: dict[tuple[str, str], list[tuple[str, Mapping[str, str], float]]] = {}
         for r in values:
-            labels = _labels(r)
-            v = r.get("value")
-            if not (isinstance(v, list) and len(v) == 2):
-                continue
-            f = _float(v[1])
+            f = _instant(r)
             if f is None:
                 continue
-            where = (labels.get("instance", ""), labels.get(lm.host, ""))
-            groups.setdefault(where, []).append((labels.get("__name__", ""), labels, f))
+            where = (r.labels.get("instance", ""), r.labels.get(lm.host, ""))
+            groups.setdefault(where, []).append((r.name, r.labels, f))
         down = sorted(i for i, ok in up_by_instance.items() if not ok)
-        stale: dict[tuple[str, str], list[tuple[str, dict[str, str], float]]] = {}
+        stale: dict[tuple[str, str], list[tuple[str, Mapping[str, str], float]]] = {}
         if down:
             pattern = "|".join(regex_escape(i) for i in down)
             # the GPUs the down exporters had, as last seen (one series per GPU; a range
@@ -443,21 +471,18 @@ class PrometheusSource:
                 + self._matchers(f"instance=~{promql_string(pattern)}")
                 + f"[{self.lookback}])"
             )
-            for r in self.query(q, now):
-                labels = _labels(r)
-                v = r.get("value")
-                f = _float(v[1]) if isinstance(v, list) and len(v) == 2 else None
-                if f is None:
+            for r in self.query(q, now).series:
+                if _instant(r) is None:
                     continue
-                where = (labels.get("instance", ""), labels.get(lm.host, ""))
+                where = (r.labels.get("instance", ""), r.labels.get(lm.host, ""))
                 if where not in groups:
-                    stale.setdefault(where, []).append(("", labels, float("nan")))
+                    stale.setdefault(where, []).append(("", r.labels, float("nan")))
         keys = sorted(set(groups) | set(stale))
         names = host_names((f"{i}\0{h}", h or i, i) for i, h in keys)
         hosts: list[HostState] = []
         for inst, hostname in keys:
             key = f"{inst}\0{hostname}"
-            series = groups.get((inst, hostname)) or stale.get((inst, hostname), [])
+            series, job_series = split_jobs(groups.get((inst, hostname)) or stale.get((inst, hostname), []))
             gpus = build_gpus(key, series, lm)
             up = up_by_instance.get(inst, True) if (inst, hostname) in groups else False
             driver = next((lab[lm.driver] for _, lab, _ in series if lab.get(lm.driver)), "")
@@ -471,6 +496,7 @@ class PrometheusSource:
                     gpus=tuple(gpus),
                     driver=driver,
                     stale=not up,
+                    jobs=host_jobs(key, names[key], job_series, lm.cluster),
                 )
             )
         return tuple(hosts)
@@ -491,12 +517,11 @@ class PrometheusSource:
         times = [start + k * step for k in range(n)]
         series: dict[tuple[str, str], list[float]] = {}
         by_ident = {gpu_key_of(g): g.key for g in host.gpus}
-        for r in result:
-            labels = _labels(r)
-            name = labels.get("__name__", "")
-            attr, conv = wanted.get(name, (None, float))
+        for r in result.series:
+            labels = r.labels
+            attr, conv = wanted.get(r.name, (None, float))
             ident = by_ident.get(labels.get(self.labels.uuid) or labels.get(self.labels.gpu, ""))
-            vals = r.get("values")
+            vals = r.value
             if attr is None or ident is None or not isinstance(vals, list):
                 continue
             out = series.setdefault((ident, attr), [float("nan")] * n)

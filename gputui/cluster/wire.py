@@ -7,7 +7,8 @@ cut off when it passes, not when it pauses), and every part of the answer is bou
 status line, each header line, the number of headers, each chunk-size line, the body.  A
 broken answer raises `WireError` with a short reason for that target; it never escapes as
 another exception.  Only what a scrape needs is spoken: no keep-alive (`Connection: close`),
-no redirects, no proxies, identity or gzip content.
+no redirects, no proxies, identity, gzip or deflate content.  The body's cap counts its
+content after decoding, the same on every path (`decoded`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ import socket
 import ssl
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 MAX_LINE = 8192
 """Longest status line, header line or chunk-size line (as common servers limit theirs)."""
@@ -26,6 +28,19 @@ MAX_HEADERS = 100
 MAX_INTERIM = 5
 """Most 1xx interim answers (100 Continue) before the real one."""
 READ = 1 << 16
+"""The most bytes one read asks for."""
+READS_FREE = 256
+"""Reads an answer may take at any size; after them, a small read is followed by a pause."""
+SMALL_READ = 4096
+"""A read that brought fewer bytes is small."""
+COALESCE_S = 0.01
+"""The pause after a small read (past READS_FREE): a server sending a byte per segment
+costs at most 100 reads a second, not a read per byte."""
+CHUNKS_FREE = 1024
+"""Chunks a chunked body may have at any size..."""
+MIN_CHUNK_BYTES = 128
+"""...plus one per this many bytes of data: 1-byte chunks (a parse per byte) are refused
+after about CHUNKS_FREE of them, while any real server's chunks (4 KiB and more) pass."""
 
 _STATUS = re.compile(rb"HTTP/1\.[01] ([1-5][0-9][0-9])(?:[ \t]([^\r\n]*))?\r?\n")
 _HEADER = re.compile(rb"([!#$%&'*+.^_`|~0-9A-Za-z-]+):[ \t]*([^\r\n]*?)[ \t]*\r?\n")
@@ -97,7 +112,12 @@ def connect(host: str, port: int, deadline: Deadline, tls: ssl.SSLContext | None
 
 
 class Response:
-    """Reads one answer from `sock`; every read waits at most until the deadline."""
+    """Reads one answer from `sock`; every read waits at most until the deadline.
+
+    The work is bounded by the bytes, not by how a server cuts them: after READS_FREE reads,
+    a read that brought less than SMALL_READ bytes is followed by a pause of COALESCE_S
+    before the next one (what arrives meanwhile comes in one read), and a chunked body may
+    have at most CHUNKS_FREE chunks plus one per MIN_CHUNK_BYTES of data."""
 
     def __init__(self, sock: socket.socket, deadline: Deadline, on_bytes: Callable[[int], None]) -> None:
         self.sock = sock
@@ -108,6 +128,11 @@ class Response:
         self.status = 0
         self.reason = ""
         self.headers: dict[str, str] = {}
+        self.reads = 0
+        """Reads that brought bytes."""
+        self.chunks = 0
+        """Chunks of a chunked body read so far."""
+        self._pace = False
 
     # ---- bytes -------------------------------------------------------------------------
 
@@ -115,6 +140,8 @@ class Response:
         """Read more into the buffer; False at end of stream."""
         if self.eof:
             return False
+        if self._pace:  # a trickle: let it gather instead of waking for every segment
+            time.sleep(min(COALESCE_S, self.deadline.left()))
         try:
             self.sock.settimeout(self.deadline.left())
             got = self.sock.recv(READ)
@@ -127,6 +154,8 @@ class Response:
         if not got:
             self.eof = True
             return False
+        self.reads += 1
+        self._pace = self.reads >= READS_FREE and len(got) < SMALL_READ
         self.on_bytes(len(got))
         self.buf += got
         return True
@@ -149,20 +178,15 @@ class Response:
                 raise WireError(f"the server closed the connection in the {what}")
         raise WireError(f"a {what} longer than {MAX_LINE // 1024} KiB")
 
-    def exactly(self, n: int, what: str) -> bytes:
-        while len(self.buf) < n:
-            if not self._fill():
-                raise WireError(f"the server closed the connection in the {what}")
-        out = bytes(self.buf[:n])
-        del self.buf[:n]
-        return out
-
-    def some(self) -> bytes:
-        """What is buffered, or the next read; b"" at end of stream."""
+    def some(self, most: int, what: str = "") -> bytes:
+        """At most `most` (> 0) bytes: what is buffered, else the next read.  b"" at end of
+        stream; with `what`, the end of stream is an error (the body is not all there)."""
         if not self.buf and not self._fill():
+            if what:
+                raise WireError(f"the server closed the connection in the {what}")
             return b""
-        out = bytes(self.buf)
-        self.buf.clear()
+        out = bytes(self.buf[:most])
+        del self.buf[:most]
         return out
 
     # ---- the head ----------------------------------------------------------------------
@@ -197,31 +221,37 @@ class Response:
 
     # ---- the body ----------------------------------------------------------------------
 
-    def body(self, limit: int) -> bytes:
-        """The body as sent (before any content decoding), at most `limit` bytes."""
+    def body(self, limit: int) -> Iterator[bytes]:
+        """The body as sent (its transfer coding removed, any content coding kept), in
+        pieces as they arrive; TooLarge once it passes `limit` bytes."""
         te = self.headers.get("transfer-encoding", "").strip().lower()
         if te:
             if te != "chunked":
                 raise WireError(f"an unsupported transfer encoding ({te[:20]})")
-            return self._chunked(limit)
+            yield from self._chunked(limit)
+            return
         length = self.headers.get("content-length")
         if length is not None:
             length = length.strip()
             if not length.isascii() or not length.isdigit() or len(length) > 15:
                 raise WireError("a bad Content-Length")
-            n = int(length)
-            if n > limit:
+            left = int(length)
+            if left > limit:
                 raise TooLarge
-            return self.exactly(n, "body")
-        out = bytearray()
-        while chunk := self.some():
-            out += chunk
-            if len(out) > limit:
+            while left:
+                piece = self.some(min(left, READ), "body")
+                left -= len(piece)
+                yield piece
+            return
+        total = 0
+        while piece := self.some(READ):
+            total += len(piece)
+            if total > limit:
                 raise TooLarge
-        return bytes(out)
+            yield piece
 
-    def _chunked(self, limit: int) -> bytes:
-        out = bytearray()
+    def _chunked(self, limit: int) -> Iterator[bytes]:
+        total = 0
         while True:
             m = _CHUNK.fullmatch(self.line("chunk-size line"))
             if m is None:
@@ -229,23 +259,95 @@ class Response:
             n = int(m.group(1), 16)
             if n == 0:
                 self._fields("trailer")
-                return bytes(out)
-            if len(out) + n > limit:
+                return
+            total += n
+            if total > limit:
                 raise TooLarge
-            out += self.exactly(n, "body")
+            self.chunks += 1
+            if self.chunks > CHUNKS_FREE + total // MIN_CHUNK_BYTES:
+                raise WireError(f"{self.chunks} chunks for {total} bytes (chunks too small)")
+            while n:
+                piece = self.some(min(n, READ), "body")
+                n -= len(piece)
+                yield piece
             if self.line("chunk end") not in (b"\r\n", b"\n"):
                 raise WireError("a bad chunk (no line end after its data)")
 
 
-def gunzip(data: bytes, limit: int) -> bytes:
-    """`data` decompressed, at most `limit` bytes (TooLarge past it)."""
-    inflate = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = inflate.decompress(data, limit + 1)
-        if len(out) > limit:
-            raise TooLarge
-        if not inflate.eof:
-            raise WireError("a gzip answer cut short")
-    except zlib.error:
-        raise WireError("a gzip answer that does not decompress") from None
-    return out
+# --------------------------------------------------------------------------------------
+# content codings
+# --------------------------------------------------------------------------------------
+
+_GZIP_MAGIC = b"\x1f\x8b"
+CODINGS = ("gzip", "x-gzip", "deflate")
+"""The content codings read (one layer; identity is none)."""
+
+
+def raw_limit(limit: int, coding: str) -> int:
+    """The most bytes a body may have as sent, for `limit` bytes after decoding: compressed
+    data can be a little larger than its content (deflate's stored blocks: 5 bytes per
+    64 KiB, plus headers)."""
+    return limit if coding in ("", "identity") else limit + limit // 1024 + 1024
+
+
+def _zlib_header(data: bytes) -> bool:
+    """The first two bytes are a zlib header (RFC 1950); else "deflate" is raw deflate."""
+    return data[0] & 0x0F == 8 and (data[0] << 8 | data[1]) % 31 == 0
+
+
+def decoded(pieces: Iterable[bytes], coding: str, limit: int) -> Iterator[bytes]:
+    """The content of a body sent with Content-Encoding `coding` (lower case; "" or
+    "identity" for none), in pieces; TooLarge once it passes `limit` bytes.  The one place
+    the cap is counted, whatever the framing and coding: a decompression bomb is stopped
+    at `limit` + 1 bytes of output, never inflated further."""
+    total = 0
+    if coding in ("", "identity"):
+        for piece in pieces:
+            total += len(piece)
+            if total > limit:
+                raise TooLarge
+            if piece:
+                yield piece
+        return
+    if coding not in CODINGS:
+        raise WireError(f"an unsupported content encoding ({coding[:20]})")
+    gz = coding != "deflate"
+    name = "gzip" if gz else "deflate"
+    inflate: Any = None
+    members = 0
+    pending = b""
+    for piece in pieces:
+        data = pending + piece if pending else piece
+        pending = b""
+        while data:
+            if inflate is None:
+                if len(data) < 2:  # the header decides: wait for its second byte
+                    pending = data
+                    break
+                if gz and members and data[:2] != _GZIP_MAGIC:
+                    if data.count(0) == len(data):  # zero padding after the last member
+                        break
+                    raise WireError("data after the end of the gzip answer")
+                wbits = (
+                    16 + zlib.MAX_WBITS if gz else zlib.MAX_WBITS if _zlib_header(data) else -zlib.MAX_WBITS
+                )
+                inflate = zlib.decompressobj(wbits)
+            try:
+                out = inflate.decompress(data, limit - total + 1)
+            except zlib.error:
+                raise WireError(f"a {name} answer that does not decompress") from None
+            total += len(out)
+            if total > limit:
+                raise TooLarge
+            if out:
+                yield out
+            if inflate.eof:
+                data = inflate.unused_data
+                members += 1
+                inflate = None
+                if data and not gz:
+                    raise WireError("data after the end of the deflate answer")
+            else:
+                data = inflate.unconsumed_tail  # empty: all of it was taken
+    if pending or inflate is not None or not members:
+        raise WireError(f"a {name} answer cut short")

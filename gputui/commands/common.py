@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gputui.config import LoadedConfig
+    from gputui.config import Config, LoadedConfig
     from gputui.telemetry.model import NvmlProblem
     from gputui.telemetry.recording import ReplaySource
 
@@ -141,6 +141,20 @@ def load_config(args: argparse.Namespace, prog: str) -> LoadedConfig:
     return loaded
 
 
+def judging_config(prog: str, args: argparse.Namespace, source: Any) -> Config:
+    """The settings to judge `source` with: the config file's (`args.loaded_config`, else
+    read now), and a recording's own `[health]` waits where the file sets none, said on
+    stderr (`recording_settings.applied`)."""
+    from gputui.recording_settings import applied
+
+    loaded = getattr(args, "loaded_config", None) or load_config(args, prog)
+    replay = source.seekable
+    judging = applied(loaded, replay.header.settings if replay is not None else None)
+    if judging.note:
+        print(f"{prog}: {judging.note}", file=sys.stderr)
+    return judging.config
+
+
 def nvml_unavailable(prog: str, problem: NvmlProblem) -> int:
     """Say why NVML cannot be used (exit status 2)."""
     code = f" (NVML error {problem.code})" if problem.code is not None else ""
@@ -148,8 +162,11 @@ def nvml_unavailable(prog: str, problem: NvmlProblem) -> int:
     return 2
 
 
-def open_replay(prog: str, path: str, tick: int = 1, *, loop: bool = True) -> ReplaySource | None:
-    """A recording positioned so its next sample is `tick` (1-based); None after saying why."""
+def open_replay(
+    prog: str, path: str, tick: int = 1, *, loop: bool = True, option: str = "--tick"
+) -> ReplaySource | None:
+    """A recording positioned so its next sample is `tick` (1-based, given as `option`); None
+    after saying why."""
     from gputui.telemetry.recording import RecordingError, ReplaySource
 
     try:
@@ -158,7 +175,7 @@ def open_replay(prog: str, path: str, tick: int = 1, *, loop: bool = True) -> Re
         print(f"{prog}: {exc}", file=sys.stderr)
         return None
     if not 1 <= tick <= len(source.ticks):
-        print(f"{prog}: --tick {tick}: the recording has ticks 1 to {len(source.ticks)}", file=sys.stderr)
+        print(f"{prog}: {option} {tick}: the recording has ticks 1 to {len(source.ticks)}", file=sys.stderr)
         return None
     source.seek(tick - 2)
     return source

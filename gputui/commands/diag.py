@@ -35,9 +35,11 @@ def add_parser(subparsers: Any) -> None:
         "diag",
         help="diagnose CUDA, cuDNN and NCCL in a Python environment (exit 0 pass, 1 warn, 2 fail)",
         description="Run the diagnosis in a child process of the interpreter being diagnosed "
-        "(--pid: that process's, with its environment; --python; default: the busiest GPU "
+        "(--pid: that process's, with its environment; --python; default: your busiest GPU "
         "process's, else the python3 on PATH, else gputui's own) and say which layer is broken "
-        "and the command that fixes it.  Exit status: 0 all pass, 1 warnings, 2 failures.",
+        "and the command that fixes it.  As root, another user's process or interpreter is "
+        "diagnosed with that user's privileges, or refused.  Exit status: 0 all pass, "
+        "1 warnings, 2 failures.",
     )
     p.add_argument(
         "--python",
@@ -52,8 +54,9 @@ def add_parser(subparsers: Any) -> None:
         default=None,
         help="diagnose that process's interpreter (the path it was started by, e.g. its venv's "
         "python, when that is the same file as /proc/PID/exe) with its environment's CUDA, "
-        "NCCL, torch and library variables (/proc/PID/environ); default without --python: the "
-        "busiest GPU process's, else the python3 on PATH",
+        "NCCL, torch and library variables (/proc/PID/environ), as its owner (as root: another "
+        "user's process runs as that user); default without --python: your busiest GPU "
+        "process's, else the python3 on PATH",
     )
     fmt = p.add_mutually_exclusive_group()
     fmt.add_argument(
@@ -76,7 +79,7 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.diag.session import DiagnosisSession
-    from gputui.diag.target import Target, TargetError, busiest_gpu_pid, default_target, process_target
+    from gputui.diag.target import TargetError, busiest_gpu_pid, default_target, process_target, python_target
     from gputui.diag.verdicts import Finding, report_json, report_markdown
 
     if args.pid is not None and args.python:
@@ -86,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
         if args.pid is not None:
             target = process_target(args.pid)
         elif args.python:
-            target = Target(args.python, "--python")
+            target = python_target(args.python, "--python")
         else:
             target = default_target(busiest_gpu_pid())
     except TargetError as exc:
@@ -132,6 +135,7 @@ def run(args: argparse.Namespace) -> int:
             base_env=target.env,
             on_finding=on_finding,
             on_phase=on_phase,
+            run_as=target.privileges,
         )
         session.start()  # (assigned first: on_finding may cancel it from the first finding)
         interrupted: Interrupted | None = None

@@ -11,6 +11,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
+    judging_config,
     nvml_unavailable,
     open_replay,
     positive,
@@ -94,13 +95,16 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
+    if args.replay is not None:
+        settings = judging_config(PROG, args, source)
     hub = Hub(
         capacity=2,
         alerts=AlertEngine(settings.alerts, settings.hints, settings.health),
-        hints=HintEngine(settings.hints),
+        hints=HintEngine(settings.hints, settings.health),
         health=HealthEngine(settings.health),
     )
     hub.use_stacks(for_source(source.local_processes, settings.health))
+    hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each
 
     said: set[str] = set()
 

@@ -91,9 +91,9 @@ def app_args_problem(app_args: list[str]) -> str | None:
     for arg in rest:
         if arg.split("=", 1)[0] in RESERVED:
             return f"{arg.split('=', 1)[0]} is serve's to give"
-    from gputui.cli import _top_level_parser, named_command
+    from gputui.cmdline import named_command, top_level_parser
 
-    command = named_command(_top_level_parser(), rest)
+    command = named_command(top_level_parser(), rest)
     if command not in (None, "cluster"):
         return f"`{command}` is no app: serve runs the monitor (`-- --demo`) or `-- cluster ...`"
     return None
@@ -109,7 +109,7 @@ def python_problem(path: str) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.export.address import checked_listen
-    from gputui.serve.auth import TOKEN_ENV, Gate, TokenError, choose_token, host_port
+    from gputui.serve.auth import TOKEN_ENV, Gate, TokenError, choose_token, host_port, secret_path
 
     def fail(message: str) -> int:
         print(f"{PROG}: {message}", file=sys.stderr)
@@ -137,11 +137,17 @@ def run(args: argparse.Namespace) -> int:
         return fail(str(exc))
     os.environ.pop(TOKEN_ENV, None)  # sessions (and what they run) never see it
     try:
+        from gputui.serve import upstream
         from gputui.serve.server import GuardedServer
         from gputui.serve.sessions import Sessions
     except ImportError:
+        from gputui.extras import install_hint
+
+        return fail(f"the textual-serve package is missing: {install_hint('serve', 'textual-serve')}")
+    if (problem := upstream.probe()) is not None:
         return fail(
-            "the textual-serve package is missing: pip install 'gputui[serve]' (or pip install textual-serve)"
+            f"textual-serve {upstream.version()} does not fit: {problem} "
+            f"(gputui serve works with textual-serve {upstream.TESTED})"
         )
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -160,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
     )
     shown = socket.gethostname() if host in ("0.0.0.0", "::") else host  # noqa: S104
     base = args.public_url.rstrip("/") if args.public_url else f"http://{host_port(shown, port)}"
-    print(f"{PROG}: open {base}/?token={token}", file=sys.stderr)
+    print(f"{PROG}: open {base}{secret_path(token)}", file=sys.stderr)
     if origin != "new":
         print(f"{PROG}: the token comes from {origin}", file=sys.stderr)
     if args.allow_remote:

@@ -13,7 +13,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
-    load_config,
+    judging_config,
     nvml_unavailable,
     open_replay,
     positive,
@@ -186,35 +186,29 @@ def wait_for_slow(source: Any, sel: Selection) -> None:
 
 
 class _Judge:
-    """The job-health verdicts across the documents of one run: a replay's earlier ticks are
-    judged first (as the live run judged them), a live --watch builds up its own history.
-    NCCL RAS's view: a replay's latest recorded one; live, asked here (at most every
+    """The job-health verdicts across the documents of one run: a replay's tick is judged
+    as a function of the recording up to it (as the TUI and a live run judge it,
+    `Hub.follow`), a live --watch builds up its own history.  NCCL RAS's view: a replay's
+    latest recorded one up to the tick (the Hub keeps it); live, asked here (at most every
     RasWatch.interval seconds, bounded by the client's deadline)."""
 
     def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
-        from gputui.stacks.sampler import Evidence, for_source
+        from gputui.stacks.sampler import for_source
         from gputui.telemetry.health import HealthEngine
+        from gputui.telemetry.hub import Hub
 
-        self.config = load_config(args, PROG).config.health
-        self.engine = HealthEngine(self.config)
+        self.config = judging_config(PROG, args, source).health
+        self.hub = Hub(capacity=2, health=HealthEngine(self.config))
         watching = live and args.watch is not None  # a one-shot has no wait to look into
-        self.evidence = Evidence(self.engine, for_source(watching, self.config))
+        self.hub.use_stacks(for_source(watching, self.config))
         self.first: float | None = None
         self.live = live
         self.nccl: Any = None
         self.ras: Any = None
         self.ras_due = 0.0
         if not live:
-            for snap in source.ticks[: source.position + 1]:  # those before the next sample
-                self._feed(snap)
-
-    def _feed(self, snap: Any) -> Any:
-        if self.first is None:
-            self.first = snap.timestamp
-        if snap.nccl is not None:
-            self.nccl = snap.nccl
-        self.evidence.judged(snap)
-        return self.engine.current
+            self.hub.follow(source)
+            self.first = source.ticks[0].timestamp
 
     def _ask_ras(self, snap: Any) -> Any:
         """Live: one round of RAS questions for the jobs of this snapshot, when due; the view
@@ -235,13 +229,18 @@ class _Judge:
 
         from gputui.export.health_json import health_block
 
-        if self.live:  # the round's view goes into the snapshot the verdicts judge, as a Hub's
+        if self.first is None:
+            self.first = snap.timestamp
+        if self.live:  # the round's view goes into the snapshot the verdicts judge, as a source's
             view = self._ask_ras(snap)
             if view is not None:
+                self.nccl = view
                 snap = dataclasses.replace(snap, nccl=view)
-        report = self._feed(snap)
-        watched = snap.timestamp - (self.first or snap.timestamp)
-        return health_block(report, snap, self.config, watched, self.nccl)
+        self.hub.publish(snap)
+        report = self.hub.health_report()
+        assert report is not None
+        nccl = self.nccl if self.live else self.hub.nccl_view()
+        return health_block(report, snap, self.config, snap.timestamp - self.first, nccl)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -273,6 +272,10 @@ def run(args: argparse.Namespace) -> int:
     info = source.open()
     problem = info.system.nvml_problem
     if problem is not None:
+        if kind == "json":  # a script reading JSON gets JSON that says why
+            src = {"kind": "live"} if live else {"kind": "replay", "file": str(args.replay)}
+            doc = snap_fmt.unavailable_document(info, problem, src)
+            print(snap_fmt.dumps(doc, pretty=args.watch is None), flush=True)
         return nvml_unavailable(PROG, problem)
     if live:
         wait_for_slow(source, sel)
@@ -327,5 +330,5 @@ def run(args: argparse.Namespace) -> int:
         if args.watch is not None:
             source.close()
         if judge is not None:
-            judge.evidence.close()
+            judge.hub.use_stacks(None)
     return 0

@@ -53,7 +53,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gputui.stacks.dump import INSTALL, dump_many, find_py_spy
+    from gputui.extras import install_hint
+    from gputui.stacks.dump import dump_many, find_py_spy
     from gputui.stacks.model import Reason
     from gputui.stacks.render import text, to_json
 
@@ -70,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         targets = list(job.ranks)
         if not args.json:
-            print(f"job: {job.kind} PID {job.launcher}, {len(job.ranks)} ranks", flush=True)
+            print(f"job: {job.header()}", flush=True)
     py_spy = find_py_spy()
     t0 = time.monotonic()
     with interruptible():
@@ -92,6 +93,6 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{r.label()}: {r.missing.message}")
         sys.stdout.flush()
     if py_spy is None:
-        say(f"gputui stacks: py-spy is not installed: {INSTALL}   (or: pip install py-spy)")
+        say(f"gputui stacks: py-spy is not installed: {install_hint('stacks', 'py-spy')}")
         return 2
     return 0 if all(r.ok for r in results) else 1

@@ -57,7 +57,8 @@ def add_parser(subparsers: Any) -> None:
         "--python",
         metavar="PATH",
         default=None,
-        help="the interpreter to run it in (default: as gputui diag)",
+        help="the interpreter to run it in (default: the active venv or conda environment, else "
+        "gputui's own; as root, one another user controls runs as that user, or is refused)",
     )
     p.add_argument(
         "--timeout", type=positive, default=None, metavar="S", help="kill it after S s (default DURATION+600)"
@@ -78,6 +79,7 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from gputui.diag.interpreters import default_interpreter
     from gputui.diag.session import StressMonitor, StressSession
+    from gputui.diag.target import TargetError, python_target
     from gputui.diag.verdicts import (
         EXIT_CODES,
         report_json,
@@ -87,6 +89,11 @@ def run(args: argparse.Namespace) -> int:
     )
 
     python = args.python or default_interpreter()
+    try:
+        target = python_target(python, "--python")
+    except TargetError as exc:
+        print(f"gputui stress: {exc}", file=sys.stderr)
+        return 2
     extra = list(args.child_arg)
     if args.inject_corruption is not None:
         extra += ["--inject-corruption", str(args.inject_corruption)]
@@ -122,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         monitor=monitor,
         on_update=on_update,
+        run_as=target.privileges,
     )
     interrupted: Interrupted | None = None
     with interruptible():

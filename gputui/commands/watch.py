@@ -12,6 +12,7 @@ from typing import Any
 from gputui.commands.common import (
     add_config_option,
     add_replay_options,
+    judging_config,
     non_negative,
     nvml_unavailable,
     open_replay,
@@ -98,9 +99,11 @@ def run(args: argparse.Namespace) -> int:
         source.close()
         return nvml_unavailable(PROG, info.system.nvml_problem)
 
+    settings = judging_config(PROG, args, source) if args.replay is not None else settings
     hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints, settings.health))
     hub.use_stacks(for_source(source.local_processes, settings.health))
     hub.set_info(info)
+    hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each
     runner: AlertCommand | None = None
     if cmd:
         try:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, replace
 import psutil
 
 from gputui.control.signals import (
+    MAX_ANCESTORS,
     START_TIME_TOLERANCE,
     ProcessIdentity,
     SignalResult,
@@ -25,6 +26,8 @@ from gputui.control.signals import (
     own_ancestors,
     protected_reason,
 )
+from gputui.telemetry.host.cmdline import launcher_kind
+from gputui.telemetry.host.proctree import read_stat
 from gputui.telemetry.host.starttime import start_time
 
 
@@ -47,8 +50,9 @@ class JobMembers:
     """The launcher's own session, when it leads one (its members are included)."""
     left_out: tuple[JobMember, ...] = ()
     """Processes in the job that are never signalled with it, `why` saying why: gputui
-    itself and its ancestors; PID 1; in an ordinary user's job, another
-    user's processes."""
+    itself and its ancestors; PID 1; in an ordinary user's job, another user's processes;
+    in the launcher's process group or session, another job's processes and what the
+    launcher's parent started beside it (`another_job`)."""
 
 
 def _identity(proc: psutil.Process) -> ProcessIdentity | None:
@@ -105,8 +109,14 @@ def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMember
         group = pgid
     if sid == root.pid and sid not in ours:
         session = sid
+    foreign: dict[int, str] = {}
+    swept: list[int] = []
     if group is not None or session is not None:
-        for pid, pg, sd in _groups(proc_root):
+        try:
+            beside = top.ppid()  # who started the launcher: what else it started is not the job's
+        except psutil.Error:
+            beside = 0
+        for pid, pg, sd in process_groups(proc_root):
             if pid in members or (pg != group and sd != session):
                 continue
             extra = identity_of(pid)
@@ -118,16 +128,48 @@ def job_members(root: ProcessIdentity, *, proc_root: str = "/proc") -> JobMember
             except psutil.Error:
                 cmd = None
             members[pid] = JobMember(extra, why, cmd)
+            swept.append(pid)
+            other = another_job(pid, root.pid, beside, proc_root)
+            if other is not None:
+                foreign[pid] = other
+        if foreign:  # shared: a re-parented process there may be either job's; neither is told
+            shared = f"shared with another job or its shell ({next(iter(foreign.values()))})"
+            for pid in swept:
+                foreign.setdefault(pid, f"{members[pid].why} is {shared}: whose it is cannot be told")
     listed: list[JobMember] = []
     left_out: list[JobMember] = []
     exclude = _left_out_reasons(top)
     for m in members.values():
-        reason = exclude(m.identity.pid)
+        reason = foreign.get(m.identity.pid) or exclude(m.identity.pid)
         if reason is None:
             listed.append(m)
         else:
             left_out.append(replace(m, why=f"{m.why}: {reason}"))
     return JobMembers(tuple(listed), group=group, session=session, left_out=tuple(left_out))
+
+
+def another_job(pid: int, launcher: int, beside: int, proc_root: str = "/proc") -> str | None:
+    """Why a process found in the launcher's process group or session (not below it) is not
+    the job's, or None where it is (a rank re-parented after a crash: its parents between it
+    and the launcher gone).  A group is shared by what one shell pipeline started (`torchrun A
+    | torchrun B | tee`): a process that is, or runs under, another launcher is that job's;
+    one started by the launcher's own parent (`beside`, when that is not PID 1) is the
+    shell's.  Read from /proc/PID/stat and cmdline, walking up from `pid`."""
+    seen: set[int] = set()
+    at = pid
+    while at > 1 and at not in seen and len(seen) < MAX_ANCESTORS:
+        seen.add(at)
+        st = read_stat(at, proc_root)
+        if st is None:
+            return None
+        if at != launcher and launcher_kind(st.cmdline, st.name):
+            return f"another job's (launcher PID {at}, {launcher_kind(st.cmdline, st.name)})"
+        if st.ppid == launcher:
+            return None
+        if beside > 1 and st.ppid == beside:
+            return f"started beside the launcher by PID {beside}, not by it"
+        at = st.ppid
+    return None
 
 
 def _left_out_reasons(launcher: psutil.Process) -> Callable[[int], str | None]:
@@ -174,7 +216,7 @@ def _user_name(uid: int | None) -> str:
         return f"uid {uid}"
 
 
-def _groups(proc_root: str) -> Iterable[tuple[int, int, int]]:
+def process_groups(proc_root: str = "/proc") -> Iterable[tuple[int, int, int]]:
     """(PID, process group, session) of every process, from /proc/PID/stat."""
     try:
         names = os.listdir(proc_root)

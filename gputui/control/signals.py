@@ -235,6 +235,7 @@ def _send(identity: ProcessIdentity, sig: int, pidfd: int, *, dry: bool) -> Sign
             started = start_time(proc)
             status = proc.status()
             owner = _owner(proc)
+            may = _who_may_signal(proc)
     except psutil.NoSuchProcess:
         return result(Outcome.GONE, f"PID {pid} has already exited: nothing sent")
     except psutil.Error as exc:
@@ -259,7 +260,8 @@ def _send(identity: ProcessIdentity, sig: int, pidfd: int, *, dry: bool) -> Sign
         return result(Outcome.GONE, f"PID {pid} exited just before the signal was sent")
     except PermissionError:
         who = owner or "another user"
-        needed = "root (e.g. sudo gputui)" if owner in (None, "root") else f"{owner} or root"
+        others = [u for u in may if u != "root"]
+        needed = f"{', '.join(others)} or root" if others else "root (e.g. sudo gputui)"
         return result(
             Outcome.DENIED,
             f"permission denied: PID {pid} belongs to {who}; only {needed} can signal it",
@@ -293,6 +295,26 @@ def _owner(proc: psutil.Process) -> str | None:
         with contextlib.suppress(psutil.Error):
             return str(proc.uids().real)
         return None
+
+
+def _who_may_signal(proc: psutil.Process) -> list[str]:
+    """The users besides root whose processes may signal `proc`: its real and saved owners
+    (kill(2): the sender's real or effective uid must be the target's real or saved uid; the
+    target's effective uid does not count), by name where known; [] when unreadable."""
+    try:
+        ids = proc.uids()
+    except psutil.Error:
+        return []
+    return list(dict.fromkeys(_uid_name(u) for u in (ids.real, ids.saved)))
+
+
+def _uid_name(uid: int) -> str:
+    import pwd
+
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _clock(t: float) -> str:

@@ -40,6 +40,16 @@ def _stat_fields(pid: int | str) -> list[str] | None:
     return fields if len(fields) >= 20 else None
 
 
+PF_KTHREAD = 0x00200000
+"""/proc/PID/stat's flag of a kernel thread."""
+
+
+def state_and_flags(pid: int) -> tuple[str, int] | None:
+    """The process's state letter ("R", "S", "Z"...) and its kernel flags; None: no such."""
+    fields = _stat_fields(pid)
+    return (fields[0], int(fields[6])) if fields else None
+
+
 def start_ticks(pid: int) -> int | None:
     fields = _stat_fields(pid)
     return int(fields[19]) if fields else None

@@ -33,7 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gputui.diag import staging
 from gputui.diag.childenv import child_env, own_settings
+from gputui.diag.privilege import RunAs, own_privileges
 from gputui.diag.reaper import (
     RUN_TOKEN_VAR,
     become_subreaper,
@@ -85,6 +87,8 @@ class ChildResult:
     torch and NCCL start (gputui/startvars.py): the suspects when it dies."""
     dropped_output_bytes: int = 0
     """Bytes of its output not kept: over-long lines, beyond MAX_LINE_BYTES or MAX_STRAY_CHARS."""
+    privileges: dict[str, Any] = field(default_factory=own_privileges)
+    """Whose privileges it ran with (gputui.diag.privilege)."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -103,6 +107,7 @@ class ChildResult:
             "env_changes": self.env_changes,
             "start_variables": self.start_variables,
             "dropped_output_bytes": self.dropped_output_bytes,
+            "privileges": self.privileges,
         }
 
 
@@ -127,11 +132,19 @@ class ChildRun:
         on_stray: Callable[[str], None] | None = None,
         on_exit: Callable[[ChildResult], None] | None = None,
         cwd: str | None = None,
+        run_as: RunAs | None = None,
     ) -> None:
         self.python = python
-        self.argv = [python, str(script), *args]
+        self.script = str(script)
+        self.args = list(args)
+        self.argv = [python, self.script, *args]
         self.timeout = timeout
-        self.env, self.env_changes = child_env(python, env_overrides, base_env)
+        self.run_as = run_as
+        """Another user's privileges to run it with (root diagnosing a user's environment:
+        gputui.diag.privilege); it then runs a copy of the child code that user can read
+        (gputui.diag.staging), from that copy's directory."""
+        self._staged: str | None = None
+        self.env, self.env_changes = child_env(python, env_overrides, base_env, run_as)
         self.token = uuid.uuid4().hex
         self.env[RUN_TOKEN_VAR] = self.token  # not a change the user made: not reported
         self.env.pop(PARENT_VAR, None)
@@ -146,6 +159,7 @@ class ChildRun:
             timeout=timeout,
             env_changes=self.env_changes,
             start_variables={n: v for n, v, _ in start_suspects(self.env, skip=own_settings(self.env))},
+            privileges=run_as.to_json() if run_as is not None else own_privileges(),
         )
         self._stderr: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
         self._phases: dict[str, str] = {}
@@ -171,7 +185,17 @@ class ChildRun:
             self.env[PARENT_VAR] = str(os.getpid())
         become_subreaper()
         self._subreaper = True
+        switch: dict[str, Any] = {}
         try:
+            if self.run_as is not None:
+                self._staged, script = staging.stage(Path(self.script))
+                self.argv = self.result.argv = [self.python, script, *self.args]
+                self.cwd = self._staged  # (not a directory of theirs: root enters it first)
+                switch = {
+                    "user": self.run_as.uid,
+                    "group": self.run_as.gid,
+                    "extra_groups": list(self.run_as.groups),
+                }
             self.proc = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
@@ -180,6 +204,7 @@ class ChildRun:
                 env=self.env,
                 cwd=self.cwd,
                 start_new_session=True,  # its own process group: one killpg ends it all
+                **switch,
             )
         except OSError as exc:
             self.result.start_error = f"{type(exc).__name__}: {exc.strerror or exc}"
@@ -395,6 +420,9 @@ class ChildRun:
             result.leftover_pids = self._leftovers()
         with _LIVE_LOCK:
             _LIVE.discard(self)
+        if self._staged is not None:
+            staging.unstage(self._staged)
+            self._staged = None
         if self._subreaper:
             self._subreaper = False
             release_subreaper()  # (after the leftovers were found, killed and reaped)

@@ -7,6 +7,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from gputui.diag import PROBE, STRESS
+from gputui.diag.privilege import RunAs
 from gputui.diag.runner import ChildResult, ChildRun
 from gputui.diag.verdicts import Diagnosis, Finding, StressResults, stress_verdicts
 from gputui.telemetry.model import GpuSample, Snapshot
@@ -53,6 +54,7 @@ class DiagnosisSession(_ChildSession):
         on_finding: Callable[[Finding], object] | None = None,
         on_phase: Callable[[str | None], object] | None = None,
         on_done: Callable[[Diagnosis], object] | None = None,
+        run_as: RunAs | None = None,
     ) -> None:
         self.python = python
         self.diagnosis = Diagnosis(python=python)
@@ -70,6 +72,7 @@ class DiagnosisSession(_ChildSession):
             on_event=self._event,
             on_stray=self._stray,
             on_exit=self._exit,
+            run_as=run_as,
         )
 
     def start(self) -> DiagnosisSession:
@@ -198,6 +201,7 @@ class StressSession(_ChildSession):
         env_overrides: Mapping[str, str | None] | None = None,
         monitor: StressMonitor | None = None,
         on_update: Callable[[str], object] | None = None,
+        run_as: RunAs | None = None,
     ) -> None:
         args = ["--duration", f"{duration:g}", *extra_args]
         if gpus:
@@ -216,6 +220,7 @@ class StressSession(_ChildSession):
             env_overrides=overrides,
             on_event=self._event,
             on_exit=self._exit,
+            run_as=run_as,
         )
 
     def start(self) -> StressSession:

@@ -33,12 +33,12 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
 from gputui.export.nccl_prometheus import nccl_families
-from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport
+from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport, JobHealth, JobVerdict
 from gputui.telemetry.hints import Hint
-from gputui.telemetry.host.jobs import exporter_labels
+from gputui.telemetry.host.jobs import exporter_labels, trusted
 from gputui.telemetry.metric_types import Export
 from gputui.telemetry.metrics import FB_TOTAL, GPU_LOST, GPU_METRICS, GPU_PROCESSES
-from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, Job, MachineInfo, Snapshot
 from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.process_metrics import PROCESS_METRICS, ProcessMetric
 from gputui.untrusted import escaped
@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 DCGM_LABELS = ("gpu", "UUID", "pci_bus_id", "device", "modelName", "Hostname", "DCGM_FI_DRIVER_VERSION")
 PROCESS_LABELS = (
     "gpu", "UUID", "Hostname", "pid", "process_name", "user", "type",
-    "pod", "namespace", "container", "slurm_job",
+    "pod", "namespace", "container", "slurm_job", "slurm_job_env",
 )  # fmt: skip
 
 
@@ -196,7 +196,7 @@ def build_families(
                 hinted.add_sample(hinted.name, {**labels[gpu], "hint": h.kind}, 1.0)
     out.append(hinted)
     if health is not None:
-        out += _health_families(info, gpus, labels, health)
+        out += _health_families(info, gpus, labels, health, snap.processes)
     out += nccl_families(_family, info.system.hostname, nccl, health)
     ts = _family(
         "gputui_snapshot_timestamp_seconds", "When the latest sample was taken (Unix time).", "gauge"
@@ -211,6 +211,7 @@ def _health_families(
     gpus: Sequence[tuple[DeviceInfo, GpuSample]],
     labels: Mapping[int, dict[str, str]],
     health: HealthReport,
+    processes: Sequence[GpuProcess] = (),
 ) -> list[Metric]:
     """Job health (docs/job-health.md): a job's verdict, a GPU spinning, a job's energy.  The
     job label is its key ("launcher:1013", "slurm:4242:0"): untrusted (a Slurm id, a pod
@@ -243,7 +244,15 @@ def _health_families(
         "every 10 s); no series while every GPU of the job is shared.",
         "gauge",
     )
+    verdicts = _family(
+        VERDICT_INFO,
+        "1 for each job with a verdict (label verdict; summary: its one line), naming the rank, PID "
+        "and GPU to look at first (empty when it names none) and the job's identity across nodes: "
+        "slurm_job, pod and namespace only as root's cgroup says them (`gputui cluster` merges by them).",
+        "gauge",
+    )
     host = info.system.hostname
+    jobs_of = {p.pid: p.job for p in processes}
     for job in health.jobs:
         job_labels = {
             "job": ":".join(job.key),
@@ -254,9 +263,40 @@ def _health_families(
         is_stuck = v is not None and v.kind in STUCK_VERDICTS
         verdict = v.kind if v is not None else ""
         stuck.add_sample(stuck.name, {**job_labels, "verdict": verdict}, 1.0 if is_stuck else 0.0)
+        if v is not None:
+            verdicts.add_sample(verdicts.name, {**job_labels, **_verdict_labels(job, v, jobs_of)}, 1.0)
         if job.energy is not None and job.energy.joules is not None:
             energy.add_sample(energy.name, job_labels, job.energy.joules)
-    return [spinning, seconds, stuck, energy]
+    return [spinning, seconds, stuck, energy, verdicts]
+
+
+VERDICT_INFO = "gputui_job_verdict_info"
+MAX_SUMMARY = 240
+"""A verdict's one line is cut to this many characters in its label."""
+
+
+def _verdict_labels(job: JobHealth, v: JobVerdict, jobs_of: Mapping[int, Job | None]) -> dict[str, str]:
+    """A verdict's labels beyond the job's: what it is, the first rank it names, and the job's
+    identity across nodes.  The identity is published only where root's cgroup names it
+    (`jobs.trusted`): a Slurm id from a process's own environment, a user's lookalike cgroup
+    path or rootless container is never the real job's (its `job` label says what it is)."""
+    named = next((r for r in (*job.ranks, *job.exited) if r.pid in v.pids), None)
+    ids = [j for j in (jobs_of.get(r.pid) for r in job.ranks) if j is not None and trusted(j)]
+    slurm = {j.array or j.id for j in ids if j.kind == "slurm"}
+    pods = {(j.name or j.id, j.namespace or "") for j in ids if j.kind == "pod"}
+    pod, namespace = next(iter(pods)) if len(pods) == 1 else ("", "")
+    summary = v.short if len(v.short) <= MAX_SUMMARY else v.short[: MAX_SUMMARY - 1] + "…"
+    return {
+        "verdict": v.kind,
+        "rank": "" if named is None or named.rank is None else str(named.rank),
+        "pid": "" if named is None else str(named.pid),
+        "gpu": "" if named is None else str(named.gpu),
+        "slurm_job": next(iter(slurm)) if len(slurm) == 1 else "",  # ranks that disagree: none
+        "pod": pod,
+        "namespace": namespace,
+        "comm": "",  # NCCL RAS's communicator of these ranks: the ras view fills it
+        "summary": summary,
+    }
 
 
 def _ratio(percent: float | None) -> float | None:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,6 +35,7 @@ from gputui.export.snapshot_fields import (
 )
 from gputui.telemetry.model import (
     MachineInfo,
+    NvmlProblem,
     Snapshot,
 )
 from gputui.untrusted import csv_cell, json_text
@@ -193,6 +195,33 @@ def _prop(f: Field) -> dict[str, Any]:
     return {"type": [f.kind, "null"], "description": f"{f.doc}{unit}{origin}"}
 
 
+def unavailable_document(info: MachineInfo, problem: NvmlProblem, source: dict[str, Any]) -> dict[str, Any]:
+    """The document when NVML cannot be used: no GPUs, `error` saying why (exit status 2)."""
+    sys_ = info.system
+    now = time.time()
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "gputui": __version__,
+        "source": source,
+        "hostname": sys_.hostname,
+        "driver_version": sys_.driver_version,
+        "cuda_version": sys_.cuda_driver_version,
+        "nvml_version": sys_.nvml_version,
+        "timestamp": now,
+        "time": iso(now),
+        "gpus": [],
+        "host": None,
+        "error": {
+            "kind": "nvml_unavailable",
+            "error": problem.error,
+            "code": problem.code,
+            "meaning": problem.meaning,
+            "advice": list(problem.advice),
+        },
+    }
+
+
 def schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the document; committed as gputui/schemas/snapshot-v1.json."""
     from gputui.export.health_json import health_schema
@@ -264,6 +293,20 @@ def schema() -> dict[str, Any]:
                 },
             },
             "health": health_schema(),
+            "error": {
+                "description": "why there is no sample (then `gpus` is empty and the exit "
+                "status 2): NVML could not be used",
+                "type": "object",
+                "required": ["kind", "error", "code", "meaning", "advice"],
+                "additionalProperties": False,
+                "properties": {
+                    "kind": {"enum": ["nvml_unavailable"]},
+                    "error": {"type": "string", "description": "the error NVML (or the loader) gave"},
+                    "code": {"type": ["integer", "null"], "description": "NVML's error code"},
+                    "meaning": {"type": "string", "description": "what it usually means"},
+                    "advice": {"type": "array", "items": {"type": "string"}, "description": "what to try"},
+                },
+            },
             "host": {
                 "type": ["object", "null"],
                 "additionalProperties": False,

@@ -1,16 +1,17 @@
 """Who may use a `gputui serve` port: the secret token, and the Origin and Host checks.
 
-Jupyter's model: a random token printed once in the URL to open; every request (page,
-assets, websocket) must carry it, in the query or in the cookie the page sets from it, and
-its Host and Origin must name an address serve listens on.  Pure standard library (psutil
-for the interface addresses of a wildcard listen), so the rules are tested without a server.
+Jupyter's model, less its cookie: a random token printed once in the URL to open; every
+request (page, assets, websocket) carries it as the first segment of its path (`/s/TOKEN/`,
+so the page's own URLs hold it), and its Host and Origin must name an address serve listens
+on.  No cookie: a browser hands cookies to every port of a host, so a cookie would give the
+token to any other local web server (issue 31).  Pure standard library (psutil for the
+interface addresses of a wildcard listen), so the rules are tested without a server.
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
-import logging
 import os
 import re
 import secrets
@@ -22,7 +23,8 @@ from urllib.parse import urlsplit
 
 TOKEN_ENV = "GPUTUI_SERVE_TOKEN"  # noqa: S105 - a variable name
 """The environment variable a wall display's token can come from (instead of a new one)."""
-TOKEN_QUERY = "token"  # noqa: S105 - a query parameter name
+SECRET_PREFIX = "/s/"  # noqa: S105 - a path prefix
+"""Every path serve answers starts with SECRET_PREFIX + the token + "/"."""
 TOKEN_FILE_MAX = 4096
 """A token file larger than this is refused (it is one line)."""
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9._~-]{16,512}")
@@ -88,15 +90,80 @@ def choose_token(token_file: str | None, env: dict[str, str] | None = None) -> t
 
 def host_port(host: str, port: int) -> str:
     """The Host header naming `host`:`port` ("[::1]:8080" for IPv6)."""
-    shown = f"[{host}]" if ":" in host else host
-    return f"{shown}:{port}".lower()
+    return f"{bracketed(host)}:{port}"
+
+
+def bracketed(address: str) -> str:
+    """A name or address as a Host header spells it: lower case, IPv6 in brackets."""
+    address = address.lower()
+    return f"[{address}]" if ":" in address else address
+
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_NAME = re.compile(r"[a-z0-9_-]+(?:\.[a-z0-9_-]+)*|\[[0-9a-f:.]+\]")
+"""A host as a Host header or an origin names it: a DNS name or IPv4 address (no trailing
+dot: a resolver takes "localhost." for another name), or an IPv6 address in brackets."""
+_PORT = re.compile(r"[1-9][0-9]{0,4}")
+
+
+def split_host(value: str) -> tuple[str, int | None] | None:
+    """A Host header's (name, port), lower case, the port None where none is given; None if
+    the value is no "name", "name:port", "[v6]" or "[v6]:port" (user info, a path, a port
+    spelt with a sign or leading zeros, anything else)."""
+    text = value.lower()
+    if text.startswith("["):
+        end = text.find("]") + 1
+        name, rest = text[:end], text[end:]
+    else:
+        name, colon, port = text.partition(":")
+        rest = colon + port
+    if not _is_name(name) or (rest and not (rest[0] == ":" and _PORT.fullmatch(rest[1:]))):
+        return None
+    port_number = int(rest[1:]) if rest else None
+    if port_number is not None and port_number > 65535:
+        return None
+    return name, port_number
+
+
+def _is_name(name: str) -> bool:
+    if _NAME.fullmatch(name) is None:
+        return False
+    if name.startswith("["):
+        try:
+            ipaddress.IPv6Address(name[1:-1])
+        except ValueError:
+            return False
+    return True
+
+
+def split_origin(value: str) -> tuple[str, str, int] | None:
+    """An Origin header's (scheme, name, port), the scheme's default port where none is
+    given; None if it is no "http(s)://host[:port]" (the `null` origin, a path, user info)."""
+    scheme, sep, authority = value.lower().partition("://")
+    if not sep or scheme not in DEFAULT_PORTS:
+        return None
+    host = split_host(authority)
+    if host is None:
+        return None
+    name, port = host
+    return scheme, name, DEFAULT_PORTS[scheme] if port is None else port
+
+
+def origin_of(url: str) -> tuple[str, str, int] | None:
+    """The origin of a URL given on the command line (--allow-origin, --public-url; a path
+    is allowed, user info is not), as `split_origin` gives it; None if it is no http(s) URL."""
+    try:
+        parts = urlsplit(url.strip())
+    except ValueError:
+        return None
+    return split_origin(f"{parts.scheme}://{parts.netloc}")
 
 
 def listen_names(host: str) -> set[str]:
-    """The names a browser may use for an address serve listens on: the address itself;
-    "localhost" too on loopback; on a wildcard (0.0.0.0, ::) every interface address and
-    the host's own names."""
-    names = {host.lower()}
+    """The names a browser may use for an address serve listens on, as `bracketed`: the
+    address itself; "localhost" too on loopback; on a wildcard (0.0.0.0, ::) every interface
+    address and the host's own names."""
+    names = {bracketed(host)}
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -109,25 +176,24 @@ def listen_names(host: str) -> set[str]:
         for addrs in psutil.net_if_addrs().values():
             for a in addrs:
                 if a.family in (socket.AF_INET, socket.AF_INET6):
-                    names.add(a.address.split("%")[0].lower())
-        names |= {socket.gethostname().lower(), socket.getfqdn().lower(), "localhost"}
-        names.discard(host.lower())
+                    names.add(bracketed(a.address.split("%")[0]))
+        names |= {bracketed(socket.gethostname()), bracketed(socket.getfqdn()), "localhost"}
+        names.discard(bracketed(host))
     return names
 
 
-def origin_of(url: str) -> str | None:
-    """ "scheme://host[:port]" of a URL, lower case, the default port left out; None if it
-    is no http(s) URL."""
-    try:
-        parts = urlsplit(url.strip())
-        port = parts.port
-    except ValueError:
-        return None
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        return None
-    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
-    default = 80 if parts.scheme == "http" else 443
-    return f"{parts.scheme}://{host}" + (f":{port}" if port not in (None, default) else "")
+def secret_path(token: str) -> str:
+    """The path of the page: the token is the first segment of every URL the page uses."""
+    return f"{SECRET_PREFIX}{token}/"
+
+
+def split_secret(path: str) -> tuple[str | None, str]:
+    """(the token a request's path carries, the path after it): "/s/TOKEN/ws" -> ("TOKEN",
+    "/ws"); (None, path) when the path does not start with SECRET_PREFIX."""
+    if not path.startswith(SECRET_PREFIX):
+        return None, path
+    token, _slash, rest = path[len(SECRET_PREFIX) :].partition("/")
+    return token, "/" + rest
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,13 +201,11 @@ class Gate:
     """The checks every request passes before anything is served."""
 
     token: str
-    hosts: frozenset[str]
-    """Host headers accepted, "name:port" (and the bare name where the port is 80/443)."""
-    origins: frozenset[str]
-    """Origin headers accepted ("http://name:port")."""
-    cookie: str
-    """The cookie the page sets from the token (its name carries the port: cookies are not
-    kept per port)."""
+    hosts: frozenset[tuple[str, int | None]]
+    """Host headers accepted, as `split_host` reads them: (name, port), and (name, None)
+    where the port is the default one of the scheme the browser used."""
+    origins: frozenset[tuple[str, str, int]]
+    """Origin headers accepted, as `split_origin` reads them."""
 
     @classmethod
     def for_listen(
@@ -152,42 +216,32 @@ class Gate:
         allow_origins: Iterable[str] = (),
         public_url: str | None = None,
     ) -> Gate:
-        hosts = {host_port(name, port) for name in listen_names(host)}
-        if port == 80:
-            hosts |= {h.rsplit(":", 1)[0] for h in set(hosts)}
-        origins = {f"http://{h}" for h in hosts}
+        names = listen_names(host)
+        hosts: set[tuple[str, int | None]] = {(name, port) for name in names}
+        if port == DEFAULT_PORTS["http"]:
+            hosts |= {(name, None) for name in names}
+        origins = {("http", name, port) for name in names}
         for url in [*allow_origins, *([public_url] if public_url else [])]:
             origin = origin_of(url)
             if origin is None:
-                raise ValueError(f"not an http(s) URL: {url!r}")
+                raise ValueError(f"not an http(s) URL of a host and port: {url!r}")
             origins.add(origin)
-            hosts.add(origin.split("://", 1)[1])  # a proxy may pass its own Host through
-        return cls(token, frozenset(hosts), frozenset(origins), f"gputui-serve-{port}")
+            scheme, name, origin_port = origin  # a proxy may pass its own Host through
+            hosts.add((name, origin_port))
+            if origin_port == DEFAULT_PORTS[scheme]:
+                hosts.add((name, None))
+        return cls(token, frozenset(hosts), frozenset(origins))
 
-    def refusal(
-        self, host: str | None, origin: str | None, query: str | None, cookie: str | None
-    ) -> str | None:
-        """Why a request is refused (for the server's log, never for the client), or None."""
-        if host is None or host.lower() not in self.hosts:
+    def refusal(self, host: str | None, origin: str | None, path: str) -> str | None:
+        """Why a request for `path` is refused (for the server's log, never for the client),
+        or None."""
+        if host is None or split_host(host) not in self.hosts:
             return "Host not served"
-        if origin is not None and origin.lower().rstrip("/") not in self.origins:
+        if origin is not None and split_origin(origin) not in self.origins:
             return "foreign Origin"
-        supplied = query if query is not None else cookie
+        supplied, _rest = split_secret(path)
         if supplied is None:
             return "no token"
         if not hmac.compare_digest(supplied.encode("utf-8", "replace"), self.token.encode()):
             return "wrong token"
         return None
-
-
-class RedactTokens(logging.Filter):
-    """Takes tokens out of log lines (aiohttp's access log writes each request's query)."""
-
-    _PATTERN = re.compile(r"(token=)[^&\s\"']*")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        redacted = self._PATTERN.sub(r"\1…", message)
-        if redacted != message:
-            record.msg, record.args = redacted, None
-        return True

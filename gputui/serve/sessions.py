@@ -9,9 +9,10 @@ import logging
 import os
 import signal
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from textual_serve.app_service import AppService
+if TYPE_CHECKING:
+    from gputui.serve.upstream import AppSession
 
 log = logging.getLogger("gputui.serve")
 
@@ -38,47 +39,29 @@ def clamp_size(width: Any, height: Any) -> tuple[int, int]:
     return one(width, 80, MAX_COLUMNS), one(height, 24, MAX_ROWS)
 
 
-def session_process(service: AppService) -> asyncio.subprocess.Process | None:
-    """The app process textual-serve started for `service`.  textual-serve keeps it in a
-    private attribute (1.1.x): read here only, and None where a version has no such thing
-    (then the session still ends by itself: see `gputui.serve.child`)."""
-    process = getattr(service, "_process", None)
-    return process if isinstance(process, asyncio.subprocess.Process) else None
-
-
-class SessionService(AppService):
-    """textual-serve's AppService, with the terminal size a browser may ask for capped."""
-
-    async def set_terminal_size(self, width: int, height: int) -> None:
-        await super().set_terminal_size(*clamp_size(width, height))
-
-    async def start(self, width: int, height: int) -> None:
-        await super().start(*clamp_size(width, height))
-
-
 @dataclass(slots=True)
 class Sessions:
     """The sessions running now."""
 
     limit: int
-    running: set[AppService]
+    running: set[AppSession]
 
     @classmethod
     def capped(cls, limit: int) -> Sessions:
         return cls(limit, set())
 
-    def reserve(self, service: AppService) -> bool:
+    def reserve(self, service: AppSession) -> bool:
         """Count `service` in, or False when `limit` sessions run already."""
         if len(self.running) >= self.limit:
             return False
         self.running.add(service)
         return True
 
-    async def end(self, service: AppService, quit_wait: float = QUIT_WAIT_S) -> None:
+    async def end(self, service: AppSession, quit_wait: float = QUIT_WAIT_S) -> None:
         """Ask the session to quit; SIGHUP it if it has not after `quit_wait` s, SIGKILL it
         HUP_WAIT_S later.  Returns once it is gone."""
         try:
-            process = session_process(service)
+            process = service.process()
             loop = asyncio.get_running_loop()
             deadline = loop.time() + quit_wait
             with contextlib.suppress(Exception):  # (a dead pipe, a stuck app: the signals follow)

@@ -20,14 +20,17 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from types import EllipsisType
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
+from gputui.extras import install_hint
 from gputui.stacks import procfs
 from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
+from gputui.stacks.symbols import readable_symbol
+from gputui.telemetry.host.rank import environ_rank
 from gputui.untrusted import literal
 
-INSTALL = "pip install 'gputui[stacks]'"
-"""The one command that installs py-spy with gputui (or, alone: pip install py-spy)."""
+PY_SPY_MAX_FRAMES = 4096
+"""The deepest stack py-spy reads: past it, it gives up on the whole dump."""
 DEFAULT_TIMEOUT = 10.0
 """Seconds one dump may take before py-spy is killed."""
 PARALLEL = 8
@@ -40,7 +43,11 @@ MAX_FRAMES = 4096
 MAX_TEXT = 1000
 """Bounds on what is kept of py-spy's output: it describes another process, which may be huge
 or hostile (a function or thread name of a megabyte)."""
+MAX_SYMBOL = 8192
+"""Characters of a native frame's full symbol kept beside its readable name (pybind11's run
+to ~2,000)."""
 
+T = TypeVar("T")
 Target: TypeAlias = "int | tuple[int, float | None]"
 """A PID, or (PID, start time) as the caller saw the process: a PID now held by another
 process is then refused instead of dumped."""
@@ -138,15 +145,15 @@ async def dump_async(
             ),
         )
     if st.state in ("T", "t"):
-        return result(**base, rank=procfs.read_rank(pid), missing=_stopped(pid, name, st.state))
-    base["rank"] = procfs.read_rank(pid)
+        return result(**base, rank=environ_rank(pid), missing=_stopped(pid, name, st.state))
+    base["rank"] = environ_rank(pid)
     if exe is None:
         return result(
             **base,
             missing=missing(
                 Reason.NO_PY_SPY,
                 "py-spy is not installed (neither on PATH nor beside this Python)",
-                hint=f"{INSTALL}   (or: pip install py-spy)",
+                hint=install_hint("stacks", "py-spy"),
             ),
         )
     facts = procfs.ptrace_facts(pid, st.uids)
@@ -192,6 +199,9 @@ async def dump_async(
     ):
         why, hint = procfs.refusal(facts)
         return result(**base, missing=missing(Reason.PTRACE_REFUSED, why, hint=hint, detail=detail))
+    too_deep = _too_deep(pid, name, low, now.state, detail)
+    if too_deep is not None:
+        return result(**base, missing=too_deep)
     if any(w in low for w in ("python version", "python interpreter", "failed to find python")):
         wchan = procfs.read_wchan(pid)
         return result(
@@ -215,6 +225,30 @@ async def dump_async(
             detail=detail,
         ),
     )
+
+
+def _too_deep(pid: int, name: str, low: str, state: str, detail: str | None) -> Missing | None:
+    """py-spy gave up on a thread deeper than it reads: it says so ("max frame recursion depth"),
+    or, when that happens while it validates the interpreter, that it found none in a
+    process that does run Python (its executable or libpython is mapped).  None otherwise."""
+    hint = (
+        f"py-spy reads at most {PY_SPY_MAX_FRAMES} frames of a thread; inside the process, "
+        "faulthandler.dump_traceback() prints a stack of any depth"
+    )
+    if "max frame recursion depth" in low:
+        why = (
+            f"PID {pid} ({name}): stack too deep: a thread has more than {PY_SPY_MAX_FRAMES} frames "
+            "(deep recursion?), more than py-spy reads"
+        )
+    elif "failed to find a python interpreter" in low and procfs.runs_python(pid):
+        why = (
+            f"PID {pid} ({name}) runs Python, but py-spy found no interpreter it could read: most likely "
+            f"a stack too deep (a thread past the {PY_SPY_MAX_FRAMES} frames py-spy reads: deep "
+            "recursion); a process that has only just started reads so for a moment too"
+        )
+    else:
+        return None
+    return Missing(Reason.STACK_TOO_DEEP, why, hint=hint, state=state, detail=detail)
 
 
 def _stopped(pid: int, name: str, state: str, detail: str | None = None) -> Missing:
@@ -275,14 +309,21 @@ async def _read_limited(stream: asyncio.StreamReader | None, limit: int) -> byte
 
 async def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes | None, bytes | None, bool]:
     """(exit status, stdout, stderr, timed out) of one py-spy child, killed (status -9) and
-    reaped past `timeout` seconds or when the caller is cancelled."""
-    proc = await asyncio.create_subprocess_exec(
-        *argv,
-        stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "RUST_BACKTRACE": "0"},
+    reaped past `timeout` seconds or when the caller is cancelled: also when the cancellation
+    comes while the child is being started, and however often it comes while it is reaped."""
+    spawn = asyncio.ensure_future(
+        asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, "RUST_BACKTRACE": "0"},
+        )
     )
+    proc, cancelled = await _settle(spawn)
+    if cancelled:
+        await _reap(proc)
+        raise asyncio.CancelledError
     out = err = None
     timed_out = False
     try:
@@ -294,11 +335,33 @@ async def _run(argv: Sequence[str], timeout: float) -> tuple[int | None, bytes |
     except asyncio.TimeoutError:
         timed_out = True
     finally:
-        if proc.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                proc.kill()
-            await proc.wait()
+        await _reap(proc)
     return proc.returncode, out, err, timed_out
+
+
+async def _settle(task: asyncio.Future[T]) -> tuple[T, bool]:
+    """`task`'s result, awaited to its end even if the caller is cancelled meanwhile; and
+    whether it was (the caller then finishes its own clean-up and re-raises)."""
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            cancelled = True
+    return task.result(), cancelled
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> None:
+    """Kill `proc` if it is still running and wait for its end (no zombie, no orphan), however
+    often the caller is cancelled meanwhile (then re-raised once it is done)."""
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+    # to the end of its pipes too (a few kB at most once it is dead): the transport then
+    # closes with the loop still open
+    _, cancelled = await _settle(asyncio.ensure_future(proc.communicate()))
+    if cancelled:
+        raise asyncio.CancelledError
 
 
 def _text(value: object) -> str:
@@ -313,12 +376,20 @@ def _frame(raw: dict[str, Any]) -> Frame:
     path = _text(raw.get("filename"))
     short = raw.get("short_filename")
     line = _int(raw.get("line"))
+    native = raw.get("module") is not None
+    name = raw.get("name")
+    function = _text(name)
+    symbol = None
+    if native and isinstance(name, str):  # a C++ symbol: its template noise elided
+        function = readable_symbol(name)
+        symbol = name[:MAX_SYMBOL] if function != name else None
     return Frame(
-        function=_text(raw.get("name")),
+        function=function,
         file=_text(short) if isinstance(short, str) and short else os.path.basename(path),
         line=line if line and line > 0 else None,
         path=path,
-        native=raw.get("module") is not None,
+        native=native,
+        symbol=symbol,
     )
 
 
@@ -428,7 +499,7 @@ async def dump_many_async(
 ) -> tuple[StackResult, ...]:
     """The stacks of several processes, at most `parallel` dumps at once, in the order given;
     `on_result` is called with each as it arrives (on the loop's thread).  Cancelling kills
-    the py-spy children still running."""
+    the py-spy children still running, and returns once every one is reaped."""
     exe = find_py_spy() if py_spy is ... else py_spy
     gate = asyncio.Semaphore(max(1, parallel))
 
@@ -439,7 +510,16 @@ async def dump_many_async(
             on_result(res)
         return res
 
-    return tuple(await asyncio.gather(*(one(t) for t in targets)))
+    tasks = [asyncio.ensure_future(one(t)) for t in targets]
+    try:
+        return tuple(await asyncio.gather(*tasks))
+    except BaseException:
+        # gather gives up at the first cancelled or failed dump while the others may still be
+        # killing their py-spy: every one ends (killed and reaped) before this returns
+        for task in tasks:
+            task.cancel()
+        await _settle(asyncio.ensure_future(asyncio.gather(*tasks, return_exceptions=True)))
+        raise
 
 
 def dump_many(

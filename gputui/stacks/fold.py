@@ -59,8 +59,9 @@ class ThreadFold:
 def fold_threads(results: Sequence[StackResult]) -> tuple[ThreadFold, ...]:
     """The threads of several processes matched by name (the k-th thread of a name in one
     process with the k-th of that name in another; a thread without a name by its own TID,
-    so it folds with nothing), each folded across the processes that have it.  Main threads
-    first, then in the order first seen."""
+    so it folds with nothing), each folded across the processes that have it, their frames as
+    `Frame.folding` gives them (an unnamed native address, different in each process, as
+    `?` in its library).  Main threads first, then in the order first seen."""
     keyed: dict[tuple[str, int], list[tuple[StackResult, ThreadStack]]] = {}
     for res in results:
         seen: dict[str, int] = {}
@@ -75,6 +76,6 @@ def fold_threads(results: Sequence[StackResult]) -> tuple[ThreadFold, ...]:
     for (name, _k), members in keyed.items():
         procs = tuple(m[0] for m in members)
         threads = tuple(m[1] for m in members)
-        out.append(ThreadFold(name, procs, threads, fold([t.frames for t in threads])))
+        out.append(ThreadFold(name, procs, threads, fold([[f.folding() for f in t.frames] for t in threads])))
     main = [f for f in out if any(t is r.main_thread() for t, r in zip(f.threads, f.processes, strict=True))]
     return tuple(main + [f for f in out if not any(f is m for m in main)])

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
+
+from gputui.stacks.symbols import UNRESOLVED, is_address
 
 
 class Reason(str, enum.Enum):
@@ -18,6 +20,9 @@ class Reason(str, enum.Enum):
     """The process is stopped (state T or t): py-spy cannot suspend it, so it is not run."""
     NOT_PYTHON = "not-python"
     """The process runs no Python interpreter that py-spy recognises."""
+    STACK_TOO_DEEP = "stack-too-deep"
+    """A Python process with a thread deeper than py-spy reads (`PY_SPY_MAX_FRAMES`: deep
+    recursion): py-spy gives up on it, often saying it found no interpreter."""
     EXITED = "exited"
     """The process has exited, or its PID now belongs to another process."""
     TIMEOUT = "timeout"
@@ -40,6 +45,17 @@ class Frame:
     """The file's full path as the process sees it."""
     native: bool = False
     """A C/C++ frame (with `--native`): `file` is the shared library."""
+    symbol: str | None = None
+    """A native frame's symbol in full where `function` shortens it (C++ template arguments:
+    `gputui.stacks.symbols.readable_symbol`); None where they are the same.  Frames compare
+    (and fold) on it, so two instantiations that read alike stay two frames."""
+
+    def folding(self) -> Frame:
+        """The frame as it is folded across processes and printed folded: an address py-spy
+        could not name (it differs in every process) as `?`, its library kept."""
+        if self.line is None and is_address(self.function):
+            return replace(self, function=UNRESOLVED)
+        return self
 
     def where(self) -> str:
         """`function (file:line)`, as py-spy prints a frame."""
@@ -52,6 +68,7 @@ class Frame:
             "line": self.line,
             "path": self.path,
             "native": self.native,
+            "symbol": self.symbol,
         }
 
 

@@ -7,14 +7,13 @@ Everything read here is the target's or the kernel's text: untrusted, parsed def
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 CAP_SYS_PTRACE = 19
 """The capability bit that lets a process trace any other (CapEff in /proc/self/status)."""
 PF_KTHREAD = 0x00200000
 """The flag (field 9 of /proc/PID/stat) of a kernel thread."""
-RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"PMIX_RANK", b"SLURM_PROCID")
-"""Where a rank's number is read from its environment, first found wins (torchrun sets RANK)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,24 +69,21 @@ def read_wchan(pid: int, proc: str = "/proc") -> str | None:
     return text if text and text != "0" else None
 
 
-def read_rank(pid: int, proc: str = "/proc") -> int | None:
-    """The process's distributed rank from its environment (RANK=, OMPI_COMM_WORLD_RANK= ...);
-    None where it has none or the environment is not readable (another user's process)."""
+MAPS_LIMIT = 4 << 20
+"""Bytes of /proc/PID/maps read at most (the interpreter is among the first mappings)."""
+_PYTHON_FILE = re.compile(rb"/(?:lib)?python[23](?:\.\d+)?[^/\s]*$")
+"""A Python interpreter's executable or library: /usr/bin/python3.12, libpython3.11.so.1.0."""
+
+
+def runs_python(pid: int, proc: str = "/proc") -> bool | None:
+    """Whether the process has a Python interpreter mapped (its executable or libpython);
+    None where its maps are not readable (the same permission py-spy needs)."""
     try:
-        with open(f"{proc}/{pid}/environ", "rb") as f:
-            data = f.read(1 << 20)
+        with open(f"{proc}/{pid}/maps", "rb") as f:
+            data = f.read(MAPS_LIMIT)
     except OSError:
         return None
-    found: dict[bytes, bytes] = {}
-    for item in data.split(b"\0"):
-        key, sep, value = item.partition(b"=")
-        if sep and key in RANK_VARIABLES and key not in found:
-            found[key] = value
-    for key in RANK_VARIABLES:
-        value = found.get(key, b"")
-        if value.isdigit() and len(value) <= 9:
-            return int(value)
-    return None
+    return any(_PYTHON_FILE.search(line) for line in data.splitlines())
 
 
 @dataclass(frozen=True, slots=True)

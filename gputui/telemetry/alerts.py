@@ -424,7 +424,7 @@ class AlertEngine:
 
     def _efficiency(self, events: list[AlertEvent], seen: set[str], g: GpuSample, ts: float) -> None:
         rule = self.config.efficiency
-        hints = {h.kind: h for h in gpu_hints(g, self.hints)}
+        hints = {h.kind: h for h in gpu_hints(g, self.hints, spin=self.health.config)}
         for kind in GPM_KINDS:
             key = f"efficiency:gpu{g.index}:{kind}"
             hint = hints.get(kind)
@@ -486,21 +486,23 @@ class AlertEngine:
 
 
 def job_label(job: JobHealth) -> str:
-    """ "job of launcher PID 1013", "Slurm job 4242 step 0", "pod NAME": the job's id is
-    untrusted text (a Slurm id, a pod name), escaped."""
+    """A job of ranks in words: its Slurm job step or pod as its ranks' JOB column names it
+    (`gputui.telemetry.host.jobs.job_label`, the one job label: "slurm 555.0 (env)"), or "job
+    of launcher PID 1013".  Untrusted text (a Slurm id, a pod name) is escaped."""
+    from gputui.telemetry.host.jobs import job_label as label
+    from gputui.telemetry.model import Job
     from gputui.untrusted import escaped
 
     kind, *rest = job.key
     if kind == "launcher":
         return f"job of launcher PID {rest[0]}"
-    ident = escaped(rest[0]) if rest else "?"
-    step = f" step {escaped(rest[1])}" if len(rest) > 1 and rest[1] else ""
-    # a job that is not its cgroup's root-verified word (health._job_key) says so
-    mark = f" ({_UNVERIFIED_MARK.get(rest[2], 'unverified')})" if len(rest) > 2 else ""
-    return (f"Slurm job {ident}{step}" if kind == "slurm" else f"{kind} {ident}{step}") + mark
-
-
-_UNVERIFIED_MARK = {"environment": "env", "rootless": "rootless"}
+    known = job.job
+    if known is None:  # a report made without its ranks' job: what its key says
+        step = rest[1] if len(rest) > 1 else ""
+        known = Job(
+            kind, rest[0] if rest else "?", step=step or None, source=rest[2] if len(rest) > 2 else "cgroup"
+        )
+    return escaped(label(known))
 
 
 def _with_value(alert: Alert, value: float, text: str, threshold: float) -> Alert:

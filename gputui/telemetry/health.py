@@ -125,25 +125,35 @@ def arithmetic_active(w: GpmSample | None) -> float | None:
     return max(known) if len(known) == len(pipes) else None
 
 
+def polling_kernel(g: GpuSample, cfg: HealthConfig) -> bool | None:
+    """GPM's part of the spinning signature: the graphics engine busy while a few SMs poll
+    and none computes, DRAM idle (the module docstring).  None: GPM did not measure it, or
+    a figure is missing (never read as 0).  The efficiency hints read it too: such a GPU is
+    never "tiny kernels", however long it has spun."""
+    w = g.activity
+    if w is None:
+        return None
+    busy = w.graphics_active if w.graphics_active is not None else g.gpu_util
+    sm, dram = w.sm_active, w.dram_active
+    pipes = arithmetic_active(w)
+    if busy is None or sm is None or dram is None or pipes is None:
+        return None
+    return (
+        busy >= cfg.spin_min_util
+        and sm < cfg.spin_max_sm
+        and dram < cfg.spin_max_dram
+        and pipes < cfg.spin_max_pipe
+    )
+
+
 def spin_signature(g: GpuSample, idle_max: float | None, cfg: HealthConfig) -> bool | None:
     """True: the GPU shows the spinning signature now (GPM says so); None: it might (no GPM:
     utilization ~100 % at idle power, which tiny kernels also give); False: it does not, or
     the evidence is missing."""
     if g.lost or g.power_draw is None or idle_max is None or g.power_draw > idle_max:
         return False
-    w = g.activity
-    if w is not None:
-        busy = w.graphics_active if w.graphics_active is not None else g.gpu_util
-        sm, dram = w.sm_active, w.dram_active
-        pipes = arithmetic_active(w)
-        if busy is None or sm is None or dram is None or pipes is None:
-            return False
-        return (
-            busy >= cfg.spin_min_util
-            and sm < cfg.spin_max_sm
-            and dram < cfg.spin_max_dram
-            and pipes < cfg.spin_max_pipe
-        )
+    if g.activity is not None:
+        return polling_kernel(g, cfg) is True
     if g.gpu_util is not None and g.gpu_util >= cfg.spin_min_util:
         return None
     return False
@@ -323,11 +333,11 @@ class HealthEngine:
             if shares is not None:
                 ranks = [replace(r, wait_share=shares.get(r.pid)) for r in ranks]
             gone = tuple(sorted(exited.values(), key=lambda r: r.exited_at or 0.0))
-            launcher = procs[next(iter(procs))][0].launcher
+            first = procs[next(iter(procs))][0]
             shared = [g for g in held if len(holders.get(g, ())) > 1]
             used = self._energy.update(key, held, energy, shared, ts)
             verdict = self._verdict(key, ranks, gone, ts)
-            out.append(JobHealth(key, launcher, tuple(ranks), gone, verdict, used))
+            out.append(JobHealth(key, first.launcher, tuple(ranks), gone, verdict, used, first.job))
         self._energy.forget(by_job)
         for key in [k for k in self._slow if k not in by_job]:
             del self._slow[key]

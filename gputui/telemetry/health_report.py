@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from gputui.options import option
 from gputui.telemetry.job_energy import JobEnergy
+from gputui.telemetry.model import Job
 from gputui.telemetry.stack_evidence import RankWhere
 
 
@@ -217,6 +218,9 @@ class JobHealth:
     verdict: JobVerdict | None
     energy: JobEnergy | None = None
     """Energy of the GPUs it holds alone since gputui first saw it (gputui/telemetry/job_energy.py)."""
+    job: Job | None = None
+    """The Slurm job step or pod its ranks are in, as their JOB column names it (a rank's
+    `GpuProcess.job`); None for a launcher's job (see `gputui.telemetry.alerts.job_label`)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,12 @@ Thresholds are the config file's `[hints]` table (`HintConfig`).
   fp32_no_tensor  busy, the tensor cores idle while the FP32 pipe works: float32 matmuls
                   without TF32 or reduced precision
   tiny_kernels    kernels run, but keep the SMs almost idle: tiny kernels, or a GPU waiting on
-                  the CPU or the data loader between them
+                  the CPU or the data loader between them.  Never on a GPU whose figures are
+                  the spinning signature's (`health.polling_kernel`: GR engine ~100 %, no
+                  arithmetic, DRAM idle): one kernel polling, as NCCL waiting for a peer, at
+                  any age; job health names it ("one kernel spinning for 12 s", then
+                  "waiting in a collective for 3 min?"), and `with_spinning` puts that on the
+                  GPU's card in its place
   dram_bound      device memory bandwidth near its maximum
   idle_memory     memory held while the GPU has done nothing for minutes
   input_bound     the GPU works in bursts (low mean utilization over a window) while the
@@ -18,9 +23,12 @@ Thresholds are the config file's `[hints]` table (`HintConfig`).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from gputui.options import option
+from gputui.telemetry.health import polling_kernel
+from gputui.telemetry.health_report import HealthConfig, HealthReport
 from gputui.telemetry.model import GpuSample, Snapshot
 
 MIB = 2**20
@@ -160,9 +168,15 @@ def _pct(v: float | None) -> str:
     return "N/A" if v is None else f"{v:.1f}%"
 
 
-def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) -> tuple[Hint, ...]:
+DEFAULT_HEALTH = HealthConfig()
+
+
+def gpu_hints(
+    g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None, spin: HealthConfig = DEFAULT_HEALTH
+) -> tuple[Hint, ...]:
     """The hints one GPU sample gives.  `idle_seconds`: how long the GPU has been idle with
-    memory held (HintEngine keeps that); None when unknown."""
+    memory held (HintEngine keeps that); None when unknown.  `spin`: the [health] settings,
+    whose spinning signature is not tiny kernels."""
     if not cfg.enabled or g.lost:
         return ()
     out: list[Hint] = []
@@ -187,7 +201,12 @@ def gpu_hints(g: GpuSample, cfg: HintConfig, idle_seconds: float | None = None) 
                     REMEDIES["fp32_no_tensor"],
                 )
             )
-        if util >= cfg.tiny_kernels_min_util and sm is not None and sm < cfg.tiny_kernels_sm_ratio * util:
+        if (
+            util >= cfg.tiny_kernels_min_util
+            and sm is not None
+            and sm < cfg.tiny_kernels_sm_ratio * util
+            and polling_kernel(g, spin) is not True
+        ):
             out.append(
                 Hint(
                     "tiny_kernels",
@@ -262,10 +281,13 @@ def input_bound_hint(
 
 
 class HintEngine:
-    """Keeps how long each GPU has been idle with memory held; `update` gives the hints."""
+    """Keeps how long each GPU has been idle with memory held; `update` gives the hints.
+    `spin`: the [health] settings (a GPU showing their spinning signature is not tiny
+    kernels)."""
 
-    def __init__(self, config: HintConfig | None = None) -> None:
+    def __init__(self, config: HintConfig | None = None, spin: HealthConfig | None = None) -> None:
         self.config = config or HintConfig()
+        self.spin = spin or DEFAULT_HEALTH
         self._idle_since: dict[int, float] = {}
         self._util: dict[int, deque[tuple[float, int]]] = {}
         """GPU -> (time, utilization) of the ticks in the input_bound window."""
@@ -297,7 +319,7 @@ class HintEngine:
             else:
                 self._idle_since.pop(g.index, None)
                 idle = None
-            hints = gpu_hints(g, cfg, idle)
+            hints = gpu_hints(g, cfg, idle, self.spin)
             mean, seconds = self._mean_util(g, ts)
             ib = input_bound_hint(g.index, mean, seconds, workers.get(g.index, []), cfg)
             if ib is not None:
@@ -336,3 +358,21 @@ class HintEngine:
             if pegged is not None:
                 out.setdefault(p.gpu_index, []).append(pegged)
         return out
+
+
+def with_spinning(
+    hints: Mapping[int, tuple[Hint, ...]], report: HealthReport | None
+) -> Mapping[int, tuple[Hint, ...]]:
+    """Each GPU's hints for its card and detail view, a GPU showing job health's spinning
+    signature first.  With GPM from its first tick: "one kernel spinning for 12 s", and once
+    it has held `[health] spin_seconds`, "waiting in a collective for 3 min?": the age
+    decides the words, not the kind (the figures are never "tiny kernels": `gpu_hints`).
+    Without GPM, where busy at idle power may be tiny kernels too and a job's first second
+    reads the same, only once it has held: "spinning or tiny kernels for 3 min?"."""
+    shown = {} if report is None else {i: g for i, g in report.gpus.items() if g.certain or g.waiting}
+    if not shown:
+        return hints
+    out = dict(hints)
+    for i, g in shown.items():
+        out[i] = (Hint("spinning", i, g.short, g.evidence, ()), *hints.get(i, ()))
+    return out

@@ -1,14 +1,16 @@
 """Where the poller's snapshots land: the latest one, the history, the active alerts, and who
 to tell.
 
-Shared by the TUI and headless consumers (watch, exporter): the poller thread calls
-`publish`; readers take the lock only to copy what they need.
+Shared by the TUI and headless consumers (watch, exporter, snapshot): the poller thread calls
+`publish`; readers take the lock only to copy what they need.  A hub that `follow`s a replay
+judges each tick as a function of the recording up to it, whatever was stepped or skipped
+(`replay_judge`).
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
@@ -18,9 +20,11 @@ from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.telemetry.nccl.model import NcclView
+from gputui.telemetry.replay_judge import CHECKPOINT_EVERY, Engines, ReplayJudge, history_gap
 
 if TYPE_CHECKING:
     from gputui.stacks.sampler import StackSampler
+    from gputui.telemetry.source import Seekable
 
 
 class Hub:
@@ -47,6 +51,8 @@ class Hub:
         """NCCL RAS's latest view: snapshots carry one only on the tick after a round of
         questions (`Snapshot.nccl`); this keeps it for the ticks between."""
         self.lock = threading.Lock()
+        self.judge: ReplayJudge | None = None
+        """Set by `follow` for a replay."""
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
         self._alert_listeners: list[Callable[[list[AlertEvent]], None]] = []
@@ -74,31 +80,48 @@ class Hub:
         if old is not None and old is not sampler:
             old.close()
 
+    def follow(self, replay: Seekable | None, every: int = CHECKPOINT_EVERY) -> None:
+        """Judge the snapshots of `replay` (its ticks as `sample` returns them) as a function
+        of the recording up to each one, with a copy of the engines kept every `every` ticks;
+        None: live data, judged in the order it comes."""
+        self.judge = None if replay is None else ReplayJudge(replay, self._engines().fresh(), every)
+
+    def _engines(self) -> Engines:
+        return Engines(self.health, self.hints, self.alerts)
+
     def publish(self, snap: Snapshot) -> None:
-        events: list[AlertEvent] = []
         stacks = self.stacks
-        if stacks is not None:
+        if stacks is not None:  # live only: a replay's snapshots carry the stacks they recorded
             snap = stacks.attach(snap)
+        judge = self.judge
+        pos = judge.position_of(snap) if judge is not None else None
+        if judge is not None and pos is not None and judge.needs_catch_up(pos):
+            # a seek: the engines (and the charts' history) as they stood after the tick
+            # before, built aside on this thread, then swapped in whole
+            history = History(self.history.capacity) if history_gap(judge.replay, pos, self.history) else None
+            engines = judge.before(pos, self.info, history)
+            nccl = recorded_nccl(judge.replay.ticks, pos - 1)
+            with self.lock:
+                self.health, self.hints, self.alerts = engines.health, engines.hints, engines.alerts
+                self.nccl = nccl
+                if history is not None:
+                    self.history = history
         with self.lock:
             latest = self.latest
             if snap.nccl is not None:
                 self.nccl = snap.nccl
-            elif latest is not None and snap.timestamp < latest.timestamp:
+            elif latest is not None and snap.timestamp < latest.timestamp and judge is None:
                 self.nccl = None  # a replay went back: a later tick's view is not this one's
             self.history.append(snap)
             self.latest = snap
-            report = None
-            if self.health is not None:
-                report = self.health.update(snap)
-                if not self.health.config.enabled:
-                    report = None  # the job_stuck rule judges whether or not the view does
-            if self.alerts is not None and self.info is not None:
-                events = self.alerts.update(self.info, snap, report)
-            if self.hints is not None:
-                self.hints.update(snap)
+            engines = self._engines()
+            events = engines.judge(self.info, snap)
             wanted = self._wanted() if stacks is not None else ()
         if stacks is not None and wanted:
             stacks.want(wanted)
+        if judge is not None and pos is not None:
+            judge.last = pos
+            judge.keep(pos, engines)
         for listener in self._listeners:
             listener(snap)
         if events:
@@ -158,3 +181,19 @@ class Hub:
                 self.hints.reset()
             if self.health is not None:
                 self.health.reset()
+            self.judge = None  # its checkpoints were of the engines before
+
+
+NCCL_LOOKBACK = 120
+"""Ticks a seek looks back for the recording's latest NCCL RAS view: RAS is asked every 10 s,
+and a round that gets no answer records a view with its reason, so an older one is stale."""
+
+
+def recorded_nccl(ticks: Sequence[Snapshot], pos: int) -> NcclView | None:
+    """The latest NCCL RAS view recorded at or before tick `pos` (within NCCL_LOOKBACK
+    ticks): what the live run showed at that tick."""
+    for k in range(pos, max(-1, pos - NCCL_LOOKBACK), -1):
+        view = ticks[k].nccl
+        if view is not None:
+            return view
+    return None

@@ -63,16 +63,18 @@ class Smi:
 
 
 class Per:
-    """Whole units of `divisor` (bytes to MiB, bytes/s to KB/s), as nvidia-smi and DCGM count;
-    `undo` goes back (the cluster view reads /metrics into samples)."""
+    """Whole units of `divisor` (bytes to MiB, bytes/s to KB/s), as DCGM counts (whole units
+    down) or, `up`, as nvidia-smi prints memory (rounded up: `SMI_MIB`); `undo` goes back
+    (the cluster view reads /metrics into samples)."""
 
-    __slots__ = ("divisor",)
+    __slots__ = ("divisor", "up")
 
-    def __init__(self, divisor: int) -> None:
+    def __init__(self, divisor: int, up: bool = False) -> None:
         self.divisor = divisor
+        self.up = up
 
     def __call__(self, v: Any) -> int:
-        return int(v) // self.divisor
+        return -(-int(v) // self.divisor) if self.up else int(v) // self.divisor
 
     def undo(self, v: float) -> int:
         return round(v * self.divisor)
@@ -80,6 +82,12 @@ class Per:
 
 def per(divisor: int) -> Per:
     return Per(divisor)
+
+
+SMI_MIB = Per(MIB, up=True)
+"""Bytes as nvidia-smi prints them in MiB: rounded up (20,726.375 MiB prints 20727, an idle
+H100's 3.4 MiB prints 4, 0 prints 0; its own captures beside the recordings,
+tests/test_nvidia_smi_agreement.py).  `gputui snapshot`'s memory fields use it."""
 
 
 class Ratio:

@@ -513,8 +513,8 @@ class GpuProcess:
     gputui read it (format version 2 and older).  How long a process has been in its state
     is tracked across ticks by `gputui.telemetry.health`."""
     rank: int | None = None
-    """The distributed rank its environment gives (RANK, else OMPI_COMM_WORLD_RANK,
-    PMI_RANK, SLURM_PROCID), read once when the process is first seen; None where the
+    """The distributed rank its environment gives (`gputui.telemetry.host.rank`: RANK, else
+    OMPI_COMM_WORLD_RANK ...), read once when the process is first seen; None where the
     environment is not readable (another user's process, without root) or says none."""
     worker_cpu: tuple[float, ...] | None = None
     """CPU of each of its child processes (and their children: workers a forkserver

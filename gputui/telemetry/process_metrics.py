@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from gputui.telemetry.metric_types import MIB, Export, Smi, Unit, as_ratio, per
+from gputui.telemetry.metric_types import MIB, SMI_MIB, Export, Smi, Unit, as_ratio, per
 from gputui.telemetry.model import GpuProcess
 
 _E = Export
@@ -97,7 +97,7 @@ PROCESS_METRICS: tuple[ProcessMetric, ...] = (
     _P("type", "TYPE", "text", 4, "<", 5, False, doc="C compute, G graphics, C+G both, M MPS",
        snapshot=_S("type", "string", own=True)),
     _P("gpu_memory", "GPU MEM", "B", 8, ">", 0, True, history=True, doc="GPU memory the process holds",
-       snapshot=_S("used_gpu_memory", "integer", "MiB", per(MIB), aliases=("used_memory",)),
+       snapshot=_S("used_gpu_memory", "integer", "MiB", SMI_MIB, aliases=("used_memory",)),
        prometheus=_E("gputui_process_gpu_memory_bytes", "gauge", "GPU memory held by the process.")),
     _P("sm_util", "SM%", "%", 4, ">", 0, True, history=True, doc="SM utilization of the process (sampled)",
        snapshot=_S("utilization.sm", "integer", "%", own=True, slow=True),

@@ -4,7 +4,7 @@ Format (version 7), one JSON object per line, UTF-8, optionally gzip-compressed 
 
   line 1   header  {"format": "gputui-recording", "version": 7, "created": ISO-8601,
                     "gputui": "<version>", "interval": seconds, "derived": null | {...},
-                    "note": str | null, "machine": MachineInfo}
+                    "note": str | null, "settings": null | {...}, "machine": MachineInfo}
   line 2+  tick    Snapshot: {"seq", "timestamp", "gpus": [GpuSample], "processes":
                     [GpuProcess], "host": HostSample, "launchers", "stacks": StackEvidence,
                     "nccl": NcclView}
@@ -18,12 +18,14 @@ Versions: 2 added `GpuSample.gpm` (GPM activity); 3 added `GpuProcess.state` (th
 R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clock`; 5 added
 `GpuProcess.worker_cpu` (its child processes' CPU); 6 added `Job.owner` (a rootless
 container's user, with `Job.source` "rootless"); 7 added `Snapshot.stacks` (where the ranks
-of a suspected job were, from their Python stacks: the evidence behind a verdict) and
+of a suspected job were, from their Python stacks: the evidence behind a verdict),
 `Snapshot.nccl` (NCCL RAS's answers, on the tick after each round of questions:
-gputui.telemetry.nccl.model). Older files read as they are (no GPM, no state, no workers, no
-stacks, no RAS answers: N/A). A file of a newer version than this gputui knows is refused
-with "upgrade gputui": since readers reject unknown fields, a version-2 reader would
-otherwise fail on the first process's `state` with a message that does not say what to do."""
+gputui.telemetry.nccl.model) and the header's `settings` (the `[health]` waits a short
+recording is judged with: `gputui.recording_settings`). Older files read as they are (no
+GPM, no state, no workers, no stacks, no RAS answers: N/A). A file of a newer version than
+this gputui knows is refused with "upgrade gputui": since readers reject unknown fields, a
+version-2 reader would otherwise fail on the first process's `state` with a message that
+does not say what to do."""
 
 from __future__ import annotations
 
@@ -95,6 +97,9 @@ class RecordingHeader:
     derived: dict[str, Any] | None = None
     """Set for files made from other recordings (e.g. scaled to 16 GPUs): how and from what."""
     note: str | None = None
+    settings: dict[str, dict[str, float]] | None = None
+    """The settings the recording is judged with, checked (`recording_settings.validate`):
+    {"health": {"stuck_seconds": 30.0}}; None: the user's."""
 
 
 def _open_read(path: str | os.PathLike[str]) -> tuple[IO[str], IO[bytes]]:
@@ -128,6 +133,7 @@ class RecordingWriter:
         *,
         derived: dict[str, Any] | None = None,
         note: str | None = None,
+        settings: dict[str, dict[str, float]] | None = None,
         replace: bool = True,
     ) -> None:
         """Raises `safefile.Refused` for a symbolic link, a FIFO or a device at `path` (never
@@ -154,6 +160,8 @@ class RecordingWriter:
             "note": note,
             "machine": encode_machine(machine),
         }
+        if settings is not None:  # (absent: none, as in every file before version 7)
+            header["settings"] = settings
         self._write(header)
 
     def _write(self, obj: Any) -> None:
@@ -177,7 +185,9 @@ class RecordingWriter:
         self.close()
 
 
-_HEADER_KEYS = {"format", "version", "created", "gputui", "interval", "derived", "note", "machine"}
+_HEADER_KEYS = {
+    "format", "version", "created", "gputui", "interval", "derived", "note", "settings", "machine",
+}  # fmt: skip
 
 
 def _loads(path: str | os.PathLike[str], lineno: int, line: str, not_json: str | None = None) -> Any:
@@ -218,6 +228,12 @@ def _parse_header(path: str | os.PathLike[str], line: str, lineno: int = 1) -> R
     note = obj.get("note")
     if note is not None and not isinstance(note, str):
         raise RecordingError(path, 1, "note: expected a string or null")
+    from gputui.recording_settings import validate
+
+    try:
+        settings = validate(obj.get("settings"))
+    except ValueError as exc:
+        raise RecordingError(path, 1, str(exc)) from None
     try:
         machine = decode_machine(obj.get("machine"))
     except FieldError as exc:
@@ -229,6 +245,7 @@ def _parse_header(path: str | os.PathLike[str], line: str, lineno: int = 1) -> R
         gputui_version=str(obj.get("gputui", "")),
         derived=derived,
         note=note,
+        settings=settings,
     )
 
 
@@ -301,9 +318,17 @@ class _LazyTicks(Sequence[Snapshot]):
             return [self[k] for k in range(*i.indices(len(self)))]
         snap = self._cache[i]
         if snap is None:
-            lineno, line = self._lines[i]
-            snap = self._cache[i] = _decode_line(self._path, lineno, line, self._header)
+            snap = self._cache[i] = self.peek(i)
         return snap
+
+    def peek(self, i: int) -> Snapshot:
+        """Tick `i`: the one kept if it was decoded before, else decoded and not kept (a
+        replay judged from its start up to a tick: `replay_judge`)."""
+        snap = self._cache[i]
+        if snap is not None:
+            return snap
+        lineno, line = self._lines[i]
+        return _decode_line(self._path, lineno, line, self._header)
 
 
 def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: RecordingHeader) -> Snapshot:

@@ -42,6 +42,9 @@ from gputui.ui.widgets.footer import KeyFooter
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
 TERMINAL_CHECK_S = 1.0
+SAY_JUDGING_FROM = 2000
+"""`--start N` from this tick on says that the ticks before are judged first (a 2-GPU
+recording: about 0.35 ms a tick, bench/bench_seek.py)."""
 
 
 class GpuTuiApp(BaseApp[int]):
@@ -113,8 +116,12 @@ class GpuTuiApp(BaseApp[int]):
         state_warning: str | None = None,
         serve_session: bool = False,
         diag_python: str | None = None,
+        judged_with: str | None = None,
     ) -> None:
+        """`judged_with`: the line saying which of a recording's own settings the replay is
+        judged with (`recording_settings.applied`), shown in the banner."""
         super().__init__()
+        self.judged_with = judged_with
         config = config or Config()
         if saved is not None and saved.sparklines is not None:  # the charts last ticked (C)
             config = replace(config, cards=replace(config.cards, sparklines=saved.sparklines))
@@ -144,7 +151,7 @@ class GpuTuiApp(BaseApp[int]):
         self.interval = interval
         self.hub = Hub(  # the engines run on the poller's thread, in Hub.publish: never on the UI's
             alerts=AlertEngine(self.config.alerts, self.config.hints, self.config.health),
-            hints=HintEngine(self.config.hints),
+            hints=HintEngine(self.config.hints, self.config.health),
             health=HealthEngine(self.config.health),
         )
         self.poller: Poller | None = None
@@ -259,7 +266,11 @@ class GpuTuiApp(BaseApp[int]):
         replay = self.source.seekable
         if replay is not None and replay.header.derived:
             parts.append("1DERIVED from real recordings")
+        if self.judged_with:  # a recording's own settings: always said (as long as it fits)
+            parts.append("1" + clean(self.judged_with).replace("|", "¦"))
         parts += ["2not live data from this machine", "4space pause  . step  , back"]
+        if self.demo:
+            parts.append("5a stuck job: gputui --demo-job")
         return "|".join(parts)
 
     def on_mount(self) -> None:
@@ -295,6 +306,7 @@ class GpuTuiApp(BaseApp[int]):
         self.hub.reset()
         source = self.source
         self.hub.use_stacks(for_source(source.local_processes, self.config.health))
+        self.hub.follow(source.seekable)  # a replay's verdicts: those of its ticks up to each
 
         def where() -> tuple[int, int] | None:
             """(the tick just sampled, 1-based; the recording's ticks); None when live."""
@@ -316,7 +328,16 @@ class GpuTuiApp(BaseApp[int]):
         # the file), handled here and now: the first frame is drawn with the data (a message
         # from the poller's thread could come after the first paint, which then shows an
         # empty screen first, and lays it out and paints it again)
-        ready = take_ready(source)
+        # (not a replay that starts further in, `--start N`: its first tick is judged from
+        # the recording's first on the poller's thread, never on this one)
+        replay = source.seekable
+        ready = take_ready(source) if replay is None or replay.position < 0 else None
+        if replay is not None and replay.position + 1 >= SAY_JUDGING_FROM:
+            self.notify(
+                f"Judging ticks 1 to {replay.position + 1} first: a verdict at a tick is the "
+                "recording's up to it",
+                timeout=5,
+            )
         if ready is not None:
             info, snap = ready
             self.hub.set_info(info)
@@ -493,14 +514,20 @@ class GpuTuiApp(BaseApp[int]):
         open_gpu_detail(self, message.index)
 
     async def action_diagnose(self) -> None:
-        from gputui.ui.diagnostics.choose import diagnose
+        from gputui.ui.diagnostics.choose import selected_row
+        from gputui.ui.diagnostics.pane import DiagnosticsPane
 
-        await diagnose(self)
+        row = selected_row(self.focused)  # (before the tab takes the focus)
+        again = self.query_one(ContentSwitcher).current == "diagnostics"
+        pane = await self.load_pane("diagnostics")
+        await self.action_show_tab("diagnostics")
+        if isinstance(pane, DiagnosticsPane):
+            pane.diagnose(row, again)
 
     def action_help(self) -> None:
         from gputui.ui.help import HelpScreen
 
-        self.push_screen(HelpScreen(self.PANES))
+        self.push_screen(HelpScreen(self.PANES, self.query_one(ContentSwitcher).current))
 
     # ---- going away cleanly ----------------------------------------------------------
 

@@ -18,7 +18,7 @@ from gputui.state import Filters
 
 if TYPE_CHECKING:
     from gputui.telemetry.source import Source
-    from gputui.ui.processes.screens import SignalWatch
+    from gputui.ui.processes.sent import SignalWatch
     from gputui.ui.render import Line
 
 DEMO_RECORDING = Path(__file__).resolve().parents[1] / "data" / "demo.jsonl.gz"

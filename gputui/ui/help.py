@@ -12,6 +12,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.dom import DOMNode
+from textual.keys import key_to_character
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
@@ -20,6 +21,7 @@ from gputui.ui.panes import Pane, PaneSpec
 
 
 def key_names(binding: Binding) -> str:
+    """The binding's keys as a user types them: "! / u", not Textual's "exclamation_mark"."""
     keys = [k.strip() for k in binding.key.split(",")]
     names = {
         "question_mark": "?",
@@ -42,7 +44,13 @@ def key_names(binding: Binding) -> str:
         "up": "↑",
         "down": "↓",
     }
-    return " / ".join(names.get(k, k) for k in keys)
+    return " / ".join(names.get(k) or _character(k) for k in keys)
+
+
+def _character(key: str) -> str:
+    """A printable key's character (Textual names "!" exclamation_mark), else the name."""
+    char = key_to_character(key)
+    return char if char is not None and char.isprintable() and not char.isspace() else key
 
 
 def binding_rows(bindings: list[BindingType]) -> list[tuple[str, str]]:
@@ -95,22 +103,32 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark,f1", "dismiss", "Close", key_display="esc"),
     ]
 
-    def __init__(self, panes: Sequence[type[Pane] | PaneSpec] = ()) -> None:
+    def __init__(self, panes: Sequence[type[Pane] | PaneSpec] = (), current: str | None = None) -> None:
         super().__init__()
         self.panes = panes
-        """The app's tabs, whose keys are listed after the app's own."""
+        """The app's tabs, whose keys are listed with the app's own."""
+        self.current = current
+        """The tab on screen (its PANE_ID): its keys come first, then those that work
+        everywhere, then the other tabs'."""
 
     def compose(self) -> ComposeResult:
-        sections: list[tuple[str | None, list[tuple[str, str]]]] = [
-            (None, binding_rows(own_bindings(self.app)))
-        ]
+        tabs: list[tuple[str, list[tuple[str | None, list[tuple[str, str]]]]]] = []
         for entry in self.panes:
             pane = entry.load() if isinstance(entry, PaneSpec) else entry
             mounted = list(self.app.query(pane.KEYS_WIDGET or pane))
+            own: list[tuple[str | None, list[tuple[str, str]]]] = []
             for pane_title, bindings in pane.help_sections():
                 # leave out what the tab hides (e.g. the kill keys with --readonly)
                 shown = [b for b in bindings if not (mounted and _hidden(mounted[0], b))]
-                sections.append((pane_title, binding_rows(shown)))
+                own.append((pane_title, binding_rows(shown)))
+            tabs.append((pane.PANE_ID, own))
+        everywhere: tuple[str | None, list[tuple[str, str]]] = (
+            "Everywhere" if tabs else None,
+            binding_rows(own_bindings(self.app)),
+        )
+        first = [own for pane_id, own in tabs if pane_id == self.current]
+        rest = [own for pane_id, own in tabs if pane_id != self.current]
+        sections = [*(s for own in first for s in own), everywhere, *(s for own in rest for s in own)]
         self.sections = sections
         key_width = max((len(keys) for _, rows in sections for keys, _ in rows), default=8)
         parts: list[Text | Table] = []

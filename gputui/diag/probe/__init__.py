@@ -19,7 +19,8 @@ prints goes to stderr (stdout's file descriptor is moved aside before anything i
 Every object has "v" (the protocol version) and "event":
 
   {"v": 1, "event": "hello", "tool": "probe", "python": "3.11.7", "executable": "...",
-   "prefix": "...", "pid": 123, "time": 1795000000.0}
+   "prefix": "...", "pid": 123, "uid": 1000, "euid": 1000, "gid": 1000, "groups": [1000],
+   "time": 1795000000.0}
   {"v": 1, "event": "phase", "name": "torch-import", "state": "start" | "end", "title": "..."}
   {"v": 1, "event": "check", "id": "torch.build", "group": "torch", "title": "...",
    "status": "PASS" | "WARN" | "FAIL" | "SKIP", "summary": "one line",

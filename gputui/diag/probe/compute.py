@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from . import protocol, rules
+from . import memory, protocol, rules
 from .causes import nccl_cause
 from .protocol import Phase, check, first_line, safe
 from .registry import declare
@@ -118,6 +118,94 @@ def amp(p):
     )
 
 
+#: The peer check's copy: 2**20 float32 values (4 MiB) on each GPU of a pair.
+COPY_ELEMENTS = 1 << 20
+COPY_MIB = COPY_ELEMENTS * 4 >> 20
+
+
+def out_of_memory(torch, exc):
+    """Whether `exc` is a failure to get GPU memory (torch's OutOfMemoryError, or CUDA's
+    "out of memory" error from a context or a peer mapping), not a wrong result."""
+    for owner in (torch, getattr(torch, "cuda", None)):
+        oom = getattr(owner, "OutOfMemoryError", None)
+        if isinstance(oom, type) and isinstance(exc, oom):
+            return True
+    return "out of memory" in str(exc).lower()
+
+
+def copy_pair(torch, i, j):
+    """Copy COPY_ELEMENTS values from GPU i to GPU j and back: {"copy_ok": bool} when the
+    copies ran (False: the data came back different); when they could not run, "copy_ok" is
+    None with the error, whether it was a lack of memory, and the GPU it happened on."""
+    on = i
+    try:
+        x = torch.arange(COPY_ELEMENTS, dtype=torch.float32, device="cuda:%d" % i)
+        on = j
+        y = x.to("cuda:%d" % j)
+        on = i
+        back = y.to("cuda:%d" % i)
+        return {"copy_ok": bool(torch.equal(x, back))}
+    except Exception as exc:
+        return {
+            "copy_ok": None,
+            "error": first_line(str(exc)),
+            "out_of_memory": out_of_memory(torch, exc),
+            "gpu": on,
+        }
+
+
+def judge_peers(pairs, n, held=lambda gpu: None):
+    """(status, cause, summary) of the peer check's pairs ({"from", "to", "access"}, and for
+    from < to the copy_pair result).  Only a copy that ran and came back different is
+    corruption; one that could not get memory says so and who holds it (`held(gpu)`), one
+    that failed otherwise is a CUDA error; access None (unknown) is not "no access"."""
+    pair = lambda e: "%d<->%d" % (e["from"], e["to"])  # noqa: E731
+    wrong = [e for e in pairs if e.get("copy_ok") is False]
+    starved = [e for e in pairs if e.get("error") and e.get("out_of_memory")]
+    failed = [e for e in pairs if e.get("error") and not e.get("out_of_memory")]
+    no_access = [e for e in pairs if e.get("access") is False]
+    parts = []  # (status, cause, text), worst first
+    if wrong:
+        parts.append(
+            ("FAIL", "p2p-wrong", "a copy between GPUs came back wrong: %s" % ", ".join(map(pair, wrong)))
+        )
+    if failed:
+        parts.append(
+            (
+                "FAIL",
+                "cuda-error",
+                "a copy between GPUs failed: %s"
+                % "; ".join("%s (%s)" % (pair(e), e["error"]) for e in failed),
+            )
+        )
+    for gpu in sorted({e.get("gpu") for e in starved}, key=str):
+        mine = [e for e in starved if e.get("gpu") == gpu]
+        whose = held(gpu)
+        parts.append(
+            (
+                "WARN",
+                "memory-held",
+                "could not allocate %d MiB on GPU %s for the copies %s: not tested%s"
+                % (COPY_MIB, gpu, ", ".join(map(pair, mine)), " (%s)" % whose if whose else ""),
+            )
+        )
+    if no_access:
+        parts.append(
+            (
+                "WARN",
+                "no-p2p",
+                "no direct peer access for {}: copies go through host memory".format(
+                    ", ".join("%d->%d" % (e["from"], e["to"]) for e in no_access)
+                ),
+            )
+        )
+    if not parts:
+        return "PASS", None, "every pair of the %d GPUs has direct peer access; copies are exact" % n
+    order = {"FAIL": 0, "WARN": 1}
+    worst = min(parts, key=lambda part: order[part[0]])
+    return worst[0], worst[1], "; ".join(text for _, _, text in parts)
+
+
 @declare("compute.peer", "compute", "Peer-to-peer access", needs=("cuda",))
 def peers(p):
     t0 = time.monotonic()
@@ -137,30 +225,9 @@ def peers(p):
                 "access": safe(lambda i=i, j=j: torch.cuda.can_device_access_peer(i, j)),
             }
             if i < j:
-                try:
-                    x = torch.arange(1 << 20, dtype=torch.float32, device="cuda:%d" % i)
-                    y = x.to("cuda:%d" % j)
-                    back = y.to("cuda:%d" % i)
-                    entry["copy_ok"] = bool(torch.equal(x, back))
-                except Exception as exc:
-                    entry["copy_ok"] = False
-                    entry["error"] = first_line(str(exc))
+                entry.update(copy_pair(torch, i, j))
             pairs.append(entry)
-    no_access = [pair for pair in pairs if not pair["access"]]
-    bad_copy = [pair for pair in pairs if pair.get("copy_ok") is False]
-    if bad_copy:
-        status, cause = "FAIL", "p2p-wrong"
-        summary = "a copy between GPUs came back wrong: {}".format(
-            ", ".join("%d<->%d" % (pair["from"], pair["to"]) for pair in bad_copy)
-        )
-    elif no_access:
-        status, cause = "WARN", "no-p2p"
-        summary = "no direct peer access for {}: copies go through host memory".format(
-            ", ".join("%d->%d" % (pair["from"], pair["to"]) for pair in no_access)
-        )
-    else:
-        status, cause = "PASS", None
-        summary = "every pair of the %d GPUs has direct peer access; copies are exact" % n
+    status, cause, summary = judge_peers(pairs, n, lambda gpu: memory.held_on(p, gpu))
     check(
         "compute.peer",
         "compute",
@@ -176,10 +243,37 @@ def peers(p):
 # ---- NCCL ------------------------------------------------------------------------
 
 
+#: Free memory (before the diagnosis starts CUDA) an all-reduce rank needs on its GPU: its
+#: CUDA context and NCCL's buffers, beside the diagnosis's own context and cached blocks
+#: (about 0.5 GiB each on an H100; 2.1 GiB free was too little there, issue 31).
+NCCL_MIN_FREE = 4 << 30
+#: How long the other ranks are waited for once one has failed (they wait for it in vain).
+NCCL_GRACE_S = 10.0
+
+
+def nccl_short_of_memory(p):
+    """The GPUs the all-reduce would use that have less than NCCL_MIN_FREE free, each with
+    who holds it (`memory.held_text`); [] when all have enough, or NVML cannot say."""
+    visible = p.visible_nvml if p.visible_nvml is not None else range(len(p.nvml.handles))
+    short = []
+    for i in visible:
+        mem = p.nvml.memory(i)
+        if mem and mem.get("free") is not None and mem["free"] < NCCL_MIN_FREE:
+            procs = p.nvml.processes(i)
+            for proc in procs or []:
+                proc["name"], proc["user"] = memory.who(proc["pid"])
+            short.append("GPU %d: %s" % (i, memory.held_text(mem, procs, {os.getpid()})))
+    return short
+
+
 def start_nccl(p):
-    """Start one all-reduce worker per GPU now, so their torch import overlaps ours."""
+    """Start one all-reduce worker per GPU now, so their torch import overlaps ours; not
+    where a GPU has too little free memory for a rank (the check then says so)."""
     n = p.expected_visible if p.expected_visible is not None else len(p.nvml_devices)
     if p.options.get("no_nccl") or not p.nvml.ok or n < 2:
+        return
+    p.nccl_short = nccl_short_of_memory(p)
+    if p.nccl_short:
         return
     port = _free_port()
     env = dict(os.environ)
@@ -222,6 +316,19 @@ def nccl(p):
             t0=t0,
         )
         return
+    if p.nccl_short:
+        check(
+            "compute.nccl",
+            "compute",
+            "NCCL all-reduce",
+            "WARN",
+            "not run: less than %d GiB free for a rank on %s"
+            % (NCCL_MIN_FREE >> 30, "; ".join(p.nccl_short)),
+            {"short_of_memory": p.nccl_short, "min_free_bytes": NCCL_MIN_FREE},
+            cause="memory-held",
+            t0=t0,
+        )
+        return
     if not p.workers:
         reason = (
             "one GPU: nothing to reduce across" if (p.expected_visible or 0) < 2 else "skipped (--no-nccl)"
@@ -241,23 +348,9 @@ def nccl(p):
             t0=t0,
         )
         return
-    results = []
     with Phase("nccl", "NCCL all-reduce across %d GPUs" % len(p.workers)):
-        deadline = time.monotonic() + float(p.options.get("nccl_timeout", 90))
-        for proc in p.workers:
-            left = max(0.1, deadline - time.monotonic())
-            try:
-                out, _ = proc.communicate(timeout=left)
-                line = [ln for ln in out.decode("utf-8", "replace").splitlines() if ln.startswith("{")]
-                results.append(
-                    json.loads(line[-1])
-                    if line
-                    else {"ok": False, "error": f"no result (exit {proc.returncode})"}
-                )
-            except subprocess.TimeoutExpired:
-                results.append({"ok": False, "error": "timed out"})
+        results = collect_ranks(p.workers, float(p.options.get("nccl_timeout", 90)))
         p.stop_workers()
-    ok = all(r.get("ok") for r in results) and len(results) >= 2
     version = next((r.get("nccl") for r in results if r.get("nccl")), None)
     ev = {
         "ranks": results,
@@ -266,29 +359,75 @@ def nccl(p):
         "multicast_off": MULTICAST_OFF,
         "seconds": round(time.monotonic() - (p.worker_started or t0), 2),
     }
-    if ok:
-        check(
-            "compute.nccl",
-            "compute",
-            "NCCL all-reduce",
+    own = [w.pid for w in p.workers]
+    status, cause, summary = judge_nccl(results, lambda rank: memory.held_on(p, rank, own))
+    check("compute.nccl", "compute", "NCCL all-reduce", status, summary, ev, cause=cause, t0=t0)
+
+
+def judge_nccl(results, held=lambda rank: None):
+    """(status, cause, summary) of the all-reduce's rank results ({"rank", "ok", "error",
+    "out_of_memory", "nccl"}).  A rank that could not get memory means the test did not run
+    (the others waited for it), said with who holds the memory (`held(rank)`), not a FAIL of
+    NCCL."""
+    if all(r.get("ok") for r in results) and len(results) >= 2:
+        version = next((r.get("nccl") for r in results if r.get("nccl")), None)
+        return (
             "PASS",
+            None,
             "all-reduce over %d GPUs (one process each) gave the right sum; NCCL %s"
             % (len(results), version),
-            ev,
-            t0=t0,
         )
-    else:
-        errors = "; ".join(first_line(str(r.get("error"))) for r in results if not r.get("ok"))
-        check(
-            "compute.nccl",
-            "compute",
-            "NCCL all-reduce",
-            "FAIL",
-            f"all-reduce failed: {errors}",
-            ev,
-            cause=nccl_cause(errors),
-            t0=t0,
+    failed = [(k, r) for k, r in enumerate(results) if not r.get("ok")]
+    starved = [(k, r) for k, r in failed if r.get("out_of_memory")]
+    if starved:
+        whose = [h for h in (held(k) for k, _ in starved) if h]
+        return (
+            "WARN",
+            "memory-held",
+            "not tested: rank %s could not get GPU memory (%s)%s"
+            % (
+                ", ".join(str(k) for k, _ in starved),
+                first_line(str(starved[0][1].get("error"))),
+                "; " + "; ".join(whose) if whose else "",
+            ),
         )
+    errors = "; ".join(first_line(str(r.get("error"))) for _, r in failed)
+    return "FAIL", nccl_cause(errors), f"all-reduce failed: {errors}"
+
+
+def collect_ranks(workers, timeout, grace=None):
+    """Each rank's result line, in rank order.  A rank that ends without one, or is still
+    running at the deadline, gets an error; once a rank has failed, the others (waiting for it
+    in vain) are given NCCL_GRACE_S more, not the whole timeout."""
+    grace = NCCL_GRACE_S if grace is None else grace
+    deadline = time.monotonic() + timeout
+    results = {}
+    first_failed = None
+    while len(results) < len(workers) and time.monotonic() < deadline:
+        for k, proc in enumerate(workers):
+            if k in results or proc.poll() is None:
+                continue
+            out = proc.stdout.read() if proc.stdout is not None else b""
+            line = [ln for ln in out.decode("utf-8", "replace").splitlines() if ln.startswith("{")]
+            try:
+                results[k] = json.loads(line[-1]) if line else None
+            except ValueError:
+                results[k] = None
+            if not isinstance(results[k], dict):
+                results[k] = {"ok": False, "error": "no result (exit %s)" % proc.returncode}
+            if not results[k].get("ok") and first_failed is None:
+                first_failed = k
+                deadline = min(deadline, time.monotonic() + grace)
+        time.sleep(0.05)
+    for k in range(len(workers)):
+        if k not in results:
+            results[k] = {
+                "ok": False,
+                "error": "timed out"
+                if first_failed is None
+                else "stopped: waited %g s more for rank %d, which failed" % (grace, first_failed),
+            }
+    return [results[k] for k in range(len(workers))]
 
 
 def matmul_check(torch, i):
@@ -387,5 +526,6 @@ def nccl_worker(rank, world, port):
         dist.destroy_process_group()
     except BaseException as exc:
         result["error"] = f"{type(exc).__name__}: {first_line(str(exc))}"
+        result["out_of_memory"] = out_of_memory(sys.modules.get("torch"), exc)
     result["seconds"] = round(time.monotonic() - t0, 3)
     protocol.write_json(result)

@@ -48,6 +48,38 @@ def holder_text(proc):
     )
 
 
+def held_text(memory, processes, own_pids=()):
+    """`2.1 GiB of 79.6 GiB free, held by PID 480 (python3, bob) 76.0 GiB`: what a check that
+    could not get memory says instead of a verdict on the GPU (None values are unknown)."""
+    if not memory or memory.get("free") is None or not memory.get("total"):
+        free = "free memory unknown (NVML does not report it)"
+    else:
+        free = "%s of %s free" % (gib(memory["free"]), gib(memory["total"]))
+    others = sorted(
+        (p for p in (processes or []) if p.get("pid") not in own_pids),
+        key=lambda p: -(p.get("used_bytes") or 0),
+    )
+    if others:
+        return free + ", held by " + "; ".join(holder_text(p) for p in others)
+    if processes is None:
+        return free + " (NVML cannot list the processes holding it)"
+    return free
+
+
+def held_on(p, torch_index, own_pids=()):
+    """`held_text` for torch's GPU `torch_index`, read from NVML now (None: no NVML, or the
+    GPU is not matched)."""
+    if not p.nvml.ok:
+        return None
+    i = p.nvml_index(torch_index)
+    if i is None:
+        return None
+    procs = p.nvml.processes(i)
+    for proc in procs or []:
+        proc["name"], proc["user"] = who(proc["pid"])
+    return "GPU %d: %s" % (torch_index, held_text(p.nvml.memory(i), procs, {os.getpid(), *own_pids}))
+
+
 def judge_memory(memory, processes, own_pids=(), visible=True):
     """(status, cause, summary, evidence) for one GPU from NVML's memory figures
     ({"total", "free", "used"} in bytes, or None) and the processes holding it

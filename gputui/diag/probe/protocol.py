@@ -61,6 +61,10 @@ def hello(tool, **extra):
         executable=sys.executable,
         prefix=sys.prefix,
         pid=os.getpid(),
+        uid=os.getuid(),
+        euid=os.geteuid(),
+        gid=os.getgid(),
+        groups=sorted(os.getgroups()),
         time=time.time(),
         **extra,
     )

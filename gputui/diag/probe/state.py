@@ -29,6 +29,9 @@ class Probe:
         self.link_under_load = {}
         self.workers = []
         self.worker_started = None
+        self.nccl_short = []
+        """The GPUs with too little free memory for an all-reduce rank (who holds it): the
+        NCCL check is then not run, and says so."""
         self.kernel_evidence = {}
         self.ld_library_path_libs = {}
         self.cuinit = None

@@ -197,13 +197,30 @@ class Diagnosis:
                 }
             )
             return
+        if self.hello is None and not self.done and not child.get("signal") and not self.findings:
+            self.add_check(
+                {
+                    "id": "diag.child",
+                    "group": "child",
+                    "title": "Diagnosis process",
+                    "status": "FAIL",
+                    "summary": f"{child.get('python')} never started the diagnosis (it exited with status "
+                    f"{child.get('returncode')} before its first event): not a Python interpreter, or one "
+                    "that fails before it runs any code (see its stderr)",
+                    "cause": "bad-interpreter",
+                    "evidence": {
+                        "returncode": child.get("returncode"),
+                        "stderr_tail": child.get("stderr_tail"),
+                    },
+                }
+            )
+            return
         if not self.done or child.get("returncode"):
             signal_name = child.get("signal")
             how = (
                 f"killed by {signal_name}" if signal_name else f"exited with status {child.get('returncode')}"
             )
             pending = self.current_phase()
-            syntax = "SyntaxError" in (child.get("stderr_tail") or "") and not self.findings
             suspects = crash_suspects(child)
             self.add_check(
                 {
@@ -215,7 +232,7 @@ class Diagnosis:
                     + (f" during {pending}" if pending else "")
                     + ("" if self.done else " before it finished")
                     + (f"; suspects, set when it died: {suspects_text(suspects)}" if suspects else ""),
-                    "cause": "bad-interpreter" if syntax else "child-crashed",
+                    "cause": "child-crashed",
                     "evidence": {
                         "signal": signal_name,
                         "returncode": child.get("returncode"),

@@ -277,7 +277,7 @@ def stress_verdicts(
         "duration": (results.hello or {}).get("duration"),
         "seconds": results.seconds,
         "phases": results.phases_done,
-        "errors": results.errors,
+        "errors": list(results.errors),  # a copy: the caller adds how the child ended
         "gpus": gpus_out,
         "p2p": results.p2p,
         "references": {

@@ -255,10 +255,12 @@ def _number(value: str | None) -> str | None:
 
 
 def job_from_environ(env: Mapping[str, str], job: Job | None) -> Job | None:
-    """Add what the environment says to the cgroup's job: a Slurm step's array task (and
-    the job itself where Slurm's cgroup plugins are not in use); a pod's name and namespace
-    from the downward-API variables, only inside Kubernetes and only for a pod.  A Slurm
-    job id in the environment that disagrees with the cgroup's is ignored."""
+    """Add what the environment says to the cgroup's job (call it after `with_names`): a
+    Slurm step's array task (and the job itself where Slurm's cgroup plugins are not in use,
+    a claim: source "environment"); a pod's name and namespace from the downward-API
+    variables, only inside Kubernetes, only for a pod, and only where its runtime's files
+    named it not (a claim too).  A Slurm job id in the environment that disagrees with the
+    cgroup's is ignored."""
     slurm_id = _number(env.get("SLURM_JOB_ID") or env.get("SLURM_JOBID"))
     step = _number(env.get("SLURM_STEP_ID") or env.get("SLURM_STEPID"))
     array_job, task = _number(env.get("SLURM_ARRAY_JOB_ID")), _number(env.get("SLURM_ARRAY_TASK_ID"))
@@ -270,8 +272,9 @@ def job_from_environ(env: Mapping[str, str], job: Job | None) -> Job | None:
     if job is not None and job.kind == "pod" and env.get("KUBERNETES_SERVICE_HOST"):
         name = env.get("POD_NAME") or env.get("MY_POD_NAME")
         namespace = env.get("POD_NAMESPACE") or env.get("MY_POD_NAMESPACE")
-        if (name or namespace) and job.name is None:
-            return replace(job, name=name or None, namespace=namespace or None)
+        if (name or namespace) and job.name is None and job.namespace is None:
+            # named by the process alone: its claim ("(env)"), never published as the pod
+            return replace(job, name=name or None, namespace=namespace or None, source="environment")
     return job
 
 
@@ -428,9 +431,8 @@ def read_job(pid: int, proc: str = "/proc") -> Job | None:
             env = parse_environ(f.read(1 << 20))
     except OSError:
         env = {}
-    if env:
-        job = job_from_environ(env, job)
-    return with_names(job)
+    job = with_names(job)  # root's runtime files first: the process's own claims only fill in
+    return job_from_environ(env, job) if env else job
 
 
 class JobCache:
@@ -470,10 +472,15 @@ CONTAINER_KINDS = frozenset(_RUNTIME_LABEL)
 
 def exporter_labels(job: Job | None) -> dict[str, str]:
     """dcgm-exporter's label names for a process's pod (`pod`, `namespace`, `container`),
-    plus `slurm_job`; "" where unknown, unverified or a user's rootless container (a label
-    is always present, so series keep one shape)."""
+    plus `slurm_job`, and `slurm_job_env`; "" where unknown, unverified or a user's rootless
+    container (a label is always present, so series keep one shape).  A job the process's
+    own environment names is never published under the verified job's labels: a Slurm job
+    so claimed goes to `slurm_job_env` alone, a pod so named to none (docs/exporter.md)."""
+    claim = ""
+    if job is not None and job.source == "environment" and job.kind == "slurm":
+        claim = job.array or job.id  # the process's own word, under a label of its own
     if job is not None and job.source in UNPUBLISHED:
-        job = None  # a user's lookalike path or own container: never published as root's
+        job = None  # a claim, a user's lookalike path or own container: never published as root's
     pod = job is not None and job.kind == "pod"
     container = ""
     if job is not None:
@@ -485,6 +492,7 @@ def exporter_labels(job: Job | None) -> dict[str, str]:
         "namespace": (job.namespace or "") if pod and job is not None else "",
         "container": container,
         "slurm_job": (job.array or job.id) if job is not None and job.kind == "slurm" else "",
+        "slurm_job_env": claim,
     }
 
 
@@ -505,9 +513,10 @@ def job_label(job: Job | None) -> str:
 _SOURCE_MARK = {"unverified": " (unverified)", "environment": " (env)"}
 """What a job that is not its cgroup's verified word carries in its label: never the same
 text as the real job's, so never in its group, filter or exporter series."""
-UNPUBLISHED = frozenset({"unverified", "rootless"})
+UNPUBLISHED = frozenset({"unverified", "rootless", "environment"})
 """Sources whose job is never published under the exporter's or the snapshot's pod,
-namespace, container and Slurm fields (the `job` text says what it is)."""
+namespace, container and Slurm fields (the `job` text says what it is; the exporter puts a
+Slurm job the environment claims under `slurm_job_env`)."""
 
 
 def _label(job: Job) -> str:

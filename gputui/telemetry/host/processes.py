@@ -16,6 +16,7 @@ from typing import TypedDict, TypeVar
 import psutil
 
 from gputui.telemetry.host.pidns import in_host_pid_namespace
+from gputui.telemetry.host.rank import ENVIRON_LIMIT, environ_rank
 from gputui.telemetry.host.starttime import start_time
 from gputui.telemetry.host.workers import WorkerCpu
 from gputui.telemetry.model import GpuProcess, HostSample, Job, LauncherProcess
@@ -98,16 +99,12 @@ class HostFacts(TypedDict, total=False):
     worker_cpu: tuple[float, ...] | None
 
 
-RANK_VARIABLES = (b"RANK", b"OMPI_COMM_WORLD_RANK", b"PMI_RANK", b"SLURM_PROCID")
-"""Where launchers put a process's rank (torchrun, Open MPI, MPICH/Intel MPI, srun), in order."""
-
-
 def environ_values(pid: int, names: Iterable[bytes], proc: str = "/proc") -> dict[bytes, bytes] | None:
     """The variables `names` present in a process's environment (its first MiB); None when
     the environment is unreadable (another user's process, without root; gone)."""
     try:
         with open(f"{proc}/{pid}/environ", "rb") as f:
-            data = f.read(1 << 20)
+            data = f.read(ENVIRON_LIMIT)
     except OSError:
         return None
     wanted = set(names)
@@ -117,17 +114,6 @@ def environ_values(pid: int, names: Iterable[bytes], proc: str = "/proc") -> dic
         if eq and name in wanted:
             found[name] = value
     return found
-
-
-def environ_rank(pid: int, proc: str = "/proc") -> int | None:
-    """The rank in a process's environment (`RANK_VARIABLES`, the first present); None when
-    the environment is unreadable or holds no rank of at most 6 digits."""
-    found = environ_values(pid, RANK_VARIABLES, proc) or {}
-    for key in RANK_VARIABLES:
-        rank = found.get(key)
-        if rank is not None and rank.isdigit() and len(rank) <= 6:
-            return int(rank)
-    return None
 
 
 #: psutil's names of the states in /proc/PID/stat -> the kernel's letters (`GpuProcess.state`).

@@ -23,6 +23,7 @@ from gputui.cluster.model import ClusterGpu, ClusterState, HostState, published_
 from gputui.cluster.sources import ClusterPoller, ClusterSource, History
 from gputui.telemetry.alerts import IdleRule
 from gputui.ui.base_app import BaseApp
+from gputui.ui.cluster.jobs import JobRow, JobScreen, job_row_line, stuck_jobs, title_width
 from gputui.ui.cluster.lines import FILTERS, SORTS, Row, row_line, rows, status_line, summary_line, visible
 from gputui.ui.cluster.lines import host_width as _host_width
 from gputui.ui.detail.charts import chart_lines
@@ -55,10 +56,12 @@ class ClusterTable(LineWidget, can_focus=True):
 
     def __init__(self) -> None:
         super().__init__(id="cluster-table")
-        self.rows: list[Row] = []
+        self.rows: list[Row | JobRow] = []
+        """The jobs with a verdict (worst first), then the GPUs."""
         self.cursor = 0
         self.top = 0
         self.host_w = 8
+        self.title_w = 8
         self.gpm = False
 
     def available_height(self) -> int:
@@ -73,12 +76,14 @@ class ClusterTable(LineWidget, can_focus=True):
             return empty + [[] for _ in range(max(0, height - 1))]
         self.top = visible(self.rows, self.cursor, self.top, height)
         out = [
-            pad_line(row_line(r, width, self.host_w, self.top + k == self.cursor, self.gpm), width)
+            job_row_line(r, width, self.title_w, self.top + k == self.cursor)
+            if isinstance(r, JobRow)
+            else pad_line(row_line(r, width, self.host_w, self.top + k == self.cursor, self.gpm), width)
             for k, r in enumerate(self.rows[self.top : self.top + height])
         ]
         return out + [[] for _ in range(height - len(out))]
 
-    def selected(self) -> Row | None:
+    def selected(self) -> Row | JobRow | None:
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
 
@@ -95,7 +100,13 @@ class ClusterApp(BaseApp[int]):
         Binding("q", "quit", "Quit", tooltip="Quit"),
         Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
         Binding("question_mark,f1", "help", "Help", key_display="?", tooltip="List every key"),
-        Binding("enter", "drill", "Host", tooltip="Show the selected host's GPUs as cards with history"),
+        Binding(
+            "enter",
+            "drill",
+            "Open",
+            tooltip="Open the selected row: a job's nodes, ranks and verdicts; a host's GPUs as cards "
+            "with history",
+        ),
         Binding("s", "sort(1)", "Sort", tooltip="Sort by the next key: " + ", ".join(SORTS)),
         Binding("S", "sort(-1)", "Sort back", show=False, tooltip="Sort by the previous key"),
         Binding("f", "filter_next", "Filter", tooltip="Show the next group: " + ", ".join(FILTERS)),
@@ -180,7 +191,8 @@ class ClusterApp(BaseApp[int]):
     def _summary_lines(self, width: int) -> list[Line]:
         if self.state is None:
             return [[(" gputui cluster", S.title)]]
-        return [summary_line(summarize(self.state, self.idle_rule), self.state, width)]
+        state = self.state
+        return [summary_line(summarize(state, self.idle_rule), state, width, stuck_jobs(state))]
 
     def _status_lines(self, width: int) -> list[Line]:
         busy = None
@@ -200,7 +212,7 @@ class ClusterApp(BaseApp[int]):
             self._rebuild_rows()
             self.query_one("#cluster-summary", TextLines).update_lines()
             self.query_one("#cluster-status", TextLines).update_lines()
-            if isinstance(self.screen, HostScreen):
+            if isinstance(self.screen, (HostScreen, JobScreen)):
                 self.screen.new_state(state)
         self.states_applied += 1
 
@@ -208,16 +220,19 @@ class ClusterApp(BaseApp[int]):
         table = self.table
         if self.state is None:
             return
-        old = table.selected()
-        old_key = (old.host.key, old.gpu.key if old and old.gpu else None) if old else None
-        table.rows = rows(self.state, self.idle_rule, self.sort, self.filt)
+        old_key = _row_key(table.selected())
+        table.rows = [
+            *(JobRow(j) for j in self.state.jobs),
+            *rows(self.state, self.idle_rule, self.sort, self.filt),
+        ]
         table.host_w = _host_width(self.state, table.size.width or 120)
+        table.title_w = title_width(self.state.jobs, table.size.width or 120)
         table.gpm = any(
             g.sample.gpm is not None and g.sample.gpm.tensor_active is not None for g in self.state.gpus
         )
         if old_key is not None:
             for k, r in enumerate(table.rows):
-                if (r.host.key, r.gpu.key if r.gpu else None) == old_key:
+                if _row_key(r) == old_key:
                     table.cursor = k
                     break
         table.cursor = max(0, min(table.cursor, len(table.rows) - 1))
@@ -258,9 +273,19 @@ class ClusterApp(BaseApp[int]):
 
     def action_drill(self) -> None:
         row = self.table.selected()
-        if row is None:
-            return
-        self.push_screen(HostScreen(row.host.key, row.gpu.key if row.gpu else None))
+        if isinstance(row, JobRow):
+            self.push_screen(JobScreen(row.job.key, self.state))
+        elif row is not None:
+            self.push_screen(HostScreen(row.host.key, row.gpu.key if row.gpu else None))
+
+
+def _row_key(row: Row | JobRow | None) -> tuple[str, str | None] | None:
+    """What keeps the cursor on its row across refreshes."""
+    if row is None:
+        return None
+    if isinstance(row, JobRow):
+        return ("job", row.job.key)
+    return (row.host.key, row.gpu.key if row.gpu else None)
 
 
 # --------------------------------------------------------------------------------------

@@ -159,10 +159,16 @@ def row_line(r: Row, width: int, host_w: int, selected: bool = False, gpm: bool 
     return pad_line([*out, *flags], width) if flags else out
 
 
-def summary_line(summary: Summary, state: ClusterState, width: int) -> Line:
+def summary_line(summary: Summary, state: ClusterState, width: int, stuck: int | None = None) -> Line:
+    """GPUs and hosts, stuck jobs (where the exporters judge jobs: None is unknown, not 0),
+    then the GPUs by state."""
     down = f" ({summary.hosts_down} down)" if summary.hosts_down else ""
+    jobs: list[Line] = []
+    if stuck is not None:
+        jobs.append([("stuck jobs ", S.label), (str(stuck), S.lost if stuck else S.value)])
     items: list[Line] = [
         [(f"{summary.gpus} GPUs", S.title), (f" on {summary.hosts} hosts{down}", S.label)],
+        *jobs,
         [("busy ", S.label), (str(summary.busy), S.ok)],
         [("idle ", S.label), (str(summary.idle), S.value)],
         [("reserved but idle ", S.label), (str(summary.held_idle), S.warn if summary.held_idle else S.value)],
@@ -195,6 +201,10 @@ def status_line(
                 tail += [(f" ({age:.0f} s old)", S.warn)]
         if state.error:
             tail += [("  ✗ ", S.bad), (clean(state.error), S.bad)]
+        if state.note:
+            tail += [("  ⚠ ", S.warn), (clean(state.note), S.warn)]
+        if state.jobs_left_out:
+            tail += [(f"  ⚠ {state.jobs_left_out:,} job series over the caps left out", S.warn)]
         # the source (a URL) is cut before the error's reason is
         source = " " + clean(state.source)
         room = max(12, width - line_len(tail))
@@ -214,7 +224,7 @@ def status_line(
     return [*left, (" " * gap, None), *right]
 
 
-def visible(rows_: Sequence[Row], cursor: int, top: int, height: int) -> int:
+def visible(rows_: Sequence[object], cursor: int, top: int, height: int) -> int:
     """The first row to show so that the cursor is in view."""
     if height <= 0:
         return 0

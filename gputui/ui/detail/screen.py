@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, ClassVar, cast
 
 from textual import events
@@ -17,7 +18,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
 
-from gputui.telemetry.hints import Hint
+from gputui.telemetry.hints import Hint, with_spinning
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.detail.charts import chart_lines, chart_metrics
 from gputui.ui.detail.lines import (
@@ -62,7 +63,7 @@ class DetailFacts(LineWidget):
         self.snapshot: Snapshot | None = None
         self.process_rows = 0
         """The most process rows shown for this GPU so far: the box never shrinks."""
-        self.hints: dict[int, tuple[Hint, ...]] = {}
+        self.hints: Mapping[int, tuple[Hint, ...]] = {}
         """Each GPU's efficiency hints at the latest tick (the Hub's)."""
         self.live = True
 
@@ -165,7 +166,10 @@ class GpuDetailScreen(Screen[None]):
         with VerticalScroll(id="detail-body"):
             facts = DetailFacts(self.index, id="detail-facts")
             facts.info, facts.snapshot = app.info, app.snapshot
-            facts.hints, facts.live = self.hub.hints_by_gpu(), bool(app.source.live)
+            facts.hints, facts.live = (
+                with_spinning(self.hub.hints_by_gpu(), self.hub.health_report()),
+                bool(app.source.live),
+            )
             yield facts
             charts = DetailCharts(self.hub, self.index, live=bool(app.source.live), id="detail-charts")
             charts.info = app.info
@@ -193,7 +197,7 @@ class GpuDetailScreen(Screen[None]):
         facts.index = self.index
         facts.info = app.info
         facts.snapshot = app.snapshot
-        facts.hints = self.hub.hints_by_gpu()
+        facts.hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
         self._sync_header()
         facts.update_lines()
         chart = self.query_one(DetailCharts)

@@ -9,30 +9,43 @@
   (gputui.diag.target), after checking the PID is still the process the row showed.
 - In a replay the PIDs are another machine's: the selection is not used, and that is said.
 - Nothing selected: on the Diagnostics tab the last choice again; else an interpreter chosen
-  with `e`; else gputui.diag.target's default (the busiest GPU process of this tick, else the
-  python3 on PATH, else gputui's own), and the header says which and why.
+  with `e`; else gputui.diag.target's default (your busiest GPU process of this tick, else
+  the python3 on PATH, else gputui's own), and the header says which and why.
+- Whoever's process or interpreter it is, the target says whose privileges its child runs
+  with (as root: another user's runs as that user, or is refused: gputui.diag.privilege).
+
+What it knows of the app comes through the pane: its `PaneContext` and its hub (the latest
+snapshot); the app only says which row was selected and whether its Diagnostics tab was
+already showing (`DiagnosticsPane.diagnose`).
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gputui.diag.target import Target, TargetError, default_target, process_target
-from gputui.ui.render import clean
+from gputui.diag.target import (
+    Target,
+    TargetError,
+    busiest_own,
+    default_target,
+    process_target,
+    python_target,
+)
 
 if TYPE_CHECKING:
-    from gputui.ui.app import GpuTuiApp
-    from gputui.ui.diagnostics.pane import DiagnosticsPane
+    from textual.widget import Widget
+
+    from gputui.telemetry.model import Snapshot
+    from gputui.ui.context import PaneContext
     from gputui.ui.processes.rows import ProcessRow
 
 SERVE_WHY = "gputui serve's --python (a browser session diagnoses no interpreter the page chose)"
 
 
-def selected_row(app: GpuTuiApp) -> ProcessRow | None:
-    """The process under the cursor of the focused process list (None: none focused)."""
+def selected_row(focused: Widget | None) -> ProcessRow | None:
+    """The process under the cursor of the focused widget, when it is a process list."""
     from gputui.ui.processes.widgets import ProcessTable
 
-    focused = app.focused
     return focused.current if isinstance(focused, ProcessTable) else None
 
 
@@ -48,28 +61,31 @@ def _same_process(pid: int, create_time: float) -> bool:
         return False
 
 
-def _busiest(app: GpuTuiApp) -> int | None:
-    snap = app.snapshot
-    if snap is None or not app.context.sources.local_processes:
+def _busiest(ctx: PaneContext, snap: Snapshot | None) -> int | None:
+    if snap is None or not ctx.sources.local_processes:
         return None
-    procs = [p for p in snap.processes if p.visible and p.gpu_memory is not None]
-    return max(procs, key=lambda p: p.gpu_memory or 0).pid if procs else None
+    found = [(p.pid, p.gpu_memory) for p in snap.processes if p.visible and p.gpu_memory is not None]
+    return busiest_own(found)
 
 
 def choose(
-    app: GpuTuiApp, pane: DiagnosticsPane | None, row: ProcessRow | None
+    ctx: PaneContext,
+    snap: Snapshot | None,
+    row: ProcessRow | None,
+    *,
+    shown: str,
+    last: Target | None = None,
+    picked: bool = False,
 ) -> tuple[Target | None, str | None]:
     """The target (None: the interpreter chosen with `e`, as the header already shows it), and
-    a note to show when the selection was not used (None: nothing to say)."""
-    ctx = app.context
+    a note to show when the selection was not used (None: nothing to say).  `snap`: the
+    latest snapshot; `shown`: the interpreter the tab shows; `last`: the target of the last
+    `g`, when it is pressed on the Diagnostics tab itself (None otherwise); `picked`: `shown`
+    was chosen with `e`.  TargetError: the default cannot be run safely (see
+    gputui.diag.privilege)."""
     if ctx.serve_session or ctx.diag_python:
-        python = ctx.diag_python or (pane.python if pane is not None else None)
-        if python is None:
-            from gputui.diag.interpreters import default_interpreter
-
-            python = default_interpreter()
         why = SERVE_WHY if ctx.serve_session else "--diag-python"
-        return Target(python, why), None
+        return python_target(ctx.diag_python or shown, why), None
     note = None
     if row is not None and row.launcher is None:
         pid = row.proc.pid
@@ -82,28 +98,12 @@ def choose(
                 return process_target(pid), None
             except TargetError as exc:
                 note = f"PID {pid} not diagnosed: {exc}"
-    if pane is not None and note is None and row is None:
-        if pane.target is not None and app.current_pane() is pane:
-            return pane.target, None  # g on the Diagnostics tab: the same again
-        if pane.picked:
+    if note is None and row is None:
+        if last is not None:
+            return last, None  # g on the Diagnostics tab: the same again
+        if picked:
             return None, None
-    target = default_target(_busiest(app))
+    target = default_target(_busiest(ctx, snap))
     if note is not None:
         target.notes.insert(0, note)
     return target, note
-
-
-async def diagnose(app: GpuTuiApp) -> None:
-    """The app's `g`: choose (before the tab changes focus), then show the tab and run."""
-    row = selected_row(app)
-    loaded = app.query_one("#diagnostics")
-    from gputui.ui.diagnostics.pane import DiagnosticsPane
-
-    pane = loaded if isinstance(loaded, DiagnosticsPane) else None
-    target, note = choose(app, pane, row)
-    real = await app.load_pane("diagnostics")
-    await app.action_show_tab("diagnostics")
-    assert isinstance(real, DiagnosticsPane)
-    if note is not None:
-        app.notify(clean(note), severity="warning", timeout=6, markup=False)
-    real.start_diagnosis(target)

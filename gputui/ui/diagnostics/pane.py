@@ -17,12 +17,13 @@ from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.message import Message
 
-from gputui.diag.interpreters import default_interpreter, find_interpreters
+from gputui.diag.interpreters import find_interpreters
 from gputui.diag.session import DEFAULT_TIMEOUT, DiagnosisSession, StressMonitor, StressSession
-from gputui.diag.target import Target
+from gputui.diag.target import Target, TargetError, fallback_python, header_items, python_target
 from gputui.diag.verdicts import Diagnosis, Finding
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.context import LOCKED, PaneContext
+from gputui.ui.diagnostics.choose import choose
 from gputui.ui.diagnostics.lines import finding_lines, primary_lines, stress_lines, summary_line
 from gputui.ui.diagnostics.picker import InterpreterPicker, label_for
 from gputui.ui.diagnostics.report import save_report
@@ -32,6 +33,7 @@ from gputui.ui.widgets.lines import LineWidget
 
 if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
+    from gputui.ui.processes.rows import ProcessRow
 
 
 # --------------------------------------------------------------------------------------
@@ -84,6 +86,9 @@ class DiagHeader(LineWidget):
     def build(self, width: int, height: int) -> list[Line]:
         p = self.pane
         label = f" ({clean(p.python_label)})" if p.python_label else ""
+        if p.diagnosis is None and p.target is None and not p.picked and not p.context.diag_python:
+            short = p.python_label.split(" (")[0]
+            label = f" ({clean(short)}; g tries your busiest GPU process's Python first)"
         lines: list[Line] = [
             [
                 (" python ", S.label),
@@ -91,8 +96,12 @@ class DiagHeader(LineWidget):
                 (label, S.dim),
             ],
         ]
-        told = p.target.header() if p.target else []
-        target: list[Line] = [[(fit(clean(t), width), S.dim)] for t in told]
+        told = header_items(p.target.to_json()) if p.target else []
+        # (what the first line says already is not said twice: a chosen interpreter's label,
+        # gputui's own environment)
+        said = {("interpreter", p.python_label), ("environment", "gputui's own")}
+        shown = [f"  {name}: {text}" for name, text in told if (name, text) not in said]
+        target: list[Line] = [[(fit(clean(t), width), S.dim)] for t in shown]
         lines += [*target, summary_line(p.diagnosis, p.running, p.phase, p.elapsed())]
         if not p.running:
             lines += primary_lines(p.diagnosis, width)
@@ -179,10 +188,12 @@ class DiagnosticsPane(Pane):
 
     def __init__(self, hub: Hub, context: PaneContext = LOCKED) -> None:
         super().__init__(hub, context)
-        self.python = context.diag_python or default_interpreter()
+        if context.diag_python:
+            self.python, self.python_label = context.diag_python, label_for(context.diag_python)
+        else:  # what `g` with nothing selected runs when no GPU process of yours is there
+            self.python, self.python_label = fallback_python()
         """The interpreter diagnosed.  In a browser session of `gputui serve` only serve's
         command line chooses it (the page may neither pick nor type one)."""
-        self.python_label = label_for(self.python)
         self.target: Target | None = None
         """Which interpreter and environment the last `g` chose (gputui.ui.diagnostics.choose):
         its interpreter, why, and the process's environment; None before the first."""
@@ -200,7 +211,7 @@ class DiagnosticsPane(Pane):
         self.stress_monitor = StressMonitor()
         """Fed by the hub with every snapshot the poller takes (the monitor's own sampling)."""
         self.stress_duration = 60.0
-        """Burn seconds for `s`."""
+        """Burn seconds for `b`."""
         self.stress_args: list[str] = []
         """Extra stress-child arguments (tests)."""
         self._stress_generation = 0
@@ -260,6 +271,25 @@ class DiagnosticsPane(Pane):
 
     # ---- the diagnosis ---------------------------------------------------------------
 
+    def diagnose(self, row: ProcessRow | None, again: bool) -> None:
+        """`g`: diagnose the selected process `row`, else the default (chosen by
+        gputui.ui.diagnostics.choose); `again`: pressed on this tab."""
+        try:
+            target, note = choose(
+                self.context,
+                self.hub.latest,
+                row,
+                shown=self.python,
+                last=self.target if again else None,
+                picked=self.picked,
+            )
+        except TargetError as exc:
+            self.app.notify(clean(f"Not diagnosed: {exc}"), severity="error", timeout=8, markup=False)
+            return
+        if note is not None:
+            self.app.notify(clean(note), severity="warning", timeout=6, markup=False)
+        self.start_diagnosis(target)
+
     def start_diagnosis(self, target: Target | None = None) -> None:
         if self.running:
             self.app.notify("A diagnosis is already running (x cancels it)", timeout=3)
@@ -267,6 +297,11 @@ class DiagnosticsPane(Pane):
         if target is not None:
             self.target = target
             self.python, self.python_label = target.python, ""
+        try:
+            self.target = self._target()
+        except TargetError as exc:
+            self.app.notify(clean(f"Not diagnosed: {exc}"), severity="error", timeout=8, markup=False)
+            return
         self._generation += 1
         gen = self._generation
         self.saved = None
@@ -278,10 +313,11 @@ class DiagnosticsPane(Pane):
             self.python,
             timeout=self.timeout,
             env_overrides=self.env_overrides,
-            base_env=self.target.env if self.target is not None else None,
+            base_env=self.target.env,
             on_finding=lambda f: self.post_message(FindingArrived(f, gen)),
             on_phase=lambda t: self.post_message(PhaseChanged(t, gen)),
             on_done=lambda d: self.post_message(DiagnosisDone(d, gen)),
+            run_as=self.target.privileges,
         )
         self.diagnosis = self.session.diagnosis
         self._started = time.monotonic()
@@ -289,6 +325,14 @@ class DiagnosticsPane(Pane):
         if self._ticker is None:
             self._ticker = self.set_interval(0.25, self._tick)
         self.refresh_header()
+
+    def _target(self) -> Target:
+        """What the next run diagnoses: the target chosen last, else the interpreter shown
+        (chosen with `e`, or the default), with whose privileges it runs (TargetError: none
+        that are safe)."""
+        if self.target is not None and self.target.python == self.python:
+            return self.target
+        return python_target(self.python, self.python_label or "chosen with e")
 
     def _tick(self) -> None:
         if self.running:
@@ -333,6 +377,11 @@ class DiagnosticsPane(Pane):
         if self.stress_running:
             self.app.notify("The stress benchmark is already running (x cancels it)", timeout=3)
             return
+        try:
+            target = self._target()
+        except TargetError as exc:
+            self.app.notify(clean(f"Not run: {exc}"), severity="error", timeout=8, markup=False)
+            return
         self._stress_generation += 1
         gen = self._stress_generation
         self.stress = StressSession(
@@ -342,6 +391,7 @@ class DiagnosticsPane(Pane):
             env_overrides=self.env_overrides,
             monitor=self.stress_monitor,
             on_update=lambda kind: self.post_message(StressUpdated(gen)),
+            run_as=target.privileges,
         )
         self._stress_started = time.monotonic()
         self.stress.start()

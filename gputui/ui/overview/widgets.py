@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import textwrap
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import ClassVar
 
 from textual import events
@@ -13,8 +13,7 @@ from textual.geometry import Region
 from textual.widget import Widget
 
 from gputui.config import CardConfig
-from gputui.telemetry.health_report import HealthReport
-from gputui.telemetry.hints import Hint
+from gputui.telemetry.hints import with_spinning
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.cards import boxed
@@ -331,19 +330,3 @@ class NoGpuPanel(LineWidget):
                 else:
                     body.append([(chunk, S.label)])
         return boxed(title, [], body, width)
-
-
-def with_spinning(
-    hints: Mapping[int, tuple[Hint, ...]], report: HealthReport | None
-) -> Mapping[int, tuple[Hint, ...]]:
-    """Each GPU's hints, a GPU waiting in a collective (job health's spinning signature, held
-    `[health] spin_seconds`) first: "waiting in a collective for 3 min?".  It replaces the
-    tiny-kernels hint, which the same figures give and which would be wrong."""
-    if report is None or not any(g.waiting for g in report.gpus.values()):
-        return hints
-    out = dict(hints)
-    for i, g in report.gpus.items():
-        if g.waiting:
-            rest = tuple(h for h in hints.get(i, ()) if h.kind != "tiny_kernels")
-            out[i] = (Hint("spinning", i, g.short, g.evidence, ()), *rest)
-    return out

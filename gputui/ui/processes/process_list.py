@@ -42,9 +42,9 @@ from gputui.ui.processes.widgets import ProcessTable, SearchInput, TextLines
 from gputui.ui.render import Line, S
 
 if TYPE_CHECKING:
-    from gputui.control.signals import SignalResult
     from gputui.telemetry.hub import Hub
-    from gputui.ui.processes.screens import ProcessDetailScreen, SignalTarget, SignalWatch
+    from gputui.ui.processes.screens import ProcessDetailScreen
+    from gputui.ui.processes.sent import SignalTarget, SignalWatch
 
 OVERVIEW_SORT = "-gpu_memory"
 """The Overview's process list: largest GPU memory first."""
@@ -117,7 +117,7 @@ class ProcessList(Container):
             "search",
             "Search",
             key_display="/",
-            tooltip="Search user and command line (enter keeps it, esc clears it)",
+            tooltip="Search user, command line, job or PID (enter keeps it, esc clears it)",
         ),
         Binding(
             "s,greater_than_sign",
@@ -174,7 +174,7 @@ class ProcessList(Container):
         """The filters as the last run left them (shown as such while unchanged)."""
         self.machine: tuple[str, tuple[str | None, ...]] | None = None
         """The host name and GPU UUIDs of the data shown (a new machine drops its filters)."""
-        self.signals = SignalDesk(self, context.signals)
+        self.signals = SignalDesk(self, self, context.signals)
         """The one signal path (its record is the app's, shared with the other list)."""
         self.me = _current_user()
         self.own_namespace: bool | None = None
@@ -193,7 +193,7 @@ class ProcessList(Container):
         yield TextLines(self._header_lines, id="proc-summary")
         yield ProcessTable(id="proc-table")
         yield TextLines(self._status_lines, id="proc-status")
-        search = SearchInput(placeholder="search user and command line", id="proc-search")
+        search = SearchInput(placeholder="search user, command line, job or PID", id="proc-search")
         search.display = False
         yield search
 
@@ -310,7 +310,7 @@ class ProcessList(Container):
         self.launcher_rows = self.builder.launcher_rows(snapshot)
         present = {r.ident for r in [*self.all_rows, *self.launcher_rows] if r.ident is not None}
         self.marks &= present
-        self.signals._expire_watches(present)
+        self.signals.expire(present)
         self._refresh()
 
     def _refresh(self, *, reordered: bool = False, to_top: bool = False) -> None:
@@ -320,7 +320,7 @@ class ProcessList(Container):
         table = self.table
         table.state = self.state
         table.marks = self.marks
-        table.notes = self.signals._notes()
+        table.notes = self.signals.notes()
         if not self.all_rows:
             table.empty_text = (
                 "no GPU processes" if self.snapshot is not None else "waiting for the first sample…"
@@ -381,10 +381,13 @@ class ProcessList(Container):
         return self.signals.note_for(ident)
 
     def _targets(self, rows: list[ProcessRow]) -> tuple[list[SignalTarget], list[str]]:
-        return self.signals._targets(rows)
+        return self.signals.targets(rows)
 
-    def _record(self, results: list[SignalResult], at: float) -> None:
-        self.signals._record(results, at)
+    def signals_changed(self, *, sent: bool) -> None:
+        """The signal desk's news: redraw; after a signal went out, the marks are done."""
+        if sent:
+            self.marks.clear()
+        self._refresh()
 
     def selected_rows(self) -> list[ProcessRow]:
         """The marked processes (all their rows, filtered out or not), else the cursor's row."""
@@ -554,10 +557,10 @@ class ProcessList(Container):
         self.app.push_screen(screen, closed)
 
     def action_job_view(self) -> None:
-        open_job_view(self, self.table.current)
+        open_job_view(self, self.hub, self.table.current, local=self.signals_possible)
 
     def action_stacks(self) -> None:
-        open_stacks(self, self.table.current)
+        open_stacks(self, self.hub, self.table.current, local=self.signals_possible)
 
     @classmethod
     def help_sections(cls, title: str) -> list[tuple[str, list[BindingType]]]:

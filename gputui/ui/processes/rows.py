@@ -69,7 +69,7 @@ class ProcessRow:
     command: str
     """Display text of the command line (escaped)."""
     haystack: str
-    """What `/` searches: user and command line, lower case."""
+    """What `/` searches as text: user, command line and job, lower case (the PID: `matches`)."""
     elapsed: float | None
     """Seconds since the process started, at the snapshot's time."""
     job: str = ""
@@ -194,7 +194,8 @@ class ViewState:
     """Only this GPU."""
     compute_only: bool = False
     search: str = ""
-    """Case-insensitive text searched in user, command line and job."""
+    """Case-insensitive text searched in user, command line and job; digits also find the
+    PIDs that are or begin with them (`search_matches`)."""
     job: str | None = None
     """Only this job (its JOB column text)."""
     tree: bool = False
@@ -231,6 +232,15 @@ def view_state_for(sort: str | None) -> ViewState:
     return ViewState(sort_key=col.key, descending=sort.startswith("-") != inverted)
 
 
+def search_matches(row: ProcessRow, needle: str) -> bool:
+    """`/`'s rule: `needle` (lower case) is in the row's user, command line or job, or it is
+    ASCII digits that the row's PID is or begins with (`65` finds 650 and 651, not 1650)."""
+    if needle in row.haystack:
+        return True
+    digits = needle.strip()
+    return digits.isascii() and digits.isdigit() and str(row.proc.pid).startswith(digits)
+
+
 def filter_rows(rows: Iterable[ProcessRow], state: ViewState, me: str | None) -> list[ProcessRow]:
     gpu = state.gpu
     needle = state.search.lower()
@@ -242,7 +252,7 @@ def filter_rows(rows: Iterable[ProcessRow], state: ViewState, me: str | None) ->
             continue
         if state.compute_only and not r.is_compute:
             continue
-        if needle and needle not in r.haystack:
+        if needle and not search_matches(r, needle):
             continue
         if state.job is not None and r.job != state.job:
             continue

@@ -1,13 +1,12 @@
 """The Processes tab's screens: the confirmation before a signal, and a process's detail
-view.  Signals themselves are sent by the list's one path (gputui/ui/processes/signals.py)."""
+view.  Signals themselves are sent by the list's one path (gputui/ui/processes/signals.py);
+the detail view uses the list it was opened from through `DetailHost` alone."""
 
 from __future__ import annotations
 
 import contextlib
-import signal
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from rich.table import Table
 from rich.text import Text
@@ -19,17 +18,17 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Static
 
 from gputui.ui.processes.detail_lines import DetailData, detail_lines
-from gputui.ui.processes.lines import fmt_mem
-from gputui.ui.processes.rows import Ident, ProcessRow
+from gputui.ui.processes.lines import RowNote, fmt_mem
+from gputui.ui.processes.rows import Ident, ProcessRow, RowKey
+from gputui.ui.processes.sent import SignalTarget
 from gputui.ui.processes.widgets import TextLines
 from gputui.ui.render import Line, S, fit
 from gputui.ui.widgets.lines import LineWidget
 from gputui.untrusted import literal
 
 if TYPE_CHECKING:
-    from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.telemetry.host.processes import ProcessDetail
-    from gputui.ui.processes.process_list import ProcessList
+    from gputui.telemetry.hub import Hub
 
 # gputui.control.signals and gputui.telemetry.host.processes (psutil) are imported when first used:
 # a replay never needs them, and the first frame comes ~15 ms sooner.
@@ -45,36 +44,6 @@ FACTS_EVERY_S = 5.0
 """The detail view re-reads its process's facts this often (off the UI thread)."""
 COMMAND_IN_DIALOG = 400
 """Characters of each command line in the confirmation (the detail view has all of it)."""
-
-
-@dataclass
-class SignalTarget:
-    """One process as the confirmation shows it (merged over its GPUs)."""
-
-    identity: ProcessIdentity
-    gpus: list[int] = field(default_factory=list)
-    gpu_memory: int | None = None
-    command: str = ""
-    pinned: PinnedProcess | None = None
-    """Held from the moment the confirmation is shown (see `gputui.control.signals.pin`)."""
-    role: str = ""
-    """In a whole-job signal: how it belongs to the job ("launcher", "child of 123", ...)."""
-
-
-@dataclass
-class SignalWatch:
-    """A signal sent (or refused) and what became of the process."""
-
-    result: SignalResult
-    at: float
-    """time.monotonic() when it was sent."""
-    exited_after: float | None = None
-    """Seconds from sending to the process being gone."""
-    gave_up: bool = False
-
-
-def signal_number(name: str) -> int:
-    return int(getattr(signal, f"SIG{name}"))
 
 
 # --------------------------------------------------------------------------------------
@@ -199,6 +168,22 @@ class DetailView(LineWidget):
         return detail_lines(self.data, width)
 
 
+class DetailHost(Protocol):
+    """What the detail view uses of the process list it was opened from (`ProcessList`)."""
+
+    @property
+    def hub(self) -> Hub: ...
+    @property
+    def readonly(self) -> bool: ...
+    @property
+    def signals_possible(self) -> bool: ...
+    def check_signal(self) -> bool | None: ...
+    def row_for(self, key: RowKey, ident: Ident | None) -> ProcessRow | None: ...
+    def note_for(self, ident: Ident | None) -> RowNote | None: ...
+    def ask_to_signal(self, rows: list[ProcessRow], name: str) -> None: ...
+    def action_refused(self) -> None: ...
+
+
 class ProcessDetailScreen(ModalScreen[None]):
     """Enter on a row: the whole command line, cwd, user, start time, parent and children,
     GPU memory and SM % history, environment (GPU-related variables; `e` for all)."""
@@ -220,7 +205,7 @@ class ProcessDetailScreen(ModalScreen[None]):
         Binding("T,K,I", "refused", show=False),  # a replay: hidden above, pressed says why
     ]
 
-    def __init__(self, pane: ProcessList, row: ProcessRow) -> None:
+    def __init__(self, pane: DetailHost, row: ProcessRow) -> None:
         super().__init__()
         self.pane = pane
         self.key = row.key
@@ -302,8 +287,3 @@ class ProcessDetailScreen(ModalScreen[None]):
             self.notify("The process is no longer on this GPU.", severity="warning")
             return
         self.pane.ask_to_signal([row], name)
-
-
-# --------------------------------------------------------------------------------------
-# the tab
-# --------------------------------------------------------------------------------------

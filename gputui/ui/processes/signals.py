@@ -4,7 +4,8 @@ and start time) that will be signalled; the signal goes through `gputui.control.
 a worker thread; the rows and the status line then show what happened.
 
 What was sent, and what became of it, is kept in the app's one `SentSignals` record (in its
-`PaneContext`), so a signal sent from one list shows on the other's rows too.
+`PaneContext`), so a signal sent from one list shows on the other's rows too.  The desk knows
+the list it serves through `SignalOwner` alone, and the list uses the desk's public methods.
 """
 
 from __future__ import annotations
@@ -14,21 +15,21 @@ import signal
 import time
 from collections.abc import Callable
 from functools import partial
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from gputui.ui.processes.lines import PS, RowNote
 from gputui.ui.processes.rows import Ident, ProcessRow
+from gputui.ui.processes.sent import SignalTarget, SignalWatch, signal_number
 from gputui.ui.render import Line, S, clean
 from gputui.untrusted import literal
 
 if TYPE_CHECKING:
     from textual.app import App
+    from textual.widget import Widget
 
     from gputui.control.jobs import JobMember, JobMembers
     from gputui.control.signals import PinnedProcess, ProcessIdentity, SignalResult
     from gputui.ui.context import SentSignals
-    from gputui.ui.processes.process_list import ProcessList
-    from gputui.ui.processes.screens import SignalTarget, SignalWatch
 
 # gputui.control.signals (psutil) and the dialogs are imported when first used: a replay
 # never needs them, and the Overview's list is in the first frame.
@@ -40,12 +41,31 @@ FAILED_NOTE_S = 20.0
 EXITED_NOTE_S = 10.0
 
 
+class SignalOwner(Protocol):
+    """What the desk uses of the process list it serves (`ProcessList`)."""
+
+    @property
+    def all_rows(self) -> list[ProcessRow]:
+        """The rows of the latest tick (the GPUs and memory a whole job's members hold)."""
+        ...
+
+    def check_signal(self) -> bool | None:
+        """True: signals allowed; None: shown but disabled (a replay); False: --readonly."""
+        ...
+
+    def signals_changed(self, *, sent: bool) -> None:
+        """Redraw the rows and status line; `sent`: a signal went out (the marks are done)."""
+        ...
+
+
 class SignalDesk:
     """A process list's way to signal: asks, pins, sends, watches, and notes the outcome
-    in the app's shared record (`book`)."""
+    in the app's shared record (`book`).  `widget` (the list itself) asks, notifies and runs
+    the workers."""
 
-    def __init__(self, owner: ProcessList, book: SentSignals) -> None:
+    def __init__(self, owner: SignalOwner, widget: Widget, book: SentSignals) -> None:
         self.owner = owner
+        self.widget = widget
         self.book = book
 
     # ---- the shared record and the list it serves --------------------------------------
@@ -78,16 +98,16 @@ class SignalDesk:
 
     @property
     def app(self) -> App[object]:
-        return self.owner.app
+        return self.widget.app
 
     def notify(self, message: str, **kwargs: object) -> None:
-        self.owner.notify(message, **kwargs)  # type: ignore[arg-type]
+        self.widget.notify(message, **kwargs)  # type: ignore[arg-type]
 
     def check_signal(self) -> bool | None:
         return self.owner.check_signal()
 
     def _refresh(self) -> None:
-        self.owner._refresh()
+        self.owner.signals_changed(sent=False)
 
     # ---- the status line -----------------------------------------------------------------
 
@@ -138,7 +158,8 @@ class SignalDesk:
         offer = " · K: SIGKILL" if w.result.signal != signal.SIGKILL else ""
         return RowNote(f"{name} sent · still running after {running} s{offer}", PS.note_warn)
 
-    def _notes(self) -> dict[Ident, RowNote]:
+    def notes(self) -> dict[Ident, RowNote]:
+        """Each row's note (signalled, exited, refused), by process."""
         out = {}
         for ident in self.watches:
             note = self.note_for(ident)
@@ -146,7 +167,8 @@ class SignalDesk:
                 out[ident] = note
         return out
 
-    def _expire_watches(self, present: set[Ident]) -> None:
+    def expire(self, present: set[Ident]) -> None:
+        """Forget what no longer needs saying (`present`: the processes of the latest tick)."""
         now = time.monotonic()
         for ident, w in list(self.watches.items()):
             done = (not w.result.sent and now - w.at > FAILED_NOTE_S) or (
@@ -157,10 +179,8 @@ class SignalDesk:
 
     # ---- signals: asking and sending -------------------------------------------------
 
-    def _targets(self, rows: list[ProcessRow]) -> tuple[list[SignalTarget], list[str]]:
+    def targets(self, rows: list[ProcessRow]) -> tuple[list[SignalTarget], list[str]]:
         """Merge rows into processes (one per PID and start time); say why others are left out."""
-        from gputui.ui.processes.screens import SignalTarget  # (not on the first frame's path)
-
         targets: dict[Ident, SignalTarget] = {}
         problems: list[str] = []
         for r in rows:
@@ -185,7 +205,7 @@ class SignalDesk:
         return list(targets.values()), problems
 
     def ask_to_signal(self, rows: list[ProcessRow], name: str) -> None:
-        from gputui.ui.processes.screens import SignalDialog, signal_number
+        from gputui.ui.processes.screens import SignalDialog
 
         allowed = self.check_signal()
         if not allowed:
@@ -205,7 +225,7 @@ class SignalDesk:
             return
         from gputui.control.signals import pin
 
-        targets, problems = self._targets(rows)
+        targets, problems = self.targets(rows)
         sig = signal_number(name)
         # Pin each process now, while the user looks at it: what is sent later goes to
         # exactly these processes.  One already gone, reused or not ours is said now.
@@ -215,7 +235,7 @@ class SignalDesk:
             if t.pinned.problem is not None:
                 refused = dataclasses.replace(t.pinned.problem, signal=sig)
                 problems.append(refused.message)
-                self._record([refused], time.monotonic())
+                self.record([refused], time.monotonic())
                 continue
             ready.append(t)
         for problem in problems:
@@ -237,7 +257,7 @@ class SignalDesk:
     # ---- a whole job ------------------------------------------------------------------
 
     def _list_job(self, row: ProcessRow, name: str) -> None:
-        self.owner.run_worker(
+        self.widget.run_worker(
             partial(self._list_job_thread, row, name), thread=True, exit_on_error=False, group="job-list"
         )
 
@@ -259,7 +279,7 @@ class SignalDesk:
         self, row: ProcessRow, name: str, members: JobMembers, pinned: list[tuple[JobMember, PinnedProcess]]
     ) -> None:
         from gputui.telemetry.host.cmdline import readable_command
-        from gputui.ui.processes.screens import SignalDialog, SignalTarget, signal_number
+        from gputui.ui.processes.screens import SignalDialog
 
         lp = row.launcher
         assert lp is not None
@@ -273,7 +293,7 @@ class SignalDesk:
             if p.problem is not None:
                 refused = dataclasses.replace(p.problem, signal=sig)
                 self.notify(clean(refused.message), severity="warning", timeout=8, markup=False)
-                self._record([refused], time.monotonic())
+                self.record([refused], time.monotonic())
                 continue
             rows = [r for r in self.all_rows if r.proc.pid == m.identity.pid]
             mems = [r.proc.gpu_memory for r in rows if r.proc.gpu_memory is not None]
@@ -311,7 +331,7 @@ class SignalDesk:
         self.app.push_screen(SignalDialog(ready, name, job=title, left_out=left_out), answered)
 
     def _send(self, targets: list[SignalTarget], sig: int) -> None:
-        self.owner.run_worker(
+        self.widget.run_worker(
             partial(self._send_thread, targets, sig), thread=True, exit_on_error=False, group="signals"
         )
 
@@ -349,10 +369,8 @@ class SignalDesk:
             return False
         return True
 
-    def _record(self, results: list[SignalResult], at: float) -> None:
+    def record(self, results: list[SignalResult], at: float) -> None:
         """Remember each result for its row and the status line."""
-        from gputui.ui.processes.screens import SignalWatch
-
         for r in results:
             self.watches[(r.identity.pid, r.identity.create_time)] = SignalWatch(r, at)
             style = PS.note_ok if r.sent else PS.note_bad
@@ -364,12 +382,11 @@ class SignalDesk:
             self.job_batch[1]
         ):
             self.job_batch = None  # a later signal to other processes
-        self._record(results, at)
+        self.record(results, at)
         for r in results:
             if not r.sent:
                 self.notify(clean(r.message), severity="warning", timeout=8, markup=False)
-        self.owner.marks.clear()
-        self._refresh()
+        self.owner.signals_changed(sent=True)
 
     def _on_exited(self, identity: ProcessIdentity, sig: int, at: float) -> None:
         """The process is gone (seen at monotonic time `at`): counted from the latest signal
