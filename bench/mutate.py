@@ -2469,6 +2469,14 @@ MUTATIONS: list[Mutation] = [
         "a rank missing from one tick's list is named as gone at once",
     ),
     Mutation(
+        "verdict-unread-stack-waits-the-full-refresh",
+        "gputui/telemetry/health.py",
+        '    return STACK_RETRY if w.place == "unread" and w.reason not in FINAL_REASONS else STACK_REFRESH',
+        "    return STACK_REFRESH",
+        (f"{MIXED}::test_a_stack_that_could_not_be_read_is_wanted_again_sooner",),
+        "a stack another tracer stood in the way of is not read again for 30 s (the verdict stalls)",
+    ),
+    Mutation(
         "verdict-logging-wrapper-is-the-call",
         "gputui/stacks/where.py",
         "            inner = [g for g in frames[k:] if not _module_file(g).startswith(_WRAPPER_FILES)]",

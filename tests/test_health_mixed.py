@@ -388,3 +388,20 @@ def test_a_moment_in_d_at_no_cpu_is_host_work_not_unknown() -> None:
         if x is not None and r.timestamp >= start:
             want = "disk" if r.timestamp - start >= MATRIX_CFG.cpu_window_seconds else "computing"
             assert x.condition == want, (r.timestamp - start, x.condition)
+
+
+@pytest.mark.parametrize(
+    ("reason", "again"), [("py-spy-failed", 10.0), ("timeout", 10.0), ("no-py-spy", 30.0)]
+)
+def test_a_stack_that_could_not_be_read_is_wanted_again_sooner(reason: str, again: float) -> None:
+    """DERIVED: rank 1 busy on its host, its stack unread at tick 40 (another tracer in the
+    way, py-spy too slow: asked again after 10 s; py-spy missing: after 30 s, as a read one)."""
+    _, snaps = matrix_job(_busy)
+    snaps = _with_where(
+        snaps, 40, taken=snaps[40].timestamp, place="unread", call=None, at=None, reason=reason
+    )
+    asked = [
+        r.timestamp - snaps[40].timestamp for r in judge(snaps)[40:] if any(p == STOPPED for p, _ in r.wanted)
+    ]
+    first = asked[0] if asked else float("inf")  # the recording ends 20 s after the read
+    assert again <= first and (first < again + 1.1 or again > 20)

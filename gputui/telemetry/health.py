@@ -187,6 +187,11 @@ STACK_KEEP = 120.0
 the job's current wait)."""
 STACK_REFRESH = 30.0
 """Seconds after which a suspected job's rank's stack is wanted again."""
+STACK_RETRY = 10.0
+"""Seconds after which a stack that could not be read is wanted again, unless it never can be
+(no py-spy, not Python, stopped): another tracer (a second py-spy) or a slow moment may have
+stood in the way."""
+FINAL_REASONS = ("no-py-spy", "not-python", "stopped")
 SAME_PROCESS = 0.005
 """Start times closer than this are the same process (gputui.stacks.dump compares alike)."""
 TRACED_GRACE = 10.0
@@ -470,7 +475,7 @@ class HealthEngine:
                 r
                 for r in out
                 if r.condition not in ("stopped", "zombie")
-                and (r.where is None or ts - r.where.taken >= STACK_REFRESH)
+                and (r.where is None or ts - r.where.taken >= _refresh(r.where))
             ]
             ask.sort(key=lambda r: r.condition == "spinning")  # the ranks to place first
             wanted.extend((r.pid, r.create_time) for r in ask)
@@ -518,6 +523,11 @@ class HealthEngine:
         if ts - held[1] < self.config.straggler_seconds:
             return None
         return straggler.verdict(ranks, named, held[2] / held[3], held[1], ts)
+
+
+def _refresh(w: RankWhere) -> float:
+    """How old a rank's stack evidence may get before it is wanted again."""
+    return STACK_RETRY if w.place == "unread" and w.reason not in FINAL_REASONS else STACK_REFRESH
 
 
 def _total(values: Iterable[int | None]) -> int | None:
