@@ -114,8 +114,8 @@ def fixture_stacks(s: Slot) -> list[tuple[float, StackEvidence]]:
     same parser (`parse_text`) and the same reading (`rank_where`).  A dump that failed (the
     stopped rank, a rank that had gone) is left out: the live path's reasons for those need
     the process itself (its state then), which a text file does not hold."""
-    from gputui.stacks.dump import parse_text
     from gputui.stacks.model import StackResult
+    from gputui.stacks.pyspy_text import parse_text
     from gputui.stacks.where import rank_where
 
     created = {p.pid: p.create_time for t in s.ticks for p in t.processes}

@@ -1,5 +1,5 @@
 """Where a rank is, from its Python stack (gputui.stacks.where), read with the parser the live
-sampler uses (gputui.stacks.dump.parse_text): on the REAL py-spy dumps captured beside the 4x
+sampler uses (gputui.stacks.pyspy_text.parse_text): on the REAL py-spy dumps captured beside the 4x
 H100 matrix's recordings (tests/fixtures/h100-x4-matrix/*/stacks-*.txt), and on real
 processes of this machine (JSON and text of the same stack agree)."""
 
@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from matrix_support import fixture_stacks, slot, stack_sections
 
-from gputui.stacks.dump import find_py_spy, parse_text
+from gputui.stacks.dump import find_py_spy
 from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
+from gputui.stacks.pyspy_text import parse_text
 from gputui.stacks.where import MAX_FRAMES, MAX_WORDS, locate, rank_where
 
 
