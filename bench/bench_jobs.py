@@ -4,6 +4,7 @@
     python bench/bench_jobs.py health [--processes 240] [--rounds 30] [--workers-only]
                                       [--rescan-every N]
     python bench/bench_jobs.py stacks [--procs 8] [--rounds 5] [--threads 0] [--native]
+    python bench/bench_jobs.py verdicts [--procs 8] [--rounds 5]
 
 attribution: job attribution and the launcher walk per tick on the sampling thread, with and
 without the per-(PID, start time) cache.  Starts N real processes (`sleep`, in groups of 8
@@ -41,6 +42,20 @@ ranks: measure").  Starts N Python children, each blocked in a function a few fr
 has), then dumps all of them with gputui.stacks.dump.dump_many (in parallel, PARALLEL at
 once) ROUNDS times and one at a time once; prints the median and each round.  Needs py-spy
 and ptrace.  Every child is killed at the end.
+
+verdicts: issue 32's budget (verdicts and stack sampling at most 0.5 % of a core at 1 Hz with
+8 GPUs and 240 processes, replayed).
+1. `HealthEngine.update` over the derived 8-GPU, 240-process recording with jobs (30 jobs of 8
+   ranks), CPU time per tick, in three variants: every rank computing (state R, GPM figures on
+   every GPU: the straggler path), every rank blocked past a 2 s `stuck_seconds` (the stuck
+   path, a verdict every tick) without evidence, and the same with every rank's stack evidence
+   and a RAS view of every job in the snapshots (BUILT here: one communicator per job, rank 1
+   one AllReduce behind): what the engine costs with the most evidence to weigh.
+2. The sampler (gputui.stacks.sampler): N Python children blocked a few frames deep, one pass
+   of `StackSampler` over them (per_pass N), ROUNDS times: wall time of the pass, CPU of this
+   process (the pass's thread and event loop) and of the py-spy children (RUSAGE_CHILDREN);
+   and per tick, `attach` + `want` when nothing is due (the price every tick pays).  What a
+   suspected 8-rank job costs at 1 Hz follows: its ranks read once per STACK_REFRESH.
 """
 
 from __future__ import annotations
@@ -378,6 +393,148 @@ def stacks(a: argparse.Namespace) -> None:
     )
 
 
+# ---- issue 32: verdicts with evidence, and the stack sampler ---------------------------------------
+
+
+def _evidence_snaps(kind: str) -> list:
+    """The 240-process recording, every process a rank in `kind` ("computing" or "blocked"),
+    GPM on every GPU; with "evidence", every rank's stack and a RAS view of every job at the
+    tick after the wait began (BUILT: the benchmark's, not a real job's)."""
+    from gputui.telemetry.model import GpmSample
+    from gputui.telemetry.nccl.model import NcclComm, NcclCount, NcclRank, NcclView, RasAnswer
+    from gputui.telemetry.stack_evidence import RankWhere, StackEvidence
+
+    gpm = GpmSample(graphics_active=100.0, sm_active=60.0, tensor_active=55.0, fp64_active=0.0,
+                    fp32_active=1.0, fp16_active=0.0, dram_active=20.0)  # fmt: skip
+    out = []
+    for s in read_recording(JOBS_240)[1]:
+        busy = kind == "computing"
+        procs = tuple(
+            dataclasses.replace(p, state="R" if busy else "S", cpu_percent=100.0 if busy else 0.0)
+            for p in s.processes
+        )
+        gpus = tuple(
+            dataclasses.replace(g, gpm=gpm if busy else None, gpu_util=100 if busy else 0) for g in s.gpus
+        )
+        out.append(dataclasses.replace(s, processes=procs, gpus=gpus))
+    if kind == "evidence":
+        k = 5
+        s = out[k]
+        wheres = tuple(
+            RankWhere(p.pid, s.timestamp, p.create_time, "collective", "all_reduce", "train.py:42",
+                      ("all_reduce (torch/distributed/distributed_c10d.py:2)", "main (train.py:42)"))
+            for p in s.processes
+        )  # fmt: skip
+        jobs: dict[int | None, list] = {}
+        for p in s.processes:
+            jobs.setdefault(p.launcher, []).append(p)
+        comms = tuple(
+            NcclComm(f"0x{n + 1:x}", size=len(ps), ranks=tuple(
+                NcclRank(rank=r, host="192.0.2.2", pid=p.pid, init_state=0, async_error=0,
+                         counts=(NcclCount("AllReduce", 100 - (r == 1)),))
+                for r, p in enumerate(ps)), counts_since=s.timestamp - 60)
+            for n, ps in enumerate(jobs.values())
+        )  # fmt: skip
+        view = NcclView(s.timestamp, (RasAnswer("localhost:28028", tuple(p.pid for p in s.processes),
+                                                format="json", communicators=comms),), ("192.0.2.2",))  # fmt: skip
+        out[k] = dataclasses.replace(s, stacks=StackEvidence(wheres), nccl=view)
+    return out
+
+
+def engine_cost() -> dict[str, dict[str, float]]:
+    from gputui.telemetry.health_report import HealthConfig
+
+    result = {}
+    for kind in ("computing", "blocked", "evidence"):
+        snaps = _evidence_snaps(kind)
+        spent: list[float] = []
+        verdicts = 0
+        for _ in range(3):
+            engine = HealthEngine(HealthConfig(stuck_seconds=2.0, straggler_seconds=2.0))
+            for s in snaps:
+                t0 = time.process_time()
+                r = engine.update(s)
+                spent.append(time.process_time() - t0)
+                verdicts += sum(j.verdict is not None for j in r.jobs)
+        mean = sum(spent) / len(spent)
+        result[kind] = {
+            "ticks": len(spent),
+            "verdicts": verdicts,
+            "ms_median": round(statistics.median(spent) * 1e3, 3),
+            "ms_mean": round(mean * 1e3, 3),
+            "pct_of_core_at_1hz": round(mean * 100, 3),
+        }
+    return result
+
+
+def sampler_cost(n: int, rounds: int) -> dict[str, float | int]:
+    import resource
+
+    from gputui.stacks.sampler import StackSampler
+    from gputui.telemetry.host.starttime import start_time
+    from gputui.telemetry.model import Snapshot
+
+    if find_py_spy() is None:
+        sys.exit("py-spy is not installed: pip install py-spy")
+    import psutil
+
+    kids = [subprocess.Popen([sys.executable, "-c", CHILD, "0"], stdout=subprocess.PIPE) for _ in range(n)]
+    try:
+        for k in kids:
+            assert k.stdout is not None
+            assert k.stdout.readline() == b"ready\n"
+        idents = [(k.pid, start_time(psutil.Process(k.pid))) for k in kids]
+        walls, own, children = [], [], []
+        for r in range(rounds + 1):
+            sampler = StackSampler(per_pass=n, min_gap=0.0, pass_gap=0.0)
+            c0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            t0, p0 = time.perf_counter(), time.process_time()
+            assert sampler.want(idents)
+            assert sampler.join(60)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - p0
+            c1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+            got = sampler.attach(Snapshot(0, time.time())).stacks
+            assert got is not None
+            assert all(w.place != "unread" for w in got.ranks), got
+            if r:  # the first warms py-spy's binary in the page cache
+                walls.append(wall)
+                own.append(cpu)
+                children.append((c1.ru_utime + c1.ru_stime) - (c0.ru_utime + c0.ru_stime))
+        idle = StackSampler()
+        snap = Snapshot(0, time.time())
+        t0 = time.process_time()
+        for _ in range(10_000):
+            idle.attach(snap)
+            idle.want(())
+        tick = (time.process_time() - t0) / 10_000
+    finally:
+        for k in kids:
+            k.kill()
+            k.wait()
+    from gputui.stacks.sampler import PASS_GAP, PER_PASS
+    from gputui.telemetry.health import STACK_REFRESH
+
+    pass_cpu = statistics.median(own) + statistics.median(children)
+    per_rank = pass_cpu / n
+    return {
+        "ranks": n,
+        "pass_wall_ms_median": round(statistics.median(walls) * 1e3, 1),
+        "pass_cpu_ms_this_process": round(statistics.median(own) * 1e3, 1),
+        "pass_cpu_ms_py_spy_children": round(statistics.median(children) * 1e3, 1),
+        "per_tick_idle_us": round(tick * 1e6, 2),
+        # a suspected job of n ranks: each re-read every STACK_REFRESH, as the pass gap allows
+        "suspected_job_of_n_ranks_pct_of_core": round(
+            per_rank * min(n / STACK_REFRESH, PER_PASS / PASS_GAP) * 100, 3
+        ),
+        "most_the_sampler_costs_pct_of_core": round(per_rank * PER_PASS / PASS_GAP * 100, 3),
+    }
+
+
+def verdicts(a: argparse.Namespace) -> None:
+    print("engine:", json.dumps(engine_cost()))
+    print("sampler:", json.dumps(sampler_cost(a.procs, a.rounds)))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description="What gputui's job features cost (see the docstring)")
     sub = ap.add_subparsers(dest="what", required=True)
@@ -397,6 +554,10 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--native", action="store_true")
     p.set_defaults(func=stacks)
+    p = sub.add_parser("verdicts", help="issue 32: the verdict engine with evidence, and the stack sampler")
+    p.add_argument("--procs", type=int, default=8)
+    p.add_argument("--rounds", type=int, default=5)
+    p.set_defaults(func=verdicts)
     a = ap.parse_args()
     a.func(a)
 

@@ -11,7 +11,10 @@
 # bench/ras_capture.py); at 35 s and 55 s every rank's `py-spy dump` (and --native at 35 s),
 # its state, wchan and CPU, and nvidia-smi (stacks-35.txt, stacks-55.txt); each job's log.
 # With CHECK=1 (the new code) also `gputui snapshot --processes --json --watch 5` with
-# [health] stuck_seconds = 30 (snapshots.jsonl) and `/metrics` at the end (metrics.txt).
+# [health] stuck_seconds = 30 (snapshots.jsonl) and `/metrics` at the end (metrics.txt);
+# `python3 bench/matrix_check.py OUT` then checks each job's verdict against its case.
+# `gputui record` reads the same [health] settings: a suspected job's ranks' stacks, read by
+# gputui itself from half of stuck_seconds on, are in the recording (Snapshot.stacks).
 # The stopped and killed cases are faulted from here 10 s into the recording; `killed` runs
 # under a stand-in srun (bench/load/rank_launcher.py), which leaves the others running.
 # Everything goes to OUT/matrix.tar.gz.
@@ -80,7 +83,7 @@ for slot in "$@"; do
   pids=()
   for j in a b; do for r in 0 1; do pids+=("$(rank_pid "$dir/$j.log" $r)"); done; done
   echo "ranks: a ${pids[0]} ${pids[1]} b ${pids[2]} ${pids[3]}; launchers $la $lb" | tee "$dir/pids.txt"
-  "$py" -m gputui record "$dir/recording.jsonl.gz" --force --duration "$record" --interval 1 \
+  "$py" -m gputui --config "$cfg" record "$dir/recording.jsonl.gz" --force --duration "$record" --interval 1 \
     --note "real $gpu x4: two torchrun/srun jobs of 2 NCCL ranks: $case_a on GPUs 0-1 (ranks ${pids[0]} ${pids[1]}), $case_b on GPUs 2-3 (ranks ${pids[2]} ${pids[3]}); bench/device_matrix.sh" \
     > "$dir/record.log" 2>&1 &
   rec=$!

@@ -378,7 +378,7 @@ def test_rank_that_exited_is_named_with_its_time() -> None:
     v = job.verdict
     assert v is not None and v.kind == "exited" and v.pids == (457,)
     at = time.strftime("%H:%M:%S", time.gmtime(gone_ts))
-    assert v.short == f"rank 1 (PID 457, GPU 0) exited at {at} while the others wait"
+    assert v.short == f"rank 1 (PID 457, GPU 0) has gone (at {at}) while the others wait"
 
 
 def test_every_rank_waiting_is_stuck_since_when_they_all_began() -> None:
@@ -456,23 +456,29 @@ def _two_rank_job() -> list[Snapshot]:
     ]
 
 
-def test_ranks_busy_alike_are_no_stragglers() -> None:
-    """SM 78 % (bf16) against 95.6 % (float32): within the default ratio, no straggler."""
+def test_two_unrelated_trainings_are_no_stragglers() -> None:
+    """bf16 (tensor 45 % of a busy 83 %) beside float32 (FP32 74 % of 98 %): different
+    kernels read as a 24 % wait, under the default 50 %: no straggler."""
     reports = run(_two_rank_job(), HealthConfig(straggler_seconds=0))
     assert any(r.jobs for r in reports)
     assert all(j.verdict is None for r in reports for j in r.jobs)
+    shares = [x.wait_share for r in reports for j in r.jobs for x in j.ranks if x.wait_share]
+    assert shares and 0.2 < max(shares) < 0.3
 
 
-def test_straggler_under_a_tighter_ratio_is_named() -> None:
-    """With straggler_ratio 0.9, GPU 0's 78 % SM is under 0.9 x 95.6 %: PID 598 is named,
-    only after straggler_seconds."""
-    reports = run(_two_rank_job(), HealthConfig(straggler_ratio=0.9, straggler_seconds=10))
-    named = [r for r in reports if r.jobs and r.jobs[0].verdict is not None]
-    assert named
-    v = named[-1].jobs[0].verdict
-    assert v.kind == "straggler" and v.pids == (598,) and "SM activity 78" in v.why
-    first = named[0].jobs[0].verdict
-    assert named[0].timestamp - first.since >= 10
+@pytest.mark.parametrize(("setting", "named"), [(23.5, True), (24.2, False)])
+def test_straggler_wait_is_the_bound_the_others_wait(setting: float, named: bool) -> None:
+    """The same pair's shares are 23.6-24.2 %: with straggler_wait at 23.5 the float32 process
+    (it waits least) is named, only after straggler_seconds; at 24.2 nobody."""
+    reports = run(_two_rank_job(), HealthConfig(straggler_wait=setting, straggler_seconds=10))
+    found = [r for r in reports if r.jobs and r.jobs[0].verdict is not None]
+    assert bool(found) == named
+    if named:
+        v = found[-1].jobs[0].verdict
+        assert v is not None and v.kind == "straggler" and v.pids == (599,)
+        assert v.short == "the others wait ~24 % of each step for PID 599 (GPU 1)"
+        first = found[0].jobs[0].verdict
+        assert first is not None and found[0].timestamp - first.since >= 10
 
 
 @pytest.mark.parametrize(

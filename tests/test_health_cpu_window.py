@@ -66,6 +66,17 @@ def first_verdict(reports: list[HealthReport]) -> int | None:
     return next((k for k, r in enumerate(reports) if r.jobs and r.jobs[0].verdict is not None), None)
 
 
+def assert_only_the_other_waited_long(reports: list[HealthReport], cfg: HealthConfig = CFG) -> None:
+    """The stopped rank is named once the other waiter (whose clock ran on) has waited 30 s;
+    the rank whose clock restarted is counted as waiting, not for long."""
+    k = first_verdict(reports)
+    plain = first_verdict(run(recorded(), cfg))
+    assert k is not None and k == plain
+    v = reports[LAST].jobs[0].verdict
+    assert v is not None and v.pids == (STOP_PID,)
+    assert "1 other rank has waited" in v.why and "1 more waiting for less than 30 s" in v.why
+
+
 def zeroed(pid: int, start: int = 11) -> dict[int, float | None]:
     """The rank at 0.0 % CPU from tick `start` (the recording's 0-1 % made exact)."""
     return dict.fromkeys(range(start, LAST + 1), 0.0)
@@ -101,7 +112,7 @@ def test_a_zero_window_is_the_per_tick_rule() -> None:
     reports = run(snaps, dataclasses.replace(CFG, cpu_window_seconds=0))
     assert rank(reports[25], WAITER).condition == "computing"
     assert rank(reports[LAST], WAITER).waiting_since == snaps[26].timestamp
-    assert first_verdict(reports) is None
+    assert_only_the_other_waited_long(reports, dataclasses.replace(CFG, cpu_window_seconds=0))
 
 
 # ---- a rank that really computes ------------------------------------------------------------
@@ -119,7 +130,7 @@ def test_a_rank_computing_for_6_s_mid_wait_stops_waiting_at_once_and_restarts_it
         assert (r.condition, r.waiting_since) == ("computing", None), k
     r = rank(reports[35], WAITER)
     assert r.condition == "blocked" and r.waiting_since == snaps[35].timestamp
-    assert first_verdict(reports) is None
+    assert_only_the_other_waited_long(reports)
 
 
 def test_the_window_is_the_last_5_s_by_the_snapshots_time() -> None:
@@ -156,10 +167,9 @@ def test_a_steady_cpu_just_under_and_at_the_threshold(cpu: float, condition: str
     assert rank(run(snaps)[LAST], WAITER).condition == condition
 
 
-def test_a_rank_still_computing_is_named_with_the_cpu_it_was_judged_on() -> None:
-    """DERIVED: rank 1 not stopped but busy on the CPU (state S, 50 % from tick 10): the
-    others wait for it, and the verdict quotes its CPU over the window."""
-    snaps = [
+def _busy_rank_1() -> list[Snapshot]:
+    """DERIVED: rank 1 not stopped but busy on the CPU (state S, 50 % from tick 10)."""
+    return [
         dataclasses.replace(
             s,
             processes=tuple(
@@ -169,12 +179,38 @@ def test_a_rank_still_computing_is_named_with_the_cpu_it_was_judged_on() -> None
         )
         for k, s in enumerate(recorded())
     ]
-    reports = run(snaps)
+
+
+def test_a_rank_busy_on_its_host_is_not_named_on_its_cpu_alone() -> None:
+    """The others wait for rank 1, busy on its host (its GPU idle), but where it is was never
+    read: it may busy-wait inside a collective itself.  Nobody is named; the verdict quotes
+    its CPU over the window and says what could not be checked."""
+    reports = run(_busy_rank_1())
     r = rank(reports[LAST], STOP_PID)
     assert (r.condition, r.cpu_percent) == ("computing", 50.0)
     v = reports[LAST].jobs[0].verdict
+    assert v is not None and v.kind == "stalled" and v.pids == ()
+    assert (
+        "rank 1 (PID 1200, GPU 0) is busy on its host with its GPU idle (state S, CPU 50 % over 5 s," in v.why
+    )
+    assert "was not read" in v.why
+
+
+def test_a_rank_busy_elsewhere_by_its_stack_is_named_with_the_cpu_it_was_judged_on() -> None:
+    """The same, with rank 1's stack read mid-wait (DERIVED: outside any collective, in the
+    program's own loop): it is the one the others wait for, and the verdict quotes its CPU."""
+    from gputui.telemetry.stack_evidence import RankWhere, StackEvidence
+
+    snaps = _busy_rank_1()
+    created = next(p.create_time for p in snaps[30].processes if p.pid == STOP_PID)
+    where = RankWhere(
+        STOP_PID, snaps[30].timestamp, created, "elsewhere", "step", "train.py:7", ("step (train.py:7)",)
+    )
+    snaps[30] = dataclasses.replace(snaps[30], stacks=StackEvidence((where,)))
+    v = run(snaps)[LAST].jobs[0].verdict
     assert v is not None and v.kind == "culprit" and v.pids == (STOP_PID,)
-    assert "rank 1 (PID 1200, GPU 0) is still computing (state S, CPU 50 % over 5 s," in v.why
+    assert "rank 1 (PID 1200, GPU 0) is not in a collective: its stack is in step (train.py:7)" in v.why
+    assert "(state S, CPU 50 % over 5 s," in v.why
 
 
 # ---- None is not 0 --------------------------------------------------------------------------

@@ -108,3 +108,36 @@ def test_the_wide_spin_is_claimed(validator, fast) -> None:
 def test_without_processes_no_health_block() -> None:
     r = gputui("snapshot", "--replay", str(STOPPED), "--tick", "46", "--json")
     assert "health" not in json.loads(r.stdout)
+
+
+def test_the_mismatch_and_where_each_rank_was_in_the_snapshot(validator, tmp_path) -> None:
+    """The real 4x H100 deadlock with the stacks captured beside it in the recording (derived):
+    replayed to 50 s, the snapshot says both ranks wait, where, and (the straggler job beside
+    it) each rank's waiting share."""
+    from matrix_support import slot, with_stacks
+
+    from gputui.telemetry.recording import RecordingWriter
+
+    s = slot("3-mismatch-slow-gpu")
+    path = tmp_path / "mismatch-stacks.jsonl.gz"
+    header = read_recording(s.path / "recording.jsonl.gz")[0]
+    with RecordingWriter(path, header.machine, header.interval, note=header.note) as w:
+        for t in with_stacks(s):
+            w.write(t)
+    cfg = tmp_path / "m.toml"
+    cfg.write_text("[health]\nstuck_seconds = 30\nstraggler_seconds = 30\n")
+    doc = snapshot(path, 50, "--config", str(cfg))
+    validator.validate(doc)
+    jobs = {tuple(j["key"]): j for j in doc["health"]["jobs"]}
+    a, b = jobs[("launcher", "2010")], jobs[("launcher", "2012")]
+    assert a["verdict"]["kind"] == "mismatch" and a["verdict"]["culprits"] == []
+    where = {r["pid"]: r["where"] for r in a["ranks"]}
+    assert (where[2227]["place"], where[2227]["call"], where[2227]["at"]) == (
+        "collective",
+        "recv",
+        "scenario.py:124",
+    )
+    assert where[2226]["frames"][0] == "synchronize (torch/cuda/__init__.py:1162)"
+    shares = {r["pid"]: r["wait_share"] for r in b["ranks"]}
+    assert shares[2267] == 0.0 and 0.7 < shares[2266] < 0.8
+    assert b["verdict"]["kind"] == "straggler" and b["verdict"]["culprits"][0]["pid"] == 2267

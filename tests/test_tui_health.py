@@ -326,3 +326,40 @@ def test_g_on_a_process_of_a_replay_says_it_is_another_machines_and_uses_the_def
             await wait_for(pilot, lambda: "interpreter:" in text(app))
 
     run(go())
+
+
+# ---- issue 32: where the ranks were, in the TUI (the real 4x H100 deadlock) ----------------------
+
+
+def test_the_mismatch_is_told_on_the_overview_and_the_job_view_says_where_each_rank_was(tmp_path) -> None:
+    """The real deadlock of the 4x H100 matrix (rank 0 all_reduce, rank 1 recv) with the
+    stacks captured beside it put in the recording at their tick (derived): replayed, the
+    Overview says both wait, where; J lists where each rank was.  A replay reads no stack."""
+    from matrix_support import slot, with_stacks
+
+    from gputui.telemetry.recording import RecordingWriter, read_recording
+
+    s = slot("3-mismatch-slow-gpu")
+    path = tmp_path / "mismatch-stacks.jsonl.gz"
+    header = read_recording(s.path / "recording.jsonl.gz")[0]
+    with RecordingWriter(path, header.machine, header.interval, note=header.note) as w:
+        for t in with_stacks(s):
+            w.write(t)
+    said = "stuck: mismatched collectives: rank 0 waits in synchronize (scenario.py:128), rank 1 in recv"
+
+    async def go():
+        app = replay_app(path, config=REAL)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await run_to_tick(pilot, 50)
+            assert app.hub.stacks is None  # a replay's snapshots carry their own
+            await wait_for(pilot, lambda: said in text(app))
+            await into_list(pilot)  # the first row: rank 0 of job a (GPU 0)
+            await pilot.press("J")
+            await wait_for(pilot, lambda: isinstance(app.screen, JobScreen))
+            await pilot.pause()
+            shown = text(app)
+            assert "where the ranks were" in shown
+            assert "rank 1 (PID 2227, GPU 1): collective: recv (scenario.py:124)" in shown
+            assert "rank 0 (PID 2226, GPU 0): gpu sync: synchronize (scenario.py:128)" in shown
+
+    run(go())

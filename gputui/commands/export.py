@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from prometheus_client.registry import CollectorRegistry
 
     from gputui.export.prometheus import GpuCollector, metrics_app, serve
+    from gputui.stacks.sampler import for_source
     from gputui.telemetry.alerts import AlertEngine
     from gputui.telemetry.health import HealthEngine
     from gputui.telemetry.hints import HintEngine
@@ -102,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         hints=HintEngine(settings.hints, settings.health),
         health=HealthEngine(settings.health),
     )
+    hub.use_stacks(for_source(source.local_processes, settings.health))
     hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each
 
     said: set[str] = set()
@@ -137,4 +139,5 @@ def run(args: argparse.Namespace) -> int:
     stop.wait()
     server.shutdown()
     poller.stop()
+    hub.use_stacks(None)
     return 0

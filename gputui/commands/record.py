@@ -13,6 +13,8 @@ from typing import Any
 from gputui.commands.common import nvml_unavailable, positive
 
 NAME = "record"
+USES_CONFIG = True
+"""[health]: the verdict thresholds that decide whose stacks are read into the recording."""
 
 
 DEFAULT_INTERVAL_S = 1.0
@@ -47,6 +49,9 @@ def add_parser(subparsers: Any) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gputui.safefile import Refused
+    from gputui.stacks.sampler import Evidence, for_source
+    from gputui.telemetry.health import HealthEngine
+    from gputui.telemetry.health_report import HealthConfig
     from gputui.telemetry.nvml.source import NvmlSource
     from gputui.telemetry.recording import RecordingWriter
     from gputui.untrusted import escaped
@@ -85,15 +90,19 @@ def run(args: argparse.Namespace) -> int:
         return 2
     start = time.monotonic()
     next_due = start
+    settings = getattr(args, "settings", None)
+    health = settings.health if settings is not None else HealthConfig()
+    evidence = Evidence(HealthEngine(health), for_source(True, health))  # the stacks behind verdicts
     with writer:
         while not stop:
-            writer.write(source.sample())
+            writer.write(evidence.judged(source.sample()))
             if args.duration is not None and time.monotonic() - start >= args.duration:
                 break
             next_due = max(next_due + interval, time.monotonic())
             while not stop and time.monotonic() < next_due:
                 time.sleep(min(0.1, next_due - time.monotonic()))
     source.close()
+    evidence.close()
     print(
         f"gputui record: {writer.ticks} ticks of {len(info.devices)} GPU(s) written to {path}",
         file=sys.stderr,

@@ -220,11 +220,14 @@ class _Judge:
     RasWatch.interval seconds, bounded by the client's deadline)."""
 
     def __init__(self, args: argparse.Namespace, source: Any, live: bool) -> None:
+        from gputui.stacks.sampler import for_source
         from gputui.telemetry.health import HealthEngine
         from gputui.telemetry.hub import Hub
 
         self.config = judging_config(PROG, args, source).health
         self.hub = Hub(capacity=2, health=HealthEngine(self.config))
+        watching = live and args.watch is not None  # a one-shot has no wait to look into
+        self.hub.use_stacks(for_source(watching, self.config))
         self.first: float | None = None
         self.live = live
         self.nccl: Any = None
@@ -234,29 +237,35 @@ class _Judge:
             self.hub.follow(source)
             self.first = source.ticks[0].timestamp
 
-    def _ask_ras(self, snap: Any) -> None:
-        """Live: one round of RAS questions for the jobs of this snapshot, when due."""
+    def _ask_ras(self, snap: Any) -> Any:
+        """Live: one round of RAS questions for the jobs of this snapshot, when due; the view
+        of that round (None when none was due)."""
         from gputui.telemetry.nccl.model import NO_JOB, NcclView
         from gputui.telemetry.nccl.watch import RasWatch, job_ranks
 
         if self.ras is None:
             self.ras = RasWatch()
         if time.monotonic() < self.ras_due:
-            return
+            return None
         self.ras_due = time.monotonic() + self.ras.interval
         ranks = job_ranks(snap.processes)
-        self.nccl = self.ras.round(ranks, time.time()) if ranks else NcclView(time.time(), reason=NO_JOB)
+        return self.ras.round(ranks, time.time()) if ranks else NcclView(time.time(), reason=NO_JOB)
 
     def block(self, snap: Any) -> dict[str, Any]:
+        import dataclasses
+
         from gputui.export.health_json import health_block
 
         if self.first is None:
             self.first = snap.timestamp
+        if self.live:  # the round's view goes into the snapshot the verdicts judge, as a source's
+            view = self._ask_ras(snap)
+            if view is not None:
+                self.nccl = view
+                snap = dataclasses.replace(snap, nccl=view)
         self.hub.publish(snap)
         report = self.hub.health_report()
         assert report is not None
-        if self.live:
-            self._ask_ras(snap)
         nccl = self.nccl if self.live else self.hub.nccl_view()
         return health_block(report, snap, self.config, snap.timestamp - self.first, nccl)
 
@@ -349,4 +358,6 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if args.watch is not None:
             source.close()
+        if judge is not None:
+            judge.hub.use_stacks(None)
     return 0

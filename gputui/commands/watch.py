@@ -72,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.config import Config
     from gputui.export.alert_command import AlertCommand, command_argv
     from gputui.export.snapshot import dumps
+    from gputui.stacks.sampler import for_source
     from gputui.telemetry.alerts import AlertEngine, AlertEvent, event_json
     from gputui.telemetry.hub import Hub
     from gputui.telemetry.recording import RecordingError
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = judging_config(PROG, args, source) if args.replay is not None else settings
     hub = Hub(capacity=2, alerts=AlertEngine(settings.alerts, settings.hints, settings.health))
+    hub.use_stacks(for_source(source.local_processes, settings.health))
     hub.set_info(info)
     hub.follow(source.seekable)  # a replay's alerts: those of its ticks up to each
     runner: AlertCommand | None = None
@@ -171,4 +173,5 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if runner is not None:
             runner.close()
+        hub.use_stacks(None)
     return 0

@@ -15,10 +15,18 @@ from typing import Any
 from gputui.export.nccl_json import nccl_job, nccl_schema
 from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.health import arithmetic_active
-from gputui.telemetry.health_report import GpuHealth, HealthConfig, HealthReport, JobHealth, RankHealth
+from gputui.telemetry.health_report import (
+    VERDICT_KINDS,
+    GpuHealth,
+    HealthConfig,
+    HealthReport,
+    JobHealth,
+    RankHealth,
+)
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.nccl.model import NcclView
+from gputui.telemetry.stack_evidence import PLACES
 
 NEEDS_WATCHING = "needs watching over time (gputui watch / export)"
 MIB = 1 << 20
@@ -45,6 +53,25 @@ def _rank(r: RankHealth) -> dict[str, Any]:
         "used_gpu_memory": None if r.memory is None else r.memory // MIB,
         "power.draw": r.power,
         "exited_at": r.exited_at,
+        "wait_share": r.wait_share,
+        "where": _where(r),
+    }
+
+
+def _where(r: RankHealth) -> dict[str, Any] | None:
+    """Where its stack was, as the verdict read it (function and file names: outside text,
+    escaped like every string of the document)."""
+    w = r.where
+    if w is None:
+        return None
+    return {
+        "place": w.place,
+        "call": w.call,
+        "at": w.at,
+        "frames": list(w.frames),
+        "taken": w.taken,
+        "reason": w.reason,
+        "message": w.message,
     }
 
 
@@ -154,6 +181,24 @@ _RANK = {
         "used_gpu_memory": {**_t("integer", "null"), "description": "[MiB] the process holds"},
         "power.draw": {**_t("number", "null"), "description": "its GPU's [W]"},
         "exited_at": _t("number", "null"),
+        "wait_share": {
+            **_t("number", "null"),
+            "description": "share (0-1) of each step it waits, while the job runs in step (straggler rule)",
+        },
+        "where": {
+            "type": ["object", "null"],
+            "description": "where its Python stack was, read while the job's ranks waited (py-spy)",
+            "additionalProperties": False,
+            "properties": {
+                "place": {"enum": list(PLACES)},
+                "call": _t("string", "null"),
+                "at": {**_t("string", "null"), "description": "the call site, file:line"},
+                "frames": {"type": "array", "items": {"type": "string"}},
+                "taken": {"type": "number"},
+                "reason": {**_t("string", "null"), "description": "why unread"},
+                "message": _t("string", "null"),
+            },
+        },
     },
 }
 
@@ -212,7 +257,7 @@ def health_schema() -> dict[str, Any]:
                             "type": ["object", "null"],
                             "additionalProperties": False,
                             "properties": {
-                                "kind": {"enum": ["stuck", "culprit", "exited", "straggler"]},
+                                "kind": {"enum": list(VERDICT_KINDS)},
                                 "text": {"type": "string"},
                                 "why": {"type": "string"},
                                 "since": num,

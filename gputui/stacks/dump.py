@@ -24,6 +24,7 @@ from typing import Any, TypeAlias, TypeVar
 from gputui.extras import install_hint
 from gputui.stacks import procfs
 from gputui.stacks.model import Frame, Missing, Reason, StackResult, ThreadStack
+from gputui.stacks.pyspy_text import MAX_FRAMES, MAX_TEXT, MAX_THREADS, parse_text
 from gputui.stacks.symbols import readable_symbol
 from gputui.telemetry.host.rank import environ_rank
 from gputui.untrusted import literal
@@ -37,11 +38,8 @@ PARALLEL = 8
 START_TIME_TOLERANCE = 0.005
 """Start times closer than this are the same process (as gputui.control.signals compares them)."""
 MAX_OUTPUT = 32 << 20
-MAX_THREADS = 4096
-MAX_FRAMES = 4096
-MAX_TEXT = 1000
-"""Bounds on what is kept of py-spy's output: it describes another process, which may be huge
-or hostile (a function or thread name of a megabyte)."""
+"""Bytes of py-spy's output read at most (the bounds on what is kept of it, threads, frames and
+text, are gputui.stacks.pyspy_text's, for both its forms)."""
 MAX_SYMBOL = 8192
 """Characters of a native frame's full symbol kept beside its readable name (pybind11's run
 to ~2,000)."""
@@ -101,9 +99,11 @@ async def dump_async(
     native: bool = False,
     timeout: float = DEFAULT_TIMEOUT,
     py_spy: str | EllipsisType | None = ...,
+    text: bool = False,
 ) -> StackResult:
     """The stacks of one process, or why there are none.  `py_spy`: its path; None when it
-    is not installed; left out, found with `find_py_spy`."""
+    is not installed; left out, found with `find_py_spy`.  `text`: read py-spy's printed dump
+    (`parse_text`, as a person or a script captures it) instead of its JSON."""
     t0 = time.monotonic()
     pid, expected = (target, None) if isinstance(target, int) else target
     exe = find_py_spy() if py_spy is ... else py_spy
@@ -158,7 +158,7 @@ async def dump_async(
     if refused is not None:
         return result(**base, missing=missing(Reason.PTRACE_REFUSED, refused[0], hint=refused[1]))
 
-    argv = [exe, "dump", "--pid", str(pid), "--json", *(["--native"] if native else [])]
+    argv = [exe, "dump", "--pid", str(pid), *([] if text else ["--json"]), *(["--native"] if native else [])]
     rc, out, err, timed_out = await _run(argv, timeout)
 
     after = _start_time(pid)
@@ -181,7 +181,7 @@ async def dump_async(
     detail = _error_line(err)
     if rc == 0 and out is not None:
         try:
-            threads = parse_dump(out, pid)
+            threads = parse_text(out, pid) if text else parse_dump(out, pid)
         except ValueError as exc:
             return result(
                 **base,
@@ -429,6 +429,7 @@ async def dump_many_async(
     py_spy: str | EllipsisType | None = ...,
     parallel: int = PARALLEL,
     on_result: Callable[[StackResult], None] | None = None,
+    text: bool = False,
 ) -> tuple[StackResult, ...]:
     """The stacks of several processes, at most `parallel` dumps at once, in the order given;
     `on_result` is called with each as it arrives (on the loop's thread).  Cancelling kills
@@ -438,7 +439,7 @@ async def dump_many_async(
 
     async def one(target: Target) -> StackResult:
         async with gate:
-            res = await dump_async(target, native=native, timeout=timeout, py_spy=exe)
+            res = await dump_async(target, native=native, timeout=timeout, py_spy=exe, text=text)
         if on_result is not None:
             on_result(res)
         return res
@@ -463,11 +464,18 @@ def dump_many(
     py_spy: str | EllipsisType | None = ...,
     parallel: int = PARALLEL,
     on_result: Callable[[StackResult], None] | None = None,
+    text: bool = False,
 ) -> tuple[StackResult, ...]:
     """`dump_many_async`, blocking (for the command line, or a thread with no event loop)."""
     return asyncio.run(
         dump_many_async(
-            targets, native=native, timeout=timeout, py_spy=py_spy, parallel=parallel, on_result=on_result
+            targets,
+            native=native,
+            timeout=timeout,
+            py_spy=py_spy,
+            parallel=parallel,
+            on_result=on_result,
+            text=text,
         )
     )
 
@@ -487,11 +495,12 @@ class Background:
         native: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         py_spy: str | EllipsisType | None = ...,
+        text: bool = False,
     ) -> None:
         self._targets = tuple(targets)
         self._on_result = on_result
         self._on_done = on_done
-        self._kw: dict[str, Any] = {"native": native, "timeout": timeout, "py_spy": py_spy}
+        self._kw: dict[str, Any] = {"native": native, "timeout": timeout, "py_spy": py_spy, "text": text}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._task: asyncio.Task[tuple[StackResult, ...]] | None = None
         self._started = threading.Event()

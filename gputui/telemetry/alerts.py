@@ -39,7 +39,7 @@ from gputui.telemetry.alert_config import (
     ThresholdRule,
 )
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig, HealthReport, JobHealth
+from gputui.telemetry.health_report import STUCK_VERDICTS, HealthConfig, HealthReport, JobHealth
 from gputui.telemetry.hints import GPM_KINDS, MIB, HintConfig, gpu_hints, idle_holding_memory
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInfo, Snapshot
 
@@ -397,10 +397,6 @@ class AlertEngine:
 
         since = v.since if v is not None and v.since is not None else ts
         self._duration(events, seen, key, stuck, ts, 0.0, make, since=since)
-
-
-STUCK_VERDICTS = ("stuck", "culprit", "exited")
-"""The verdicts the job_stuck rule fires on (a straggler is slow, not stuck)."""
 
 
 def job_label(job: JobHealth) -> str:

@@ -23,19 +23,21 @@ that (an H100 reads 70 W without a CUDA context, 120-131 W with one idling or sp
 Unknown power limit or power: the signature is not claimed.
 
 The job's health.  The GPU processes of one job (one launcher such as torchrun, else one
-Slurm job step or pod) are its ranks.  Each rank is, at each tick: "stopped" (state T or
-t), "disk" (state D), "zombie" (Z), "spinning" (its GPU shows the signature), "blocked"
-(state S, its CPU under `blocked_max_cpu` %, its GPU idle: gloo, or a CPU-side wait),
-"computing", or "unknown" (the evidence is missing: None is never read as 0).  Spinning
-and blocked ranks wait.  One verdict per job, once ranks have waited `stuck_seconds`:
+Slurm job step or pod) are its ranks.  Each rank is, at each tick: "stopped" (state T, or t
+held past TRACED_GRACE: a moment in t is py-spy reading it, and the rank stays what it
+was), "disk" (state D held `cpu_window_seconds`), "zombie" (Z), "spinning" (its GPU shows
+the signature), "blocked" (state S, its CPU under `blocked_max_cpu` %, its GPU idle: gloo,
+or a CPU-side wait), "computing", or "unknown" (the evidence is missing: None is never read
+as 0).  Spinning and blocked ranks wait, and their wait is timed.
 
-  exited     a rank has gone while the others wait: which, and when
-  culprit    the others wait and one does not (stopped, in D state, a zombie, or still
-             computing): "rank 1 (PID 589, GPU 1) is the one the others wait for", and why
-  stuck      every rank waits: "stuck in a collective since 12:03"
-  straggler  nobody waits, the others are busy, and one rank's SM activity (or power,
-             without GPM) stays under `straggler_ratio` of the others' median for
-             `straggler_seconds`
+The evidence this engine keeps across ticks, beside the conditions: where each rank's stack
+was (`Snapshot.stacks`, while read during the job's current wait and for STACK_KEEP at most;
+`HealthReport.wanted` asks for the ranks of a job one of whose ranks has waited half of
+`stuck_seconds`), NCCL RAS's latest view (`Snapshot.nccl`, for `verdicts.nccl.KEEP`), each
+rank's waiting share and how long a straggler has held.  The rules are in
+gputui.telemetry.verdicts: `stuck` (once a rank has waited `stuck_seconds`: culprit,
+exited, mismatch, all_wait, stuck, stalled, nccl), `straggler` (the rank the others wait
+for, from each GPU's busy time without arithmetic), `nccl` (RAS's findings as evidence).
 
 "rank N" comes from the process's environment (RANK, as torchrun sets it; `GpuProcess.rank`),
 else its command line (`--rank N`, `--local-rank N`); where neither gives one the rank is
@@ -52,17 +54,18 @@ only once its mean has fallen under the threshold, up to the window after it sto
 computing.  Ticks without a figure are skipped; a window with none is unknown, never 0 %.
 The window is kept per process, (PID, create_time): a reused PID starts an empty one.
 
-Every text here is built from numbers and fixed words only: nothing from a process (names,
-command lines, job ids) goes into it.
+Every text here is built from numbers and fixed words, and, in the verdicts, the function
+and file names of a rank's stack and the hosts of RAS's answers: clipped and escaped
+(`verdicts.words.shown`).  Nothing else from a process (names, command lines, job ids).
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from gputui.telemetry.health_report import (
-    ABNORMAL,
     WAITING,
     GpuHealth,
     HealthConfig,
@@ -73,22 +76,16 @@ from gputui.telemetry.health_report import (
 )
 from gputui.telemetry.job_energy import EnergyMeter, hms
 from gputui.telemetry.model import GpmSample, GpuProcess, GpuSample, Snapshot
+from gputui.telemetry.nccl.findings import RasFinding, findings
+from gputui.telemetry.nccl.model import NcclView
+from gputui.telemetry.stack_evidence import RankWhere
+from gputui.telemetry.verdicts import nccl, straggler, stuck
+from gputui.telemetry.verdicts.words import duration
+from gputui.telemetry.verdicts.words import pct as _pct
 
 # --------------------------------------------------------------------------------------
 # Pure parts
 # --------------------------------------------------------------------------------------
-
-
-def duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
-def _pct(v: float | None) -> str:
-    return "N/A" if v is None else f"{v:.1f} %"
 
 
 RANK_FLAGS = ("--rank", "--local-rank", "--local_rank", "--node-rank")
@@ -185,6 +182,23 @@ Ident = tuple[int, float | None]
 TICK_JITTER = 0.1
 """Seconds: a tick `cpu_window_seconds` old, give or take the timer's jitter, has left the window
 (at 1 s ticks and a 5 s window, always the last 5 ticks)."""
+STACK_KEEP = 120.0
+"""Seconds a rank's stack stays evidence for the verdicts (and only while it was read during
+the job's current wait)."""
+STACK_REFRESH = 30.0
+"""Seconds after which a suspected job's rank's stack is wanted again."""
+STACK_RETRY = 10.0
+"""Seconds after which a stack that could not be read is wanted again, unless it never can be
+(no py-spy, not Python, stopped): another tracer (a second py-spy) or a slow moment may have
+stood in the way."""
+FINAL_REASONS = ("no-py-spy", "not-python", "stopped")
+SAME_PROCESS = 0.005
+"""Start times closer than this are the same process (gputui.stacks.dump compares alike)."""
+TRACED_GRACE = 10.0
+"""Seconds a rank may be in state t (stopped by a tracer) and still count as what it was
+before: `py-spy dump` stops the process it reads for a moment (gputui's own stack reads
+included, bounded well under this), and a tick that lands then must not restart a wait or
+name a rank "stopped by a debugger".  Held longer, it is stopped (a debugger's breakpoint)."""
 
 
 class HealthEngine:
@@ -199,9 +213,15 @@ class HealthEngine:
         self._lowest_power: dict[int, float] = {}
         self._spin_since: dict[int, float] = {}
         self._state: dict[Ident, tuple[str, float]] = {}
+        self._cond: dict[Ident, str] = {}
+        self._where: dict[int, RankWhere] = {}
+        self._nccl: NcclView | None = None
+        """NCCL RAS's latest view (snapshots carry one on the tick after each round)."""
+        self._ras: dict[tuple[str, ...], tuple[NcclView, tuple[int, ...], tuple[RasFinding, ...]]] = {}
         self._wait_since: dict[Ident, float] = {}
         self._cpu: dict[Ident, tuple[deque[float], deque[float]]] = {}
-        self._slow_since: dict[Ident, float] = {}
+        self._slow: dict[tuple[str, ...], tuple[tuple[int, ...], float, float, int]] = {}
+        """Per job: the ranks the others wait for, since when, the sum and count of their shares."""
         self._ranks: dict[Ident, int | None] = {}
         self._members: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
         self._exited: dict[tuple[str, ...], dict[Ident, RankHealth]] = {}
@@ -217,8 +237,17 @@ class HealthEngine:
         if not cfg.enabled:
             self.current = HealthReport(ts, {}, ())
             return self.current
+        if snap.nccl is not None:
+            self._nccl = snap.nccl
+        if snap.stacks is not None:
+            for w in snap.stacks.ranks:
+                old = self._where.get(w.pid)
+                if old is None or w.taken >= old.taken:
+                    self._where[w.pid] = w
         spins = self._gpus(snap.gpus, ts)
-        self.current = HealthReport(ts, spins[0], self._jobs(snap, ts, spins[1]))
+        wanted: list[tuple[int, float | None]] = []
+        jobs = self._jobs(snap, ts, spins[1], wanted)
+        self.current = HealthReport(ts, spins[0], jobs, tuple(wanted))
         return self.current
 
     # ---- GPUs ----
@@ -275,7 +304,9 @@ class HealthEngine:
 
     # ---- jobs ----
 
-    def _jobs(self, snap: Snapshot, ts: float, spin: dict[int, bool | None]) -> tuple[JobHealth, ...]:
+    def _jobs(
+        self, snap: Snapshot, ts: float, spin: dict[int, bool | None], wanted: list[tuple[int, float | None]]
+    ) -> tuple[JobHealth, ...]:
         gpus = {g.index: g for g in snap.gpus}
         by_job: dict[tuple[str, ...], dict[int, list[GpuProcess]]] = {}
         holders: dict[int, set[tuple[str, ...]]] = {}
@@ -295,24 +326,38 @@ class HealthEngine:
             for ident, old in self._members.get(key, {}).items():
                 if ident not in members and ident not in exited:
                     exited[ident] = _gone(old, ts)
+            for ident in [i for i in exited if i in members]:
+                del exited[ident]  # missing from one tick's list (a glitch) and back: not gone
             self._members[key] = members
             if len(ranks) + len(exited) < 2:
                 continue
             ranks.sort(key=lambda r: (r.rank if r.rank is not None else 1 << 30, r.gpu, r.pid))
+            held = {g for r in ranks for g in r.gpus}
+            ranks = self._placed(ranks, ts, wanted)
+            shares = straggler.wait_shares(ranks, gpus, {g for g in held if len(holders.get(g, ())) > 1})
+            if shares is not None:
+                ranks = [replace(r, wait_share=shares.get(r.pid)) for r in ranks]
             gone = tuple(sorted(exited.values(), key=lambda r: r.exited_at or 0.0))
             first = procs[next(iter(procs))][0]
-            held = {g for r in ranks for g in r.gpus}
             shared = [g for g in held if len(holders.get(g, ())) > 1]
             used = self._energy.update(key, held, energy, shared, ts)
-            verdict = self._verdict(ranks, gone, ts)
+            verdict = self._verdict(key, ranks, gone, ts)
             out.append(JobHealth(key, first.launcher, tuple(ranks), gone, verdict, used, first.job))
         self._energy.forget(by_job)
+        for key in [k for k in self._slow if k not in by_job]:
+            del self._slow[key]
+        for key in [k for k in self._ras if k not in by_job]:
+            del self._ras[key]
         for key in [k for k in self._members if k not in by_job]:
             del self._members[key]  # the job has ended: every rank gone
             self._exited.pop(key, None)
-        for d in (self._state, self._wait_since, self._cpu, self._slow_since, self._ranks):
+        for d in (self._state, self._cond, self._wait_since, self._cpu, self._ranks):
             for ident in [k for k in d if k not in seen]:
                 del d[ident]
+        if self._where:
+            pids = {pid for pid, _ in seen}
+            for pid in [pid for pid in self._where if pid not in pids]:
+                del self._where[pid]
         out.sort(key=lambda j: j.key)
         return tuple(out)
 
@@ -341,8 +386,8 @@ class HealthEngine:
         cpu = self._cpu_mean(ident, p.cpu_percent, ts)
         if p.state in ("T", "t"):
             cond = "stopped"
-        elif p.state == "D":
-            cond = "disk"
+        elif p.state == "D" and state_since is not None and ts - state_since >= cfg.cpu_window_seconds:
+            cond = "disk"  # held: a moment in D is I/O (a checkpoint's writes), not a hang
         elif p.state == "Z":
             cond = "zombie"
         elif spin.get(p.gpu_index) is not False and p.gpu_index in spin:
@@ -356,13 +401,16 @@ class HealthEngine:
         ):
             cond = "blocked"
         elif (
-            p.state == "R"
+            p.state in ("R", "D")  # D not held yet: I/O (a checkpoint's writes) is work on the host
             or (cpu is not None and cpu >= cfg.blocked_max_cpu)
             or (gpu_util is not None and gpu_util > cfg.blocked_max_util)
         ):
             cond = "computing"
         else:
             cond = "unknown"
+        if p.state == "t" and state_since is not None and ts - state_since < TRACED_GRACE:
+            cond = self._cond.get(ident, "unknown")  # a tracer reads it for a moment: as it was
+        self._cond[ident] = cond
         if cond in WAITING:
             waiting_since: float | None = self._wait_since.setdefault(ident, ts)
         else:
@@ -403,98 +451,83 @@ class HealthEngine:
         n = len(values)
         return sum(values) / n if n else None
 
-    def _verdict(
-        self, ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
-    ) -> JobVerdict | None:
-        cfg = self.config
-        waiting = [
-            r for r in ranks if r.waiting_since is not None and ts - r.waiting_since >= cfg.stuck_seconds
-        ]
-        others = [r for r in ranks if r.condition not in WAITING]
-        waited_since = max((r.waiting_since for r in waiting if r.waiting_since is not None), default=None)
-        if waiting and waited_since is not None:
-            waited = f"waited {duration(ts - waited_since)} (since {hms(waited_since)})"
-            if exited and len(waiting) == len(ranks):
-                last = exited[-1]
-                names = ", ".join(r.who for r in exited)
-                return JobVerdict(
-                    "exited",
-                    f"{last.who} exited at {hms(last.exited_at or ts)} while the others wait",
-                    f"gone: {names}; the {len(ranks)} remaining rank(s) have {waited}: "
-                    f"{_how_waiting(waiting)}",
-                    last.exited_at,
-                    tuple(r.pid for r in exited),
-                )
-            pending = [r for r in ranks if r.condition in WAITING and r not in waiting]
-            known = "unknown" not in {r.condition for r in others}
-            # one rank, or ranks that cannot go on by themselves, and at least as many waiting
-            odd = len(others) == 1 or all(r.condition in ABNORMAL for r in others)
-            if others and not pending and known and odd and len(waiting) >= len(others):
-                first = others[0]
-                verb = "is the one" if len(others) == 1 else "are the ones"
-                who = " and ".join(r.who for r in others)
-                reasons = "; ".join(_why_not_waiting(r, cfg.cpu_window_seconds) for r in others)
-                return JobVerdict(
-                    "culprit",
-                    f"{who} {verb} the others wait for",
-                    f"{reasons}; the other {len(waiting)} rank(s) have {waited}: {_how_waiting(waiting)}",
-                    first.state_since if first.condition in ABNORMAL else waited_since,
-                    tuple(r.pid for r in others),
-                )
-            if len(waiting) == len(ranks):
-                return JobVerdict(
-                    "stuck",
-                    f"stuck in a collective since {hms(waited_since)}",
-                    f"every rank has {waited}: {_how_waiting(waiting)}",
-                    waited_since,
-                )
-        return self._straggler(ranks, ts)
-
-    def _straggler(self, ranks: list[RankHealth], ts: float) -> JobVerdict | None:
-        cfg = self.config
-        slow = self._slow_since
-        if len(ranks) < 2 or len({r.gpu for r in ranks}) < len(ranks):
-            return None  # ranks sharing a GPU share its figures: nothing to compare
-        metric: list[float] = []
-        utils: list[float] = []
-        what = "SM activity" if all(r.sm is not None for r in ranks) else "power"
+    def _placed(
+        self, ranks: list[RankHealth], ts: float, wanted: list[tuple[int, float | None]]
+    ) -> list[RankHealth]:
+        """The ranks with where their stacks were, where read during the job's current wait
+        (and not older than STACK_KEEP); and, once a rank has waited half of `stuck_seconds`
+        (a suspected job), the ranks whose stacks the verdict wants read (again)."""
+        stall = min((r.waiting_since for r in ranks if r.waiting_since is not None), default=None)
+        if stall is None:
+            return ranks
+        out = []
         for r in ranks:
-            m = r.sm if what == "SM activity" else r.power
-            if r.condition != "computing" or m is None or r.util is None:
-                return None  # a rank waits, or a figure is missing: no comparison
-            metric.append(m)
-            utils.append(r.util)
-        import statistics  # here: a job with ranks to compare (no start-up cost for the rest)
+            w = self._where.get(r.pid)
+            same = w is not None and (
+                w.create_time is not None
+                and r.create_time is not None
+                and abs(w.create_time - r.create_time) <= SAME_PROCESS
+            )
+            fresh = w is not None and same and w.taken >= stall and ts - w.taken <= STACK_KEEP
+            out.append(replace(r, where=w) if fresh else r)
+        if ts - stall >= self.config.stuck_seconds / 2:
+            ask = [
+                r
+                for r in out
+                if r.condition not in ("stopped", "zombie")
+                and (r.where is None or ts - r.where.taken >= _refresh(r.where))
+            ]
+            ask.sort(key=lambda r: r.condition == "spinning")  # the ranks to place first
+            wanted.extend((r.pid, r.create_time) for r in ask)
+        return out
 
-        top = max(metric)
+    def _verdict(
+        self, key: tuple[str, ...], ranks: list[RankHealth], exited: tuple[RankHealth, ...], ts: float
+    ) -> JobVerdict | None:
         found = None
-        for k, r in enumerate(ranks):
-            ident = (r.pid, r.create_time)
-            m = metric[k]
-            if m >= cfg.straggler_ratio * top:  # not under the ratio of anybody (the common case)
-                slow.pop(ident, None)
-                continue
-            med = statistics.median(metric[:k] + metric[k + 1 :])
-            busy = statistics.median(utils[:k] + utils[k + 1 :]) >= cfg.straggler_busy_util
-            # GPM's window lags NVML's utilization by up to a slow interval: while a job
-            # starts, the others' SM figures may still be those of before
-            if what == "SM activity":
-                busy = busy and med >= cfg.straggler_busy_util
-            if not (busy and m < cfg.straggler_ratio * med):
-                slow.pop(ident, None)
-                continue
-            since = slow.setdefault(ident, ts)
-            if ts - since >= cfg.straggler_seconds and found is None:
-                unit = " %" if what == "SM activity" else " W"
-                found = JobVerdict(
-                    "straggler",
-                    f"{r.who} is a straggler",
-                    f"its GPU's {what} {m:.1f}{unit} against the others' median {med:.1f}{unit} "
-                    f"for {duration(ts - since)} (since {hms(since)}), the others busy",
-                    since,
-                    (r.pid,),
-                )
-        return found
+        if stuck.long_wait(ranks, ts, self.config):
+            view = self._nccl
+            if view is not None and ts - view.asked_at > nccl.KEEP:
+                view = None
+            ras = nccl.held(self._findings(key, view, ranks), ts, self.config) if view else []
+            found = stuck.judge(ranks, exited, ts, self.config, view, ras)
+        if found is not None:
+            self._slow.pop(key, None)
+            return found
+        return self._straggler(key, ranks, ts)
+
+    def _findings(
+        self, key: tuple[str, ...], view: NcclView, ranks: list[RankHealth]
+    ) -> tuple[RasFinding, ...]:
+        """The job's RAS findings in `view`, computed once per view (a round every 10 s)."""
+        pids = tuple(r.pid for r in ranks)
+        got = self._ras.get(key)
+        if got is None or got[0] is not view or got[1] != pids:
+            got = self._ras[key] = (view, pids, findings(view, pids))
+        return got[2]
+
+    def _straggler(self, key: tuple[str, ...], ranks: list[RankHealth], ts: float) -> JobVerdict | None:
+        """The rank the others wait for, held `straggler_seconds` (gputui.telemetry.verdicts.straggler)."""
+        shares = {r.pid: r.wait_share for r in ranks if r.wait_share is not None}
+        found = straggler.waited_for(shares, self.config) if len(shares) == len(ranks) else None
+        if found is None:
+            self._slow.pop(key, None)
+            return None
+        named, waiting = found
+        share = straggler.median(waiting)
+        held = self._slow.get(key)
+        if held is None or held[0] != named:
+            held = (named, ts, 0.0, 0)
+        held = (named, held[1], held[2] + share, held[3] + 1)
+        self._slow[key] = held
+        if ts - held[1] < self.config.straggler_seconds:
+            return None
+        return straggler.verdict(ranks, named, held[2] / held[3], held[1], ts)
+
+
+def _refresh(w: RankWhere) -> float:
+    """How old a rank's stack evidence may get before it is wanted again."""
+    return STACK_RETRY if w.place == "unread" and w.reason not in FINAL_REASONS else STACK_REFRESH
 
 
 def _total(values: Iterable[int | None]) -> int | None:
@@ -503,35 +536,4 @@ def _total(values: Iterable[int | None]) -> int | None:
 
 
 def _gone(r: RankHealth, ts: float) -> RankHealth:
-    from dataclasses import replace
-
-    return replace(r, exited_at=ts, condition="exited", waiting_since=None)
-
-
-def _how_waiting(ranks: Sequence[RankHealth]) -> str:
-    spin = sum(r.condition == "spinning" for r in ranks)
-    blocked = len(ranks) - spin
-    parts = []
-    if spin:
-        parts.append(f"{spin} spinning on its GPU (busy engine, SMs polling without arithmetic, idle power)")
-    if blocked:
-        parts.append(f"{blocked} blocked (state S, ~0 % CPU, GPU idle)")
-    return ", ".join(parts)
-
-
-def _why_not_waiting(r: RankHealth, window: float) -> str:
-    since = f" since {hms(r.state_since)}" if r.state_since is not None else ""
-    if r.condition == "stopped":
-        how = (
-            "SIGSTOP or Ctrl-Z (SIGCONT resumes it)" if r.state == "T" else "stopped by a debugger or tracer"
-        )
-        return f"{r.who} is stopped (state {r.state}{since}: {how})"
-    if r.condition == "disk":
-        how = "I/O, a network file system or a driver call"
-        return f"{r.who} is in uninterruptible sleep (state D{since}: {how})"
-    if r.condition == "zombie":
-        return f"{r.who} has exited (a zombie{since}, not yet reaped)"
-    cpu = "N/A" if r.cpu_percent is None else f"{r.cpu_percent:.0f} %"
-    if r.cpu_percent is not None and window > 0:
-        cpu += f" over {duration(window)}"
-    return f"{r.who} is still computing (state {r.state or 'N/A'}, CPU {cpu}, GPU utilization {_pct(r.util)})"
+    return replace(r, exited_at=ts, condition="exited", waiting_since=None, where=None)

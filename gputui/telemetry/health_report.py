@@ -4,16 +4,26 @@ settings (`HealthConfig`, the [health] table).  Pure data; `health.HealthEngine`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gputui.options import option
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Job
+
+if TYPE_CHECKING:  # (the stacks' modules load where a stack is read: not for the first frame)
+    from gputui.telemetry.stack_evidence import RankWhere
 
 
 @dataclass(frozen=True)
 class HealthConfig:
     enabled: bool = option(
         "judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True
+    )
+    stacks: bool = option(
+        "before naming a rank of a job whose ranks wait, read where each rank is: its Python stack "
+        "(py-spy dump, a few ranks at a time, off the UI thread); off: a rank busy on its host is "
+        "never named",
+        True,
     )
     spin_seconds: float = option(
         "how long a GPU must show the spinning signature before it counts as waiting in a collective",
@@ -77,15 +87,23 @@ class HealthConfig:
         120.0,
         min=0.0,
     )
+    straggler_wait: float = option(
+        "straggler: name the rank the others wait for when each of them waits at least this percent "
+        "of each step (their GPUs busy without its arithmetic) and it waits under half of that "
+        "(measured: healthy 0-4 %, two unrelated trainings 24 %, stragglers 73-83 %)",
+        50.0,
+        min=1.0,
+        max=100.0,
+    )
     straggler_ratio: float = option(
-        "straggler: a rank whose SM activity (or power) is below this fraction of the job's median",
+        "not used any more (the straggler is judged on waiting shares: straggler_wait); kept so "
+        "that a config file that sets it still loads",
         0.5,
         min=0.0,
         max=1.0,
     )
     straggler_busy_util: float = option(
-        "straggler: only while the other ranks' median GPU utilization (and SM activity, with GPM) is "
-        "at least this percent",
+        "not used any more (see straggler_wait); kept so that a config file that sets it still loads",
         50.0,
         min=0.0,
         max=100.0,
@@ -100,6 +118,22 @@ class HealthConfig:
 WAITING = ("spinning", "blocked")
 ABNORMAL = ("stopped", "disk", "zombie")
 """States a rank cannot leave by itself: each names the culprit, however many there are."""
+
+VERDICT_KINDS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "nccl", "straggler")
+"""  stuck      every rank waits (where, the stacks did not say)
+  culprit    the others wait for the rank(s) named (stopped, a zombie, in D state, or, by its
+             stack, in its data loader, writing a checkpoint, or elsewhere outside a collective)
+  exited     a rank has gone while the others wait
+  mismatch   every rank waits, at different calls (their stacks): mismatched collectives
+  all_wait   every rank waits at the same call (their stacks)
+  stalled    ranks wait, and a rank busy on its host could not be placed (its stack unread):
+             nobody is named
+  nccl       every rank here waits, and NCCL RAS names a rank on another node (missing or
+             behind) or a rank's error
+  straggler  the job runs, and the others wait a share of each step for the rank named"""
+STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "nccl")
+"""The verdicts that say the job is not progressing: the job_stuck alert and gputui_job_stuck
+fire on them (a straggler is slow, not stuck)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +186,11 @@ class RankHealth:
     """When it began waiting (spinning or blocked), continuously; None when not waiting."""
     exited_at: float | None = None
     """For a rank that has gone: the first tick it was missing."""
+    where: RankWhere | None = None
+    """Where its stack was, read while the job's ranks waited (None: not read)."""
+    wait_share: float | None = None
+    """The share of each step it waits (0-1) while the job runs in step (straggler rule; None
+    where its GPU's figures cannot tell)."""
 
     @property
     def who(self) -> str:
@@ -162,14 +201,14 @@ class RankHealth:
 @dataclass(frozen=True, slots=True)
 class JobVerdict:
     kind: str
-    """"stuck", "culprit", "exited" or "straggler"."""
+    """One of VERDICT_KINDS."""
     short: str
     """One line: "rank 1 (PID 457, GPU 0) is the one the others wait for"."""
     why: str
     """The evidence, with its numbers."""
     since: float | None
     pids: tuple[int, ...] = ()
-    """The ranks it names (none for "stuck")."""
+    """The ranks it names as the cause (none for stuck, mismatch, all_wait, stalled)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +233,9 @@ class HealthReport:
     """GPUs showing the spinning signature (`waiting` once held long enough)."""
     jobs: tuple[JobHealth, ...]
     """Jobs of two ranks or more."""
+    wanted: tuple[tuple[int, float | None], ...] = ()
+    """(pid, create_time) of ranks of suspected jobs whose stacks the verdicts want read
+    (gputui.stacks.sampler reads a few at a time, off the UI thread)."""
 
     def job_of(self, pid: int) -> JobHealth | None:
         return next((j for j in self.jobs if any(r.pid == pid for r in j.ranks)), None)

@@ -28,6 +28,7 @@ from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
 
 if TYPE_CHECKING:
+    from gputui.stacks.sampler import StackSampler
     from gputui.telemetry.alerts import Alert, AlertEngine, AlertEvent
     from gputui.telemetry.health import HealthEngine
     from gputui.telemetry.health_report import HealthReport
@@ -60,6 +61,10 @@ class Hub:
         self.nccl: NcclView | None = None
         """NCCL RAS's latest view: snapshots carry one only on the tick after a round of
         questions (`Snapshot.nccl`); this keeps it for the ticks between."""
+        self.stacks: StackSampler | None = None
+        """Reads the stacks the verdicts want (this machine's processes only: `use_stacks`)."""
+        self._stacks_factory: Callable[[], StackSampler | None] | None = None
+        """Makes `stacks` the first time the verdicts want a stack (`stacks_when_wanted`)."""
         self.lock = threading.Lock()
         self.judge: ReplayJudge | None = None
         """Set by `follow` for a replay (once the engines are made, where `make_engines`)."""
@@ -93,6 +98,19 @@ class Hub:
         for listener in self._info_listeners:
             listener(info)
 
+    def use_stacks(self, sampler: StackSampler | None) -> None:
+        """Read the ranks' stacks the verdicts want with `sampler` (for a live source of this
+        machine's processes; None for a replay, whose snapshots carry their own)."""
+        old, self.stacks = self.stacks, sampler
+        if old is not None and old is not sampler:
+            old.close()
+
+    def stacks_when_wanted(self, factory: Callable[[], StackSampler | None]) -> None:
+        """`use_stacks(factory())` the first time the verdicts want a stack: the monitor's
+        start pays for no stack reader (a job must be suspected first)."""
+        self.use_stacks(None)
+        self._stacks_factory = factory
+
     def follow(self, replay: Seekable | None, every: int | None = None) -> None:
         """Judge the snapshots of `replay` (its ticks as `sample` returns them) as a function
         of the recording up to each one, with a copy of the engines kept every `every` ticks
@@ -121,6 +139,9 @@ class Hub:
         """Store `snap` as the latest tick and in the history, and have the engines judge it.
         `judge=False` (the monitor's first frame, on the UI thread): engines not made yet are
         left so; `snap` waits for them (`judge_pending`)."""
+        stacks = self.stacks
+        if stacks is not None:  # live only: a replay's snapshots carry the stacks they recorded
+            snap = stacks.attach(snap)
         if judge:
             self._ensure_engines()
         with self.lock:
@@ -135,6 +156,14 @@ class Hub:
         with self._judging:
             earlier = self._judge_waiting()
             events = self._judge_new(snap)
+            with self.lock:
+                wanted = self._wanted() if stacks is not None or self._stacks_factory is not None else ()
+        if wanted and stacks is None and self._stacks_factory is not None:
+            factory, self._stacks_factory = self._stacks_factory, None
+            self.use_stacks(factory())
+            stacks = self.stacks
+        if stacks is not None and wanted:
+            stacks.want(wanted)
         for before, before_events in earlier:
             self._tell(before, before_events, listeners=False)
         self._tell(snap, events)
@@ -244,6 +273,12 @@ class Hub:
         if events:
             for on_events in self._alert_listeners:
                 on_events(events)
+
+    def _wanted(self) -> tuple[tuple[int, float | None], ...]:
+        """The stacks the verdicts of this tick want (the view's engine, else the alerts')."""
+        if self.health is not None and self.health.config.enabled:
+            return self.health.current.wanted
+        return self.alerts.health.current.wanted if self.alerts is not None else ()
 
     def active_alerts(self) -> dict[str, Alert]:
         """The alerts firing now (an immutable view: the engine replaces it every tick)."""

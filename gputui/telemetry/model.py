@@ -15,8 +15,9 @@ from typing import TYPE_CHECKING, Any
 
 from gputui.rules.clocks import SLOWDOWN_MASK
 
-if TYPE_CHECKING:  # (imported where a view is made or decoded: `field_type`)
+if TYPE_CHECKING:  # (imported where a value is made or decoded: `field_type`)
     from gputui.telemetry.nccl.model import NcclView
+    from gputui.telemetry.stack_evidence import StackEvidence
 
 # --------------------------------------------------------------------------------------
 # Clock-event ("throttle") reasons, NVML's nvmlClocksEventReason* bit mask.
@@ -559,6 +560,10 @@ class Snapshot:
     host: HostSample | None = None
     launchers: tuple[LauncherProcess, ...] = ()
     """The launchers of the GPU processes (their `launcher` PIDs), and theirs."""
+    stacks: StackEvidence | None = None
+    """Where the ranks of a suspected job are, read from their Python stacks since the previous
+    tick (gputui.telemetry.stack_evidence); None when none was read (a replay judges on
+    what was recorded, as the live run did)."""
     nccl: NcclView | None = None
     """NCCL RAS's answers (gputui.telemetry.nccl), on the tick after a round of questions
     ended (every ~10 s while a job of two ranks or more runs); None on the other ticks (the
@@ -571,13 +576,15 @@ class Snapshot:
 def field_type(cls: type, name: str) -> Any:
     """The type of field `name` of a dataclass a snapshot holds, resolved alone (annotations
     are strings here) when a value of it is first decoded (`codec`): a type named for type
-    checking only, the NCCL RAS view's, is imported then, not for the first frame (a
-    snapshot carries one only where a job of two ranks or more runs)."""
+    checking only (the NCCL RAS view's, the stack evidence's) is imported then, not for the
+    first frame (a snapshot carries one only where a job of two ranks or more runs)."""
     one = types.SimpleNamespace(__annotations__={name: cls.__annotations__[name]})
     names = vars(sys.modules[cls.__module__])
     try:
         return typing.get_type_hints(one, names)[name]
     except NameError:
         from gputui.telemetry.nccl.model import NcclView
+        from gputui.telemetry.stack_evidence import StackEvidence
 
-        return typing.get_type_hints(one, {**names, "NcclView": NcclView})[name]
+        late = {"NcclView": NcclView, "StackEvidence": StackEvidence}
+        return typing.get_type_hints(one, {**names, **late})[name]

@@ -6,7 +6,8 @@ Format (version 7), one JSON object per line, UTF-8, optionally gzip-compressed 
                     "gputui": "<version>", "interval": seconds, "derived": null | {...},
                     "note": str | null, "settings": null | {...}, "machine": MachineInfo}
   line 2+  tick    Snapshot: {"seq", "timestamp", "gpus": [GpuSample], "processes":
-                    [GpuProcess], "host": HostSample, "launchers", "nccl": NcclView}
+                    [GpuProcess], "host": HostSample, "launchers", "stacks": StackEvidence,
+                    "nccl": NcclView}
 
 Objects use the field names of the dataclasses in `gputui.telemetry.model`; a field that
 is absent takes its default (None for every measured value), so fields equal to their
@@ -16,13 +17,15 @@ the file name, line number and the field's path, so a hand-edited file fails lou
 Versions: 2 added `GpuSample.gpm` (GPM activity); 3 added `GpuProcess.state` (the process's
 R/S/D/T/Z state at the tick) and `GpuProcess.rank`; 4 added `GpuSample.video_clock`; 5 added
 `GpuProcess.worker_cpu` (its child processes' CPU); 6 added `Job.owner` (a rootless
-container's user, with `Job.source` "rootless"); 7 added `Snapshot.nccl` (NCCL RAS's answers,
-on the tick after each round of questions: gputui.telemetry.nccl.model) and the header's
-`settings` (the `[health]` waits a short recording is judged with: `gputui.recording_settings`).
-Older files read as they are (no GPM, no state, no workers, no RAS answers: N/A). A file of a
-newer version than this gputui knows is refused with "upgrade gputui": since readers reject
-unknown fields, a version-2 reader would otherwise fail on the first process's `state` with a
-message that does not say what to do."""
+container's user, with `Job.source` "rootless"); 7 added `Snapshot.stacks` (where the ranks
+of a suspected job were, from their Python stacks: the evidence behind a verdict),
+`Snapshot.nccl` (NCCL RAS's answers, on the tick after each round of questions:
+gputui.telemetry.nccl.model) and the header's `settings` (the `[health]` waits a short
+recording is judged with: `gputui.recording_settings`). Older files read as they are (no
+GPM, no state, no workers, no stacks, no RAS answers: N/A). A file of a newer version than
+this gputui knows is refused with "upgrade gputui": since readers reject unknown fields, a
+version-2 reader would otherwise fail on the first process's `state` with a message that
+does not say what to do."""
 
 from __future__ import annotations
 

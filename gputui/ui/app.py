@@ -36,6 +36,7 @@ from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.header import Banner, HeaderBar
 
 if TYPE_CHECKING:
+    from gputui.stacks.sampler import StackSampler
     from gputui.telemetry.replay_judge import Engines
 
 #: The refresh intervals + and - step through (seconds).
@@ -316,6 +317,14 @@ class GpuTuiApp(BaseApp[int]):
         gen = self.generation
         self.hub.reset()
         source = self.source
+        health = self.config.health
+
+        def stack_reader() -> StackSampler | None:  # (made when a verdict first wants a stack)
+            from gputui.stacks.sampler import for_source
+
+            return for_source(source.local_processes, health)
+
+        self.hub.stacks_when_wanted(stack_reader)
         self.hub.follow(source.seekable)  # a replay's verdicts: those of its ticks up to each
 
         def where() -> tuple[int, int] | None:
@@ -657,3 +666,6 @@ def kill_children(wait: float) -> None:
     stacks = sys.modules.get("gputui.ui.processes.stacks_view")
     if stacks is not None:  # py-spy children of a stacks screen still dumping
         stacks.cancel_all(wait)
+    sampler = sys.modules.get("gputui.stacks.sampler")
+    if sampler is not None:  # py-spy children reading a suspected job's ranks for its verdict
+        sampler.close_all()

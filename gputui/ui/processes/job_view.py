@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
-from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
+from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.processes.lines import fmt_mem
 from gputui.ui.render import Line, S, fit
@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from gputui.telemetry.hub import Hub
     from gputui.ui.processes.rows import ProcessRow
 
-PREFIX = {"culprit": "stuck: ", "exited": "stuck: ", "stuck": "", "straggler": "straggler: "}
+PREFIX = {**dict.fromkeys(STUCK_VERDICTS, "stuck: "), "stuck": "", "straggler": "straggler: "}
 """Said before a verdict's line ("stuck in a collective since ..." says it already)."""
 MAX_VERDICT_LINES = 3
 """Verdict lines above the process list; more jobs with one: "+ N more"."""
@@ -99,7 +99,7 @@ def _pct(v: float | None) -> str:
 
 
 def _rank_cells(r: RankHealth, now: float) -> tuple[str, ...]:
-    from gputui.telemetry.health import duration
+    from gputui.telemetry.verdicts.words import duration
 
     since = "–" if r.state_since is None else duration(max(0.0, now - r.state_since))
     return (
@@ -171,10 +171,11 @@ def verdict_section(job: JobHealth, now: float, width: int) -> list[Line]:
     if v is None:
         judge = " no verdict: no rank has waited long enough to judge ([health] stuck_seconds)"
         return [[(judge, S.ok)]]
-    return [
-        *_wrapped(verdict_text(job), width, " ⚠ ", "   ", S.warn),
-        *_wrapped(v.why, width, "   ", "   ", S.label),
-    ]
+    lines = _wrapped(verdict_text(job), width, " ⚠ ", "   ", S.warn)
+    clauses = v.why.split("; ")
+    for k, clause in enumerate(clauses):  # the evidence, a clause a line, word for word
+        lines += _wrapped(clause + (";" if k < len(clauses) - 1 else ""), width, "   ", "     ", S.label)
+    return lines
 
 
 def energy_section(job: JobHealth, now: float, width: int) -> list[Line]:
@@ -183,7 +184,7 @@ def energy_section(job: JobHealth, now: float, width: int) -> list[Line]:
 
 def ranks_section(job: JobHealth, now: float, width: int) -> list[Line]:
     """The ranks side by side (the verdict's in its colour), then the ranks that have gone."""
-    from gputui.telemetry.health import duration
+    from gputui.telemetry.verdicts.words import duration
 
     named = set(job.verdict.pids) if job.verdict is not None else set()
     rows: list[tuple[tuple[str, ...], Style]] = [
@@ -197,12 +198,38 @@ def ranks_section(job: JobHealth, now: float, width: int) -> list[Line]:
     return [[], _row(COLUMNS, layout, S.label), *(_row(cells, layout, style) for cells, style in rows)]
 
 
+def where_section(job: JobHealth, now: float, width: int) -> list[Line]:
+    """Where each rank's stack was, as the verdict read it (its frames are outside text)."""
+    from gputui.telemetry.verdicts.words import shown
+
+    read = [r for r in job.ranks if r.where is not None]
+    if not read:
+        return []
+    lines: list[Line] = [[], [(" where the ranks were (their Python stacks, read for the verdict)", S.label)]]
+    for r in read:
+        w = r.where
+        assert w is not None
+        if w.place == "unread":
+            text = f"could not be read: {shown(w.message or w.reason, 120)}"
+        else:
+            text = f"{w.place.replace('_', ' ')}: {shown(w.call)} ({shown(w.at)})"
+        lines += _wrapped(f"{r.who}: {text}", width, "  ", "    ", S.value)
+    return lines
+
+
 def legend_section(job: JobHealth, now: float, width: int) -> list[Line]:
     legend = "state: R running · S sleeping · D disk wait · T stopped · Z zombie"
     return [[], *_wrapped(legend, width, " ", " ", S.dim)]
 
 
-SECTIONS: list[Section] = [title_section, verdict_section, energy_section, ranks_section, legend_section]
+SECTIONS: list[Section] = [
+    title_section,
+    verdict_section,
+    energy_section,
+    ranks_section,
+    where_section,
+    legend_section,
+]
 
 
 def job_lines(job: JobHealth | None, now: float, width: int) -> list[Line]:

@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 
-from gputui.telemetry.health import duration
 from gputui.telemetry.nccl.findings import RasFinding, job_nccl
 from gputui.telemetry.nccl.model import NcclComm, NcclView
+from gputui.telemetry.verdicts.words import duration
 from gputui.ui.render import Line, S, fit
 from gputui.untrusted import literal
 
