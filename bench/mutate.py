@@ -50,6 +50,7 @@ LIFELINE = "tests/test_child_lifeline.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 PRIVILEGE = "tests/test_diag_privilege.py"
+PRIVILEGE_ATTACKS = "tests/test_diag_privilege_attacks.py"
 ENV_PASS = "tests/test_diag_env_pass.py"
 P2P = "tests/test_diag_p2p.py"
 HOSTILE = "tests/test_cluster_hostile.py"
@@ -1801,6 +1802,15 @@ MUTATIONS: list[Mutation] = [
         "            todo = todo",
         (PRIVILEGE,),
         "root's link into a user's directory hides who controls the interpreter",
+    ),
+    Mutation(
+        "diag-privilege-exec-while-read",
+        "gputui/diag/target.py",
+        "    if _ids(pid) != ids or _exe_or_none(pid) != exe:",
+        "    if False:",
+        (PRIVILEGE_ATTACKS,),
+        "a user's process that runs a set-user-ID program while read is diagnosed as root's, with "
+        "the user's environment",
     ),
     Mutation(
         "diag-privilege-roots-home-kept",
