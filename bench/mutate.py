@@ -1605,10 +1605,18 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "diag-env-secret-case",
         "gputui/diag/childenv.py",
-        '    return not SECRET_WORDS.isdisjoint(name.upper().split("_"))',
-        '    return not SECRET_WORDS.isdisjoint(name.split("_"))',
+        '    words = name.upper().split("_")',
+        '    words = name.split("_")',
         (ENV_PASS,),
         "a credential spelled in lower case (hf_token, NCCL_Secret) is not one",
+    ),
+    Mutation(
+        "diag-env-secret-run-together",
+        "gputui/diag/childenv.py",
+        "    return any(word.endswith(SECRET_ENDINGS) for word in words)",
+        "    return False",
+        (ENV_PASS,),
+        "a credential whose name runs its words together (PGPASSWORD, HF_AUTHTOKEN) reaches the child",
     ),
     Mutation(
         "diag-env-last-duplicate-wins",
