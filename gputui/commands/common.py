@@ -17,6 +17,26 @@ if TYPE_CHECKING:
     from gputui.telemetry.recording import ReplaySource
 
 
+INSTALL = "{install}"
+"""Where a subcommand's help names the command that installs its extra (`install_help`)."""
+
+
+def install_help(extra: str, package: str) -> type[argparse.HelpFormatter]:
+    """A help formatter that puts, where a help text says INSTALL, the command that installs
+    gputui's `extra` for how this gputui was installed (gputui.extras): worked out only when
+    help is shown (it reads the installed metadata)."""
+
+    class Hinted(argparse.HelpFormatter):
+        def add_text(self, text: str | None) -> None:
+            if text and INSTALL in text:
+                from gputui.extras import install_hint
+
+                text = text.replace(INSTALL, install_hint(extra, package))
+            super().add_text(text)
+
+    return Hinted
+
+
 def positive(value: str) -> float:
     """An argparse type: a finite number greater than zero (`inf` and `nan` would overflow
     or never fire a timer)."""
