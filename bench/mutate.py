@@ -1683,6 +1683,22 @@ MUTATIONS: list[Mutation] = [
         "a peer copy that could not get memory FAILs as 'came back wrong' with ACS advice (issue 31)",
     ),
     Mutation(
+        "diag-oom-is-a-failed-check",
+        "gputui/diag/probe/memory.py",
+        '    return [r for r in bad if r.get("out_of_memory")], [r for r in bad if not r.get("out_of_memory")]',
+        "    return [], list(bad)",
+        ("tests/test_diag_oom_checks.py",),
+        "a matmul, autocast or cuDNN check that could not get GPU memory FAILs as wrong or failed",
+    ),
+    Mutation(
+        "diag-oom-never-seen",
+        "gputui/diag/probe/memory.py",
+        "    return dict(facts, ok=False, error=first_line(str(exc)), out_of_memory=out_of_memory(torch, exc))",
+        "    return dict(facts, ok=False, error=first_line(str(exc)))",
+        ("tests/test_diag_oom_checks.py",),
+        "a check's out-of-memory error is not marked as one: the GPU reads as failing",
+    ),
+    Mutation(
         "diag-p2p-failed-copy-is-corruption",
         "gputui/diag/probe/compute.py",
         '    wrong = [e for e in pairs if e.get("copy_ok") is False]',
