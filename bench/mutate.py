@@ -2233,6 +2233,14 @@ MUTATIONS: list[Mutation] = [
         "a rank whose count RAS did not report is read as 0 and called behind",
     ),
     Mutation(
+        "ras-replay-waits-for-an-answer",
+        "gputui/telemetry/hub.py",
+        "        return NOT_ASKED if self._nccl_recorded else NOT_RECORDED",
+        "        return NOT_ASKED",
+        ("tests/test_nccl_outputs.py", "tests/test_nccl_tui.py"),
+        "a replay of a recording without RAS answers says 'no RAS answer yet', as if one would come",
+    ),
+    Mutation(
         "ras-lag-of-one-ignored",
         "gputui/telemetry/nccl/findings.py",
         "        behind = [(r, n) for r, n in known if n < lead]",

@@ -231,7 +231,9 @@ class _Judge:
         if self.live:
             self._ask_ras(snap)
         nccl = self.nccl if self.live else self.hub.nccl_view()
-        return health_block(report, snap, self.config, snap.timestamp - self.first, nccl)
+        return health_block(
+            report, snap, self.config, snap.timestamp - self.first, nccl, self.hub.nccl_absent()
+        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,7 +19,9 @@ from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.hints import Hint, HintEngine
 from gputui.telemetry.history import DEFAULT_CAPACITY, History
 from gputui.telemetry.model import MachineInfo, Snapshot
+from gputui.telemetry.nccl.findings import NOT_ASKED, NOT_RECORDED
 from gputui.telemetry.nccl.model import NcclView
+from gputui.telemetry.recording import holds_nccl
 from gputui.telemetry.replay_judge import CHECKPOINT_EVERY, Engines, ReplayJudge, history_gap
 
 if TYPE_CHECKING:
@@ -50,6 +52,8 @@ class Hub:
         self.lock = threading.Lock()
         self.judge: ReplayJudge | None = None
         """Set by `follow` for a replay."""
+        self._nccl_recorded: bool | None = None
+        """Whether the replay's recording holds a RAS view at all (None: not read yet)."""
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
         self._alert_listeners: list[Callable[[list[AlertEvent]], None]] = []
@@ -75,6 +79,7 @@ class Hub:
         of the recording up to each one, with a copy of the engines kept every `every` ticks;
         None: live data, judged in the order it comes."""
         self.judge = None if replay is None else ReplayJudge(replay, self._engines().fresh(), every)
+        self._nccl_recorded = None
 
     def _engines(self) -> Engines:
         return Engines(self.health, self.hints, self.alerts)
@@ -130,6 +135,16 @@ class Hub:
     def nccl_view(self) -> NcclView | None:
         """NCCL RAS's latest view (an immutable object, replaced whole)."""
         return self.nccl
+
+    def nccl_absent(self) -> str:
+        """What a job's NCCL section says where there is no RAS view: live, none yet; in a
+        replay of a recording that holds none at all, that it is not in the recording."""
+        judge = self.judge
+        if judge is None:
+            return NOT_ASKED
+        if self._nccl_recorded is None:  # (read once per replay)
+            self._nccl_recorded = holds_nccl(judge.replay.ticks)
+        return NOT_ASKED if self._nccl_recorded else NOT_RECORDED
 
     def health_report(self) -> HealthReport | None:
         """The job verdicts and spinning GPUs at the latest tick (immutable)."""

@@ -244,7 +244,8 @@ class JobScreen(ModalScreen[None]):
         now, job = (report.timestamp if report else 0.0), self.job()
         lines = job_lines(job, now, width)
         if job is not None:  # NCCL's own view of the job (gputui.telemetry.nccl)
-            lines += nccl_lines(self.hub.nccl_view(), {r.pid for r in (*job.ranks, *job.exited)}, now, width)
+            pids = {r.pid for r in (*job.ranks, *job.exited)}
+            lines += nccl_lines(self.hub.nccl_view(), pids, now, width, self.hub.nccl_absent())
         return lines
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
