@@ -1313,10 +1313,18 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "stacks-job-dead-launchers-ranks-lost",
         "gputui/stacks/ranks.py",
-        "        if lead == st.pid or _leader(lead, of_group) is not None:\n",
+        "        if lead <= 0 or lead == st.pid or _leader(lead, of_group) is not None:\n",
         "        if True:\n",
         ("tests/test_stacks_reparented.py",),
         "stacks --job on a rank whose launcher died says 'no launcher' though its group holds the ranks",
+    ),
+    Mutation(
+        "stacks-job-group-zero-swept",
+        "gputui/stacks/ranks.py",
+        "        if lead <= 0 or lead == st.pid or _leader(lead, of_group) is not None:\n",
+        "        if lead == st.pid or _leader(lead, of_group) is not None:\n",
+        ("tests/test_stacks_reparented.py",),
+        "stacks --job on a process of group 0 lists kthreadd and PID 1 as a dead launcher's ranks",
     ),
     Mutation(
         "stacks-job-group-leader-ignored",
