@@ -85,3 +85,20 @@ def test_the_docs_never_give_an_install_command_that_fails_from_a_checkout() -> 
         for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             if "install 'gputui[" in line or 'install "gputui[' in line or "install gputui[" in line:
                 raise AssertionError(f"{page.name}:{n}: {line.strip()}")
+
+
+def test_the_install_command_in_help_is_never_cut_at_a_hyphen(monkeypatch) -> None:
+    """Wrapped at `py-spy`'s hyphen, the command does not paste as one (a fresh venv's help
+    said `pip install py-` and `spy` on two lines)."""
+    import contextlib
+    import io
+
+    from gputui.cli import main
+
+    for columns in range(50, 131):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            main(["stacks", "--help"])
+        text = out.getvalue()
+        assert "install" in text and "py-\n" not in text, (columns, text)
