@@ -77,7 +77,8 @@ class OverviewPane(Pane):
                         "focus_next",
                         "Processes",
                         tooltip="Move between the cards and the process list below them "
-                        "(T K I / enter work there as on the Processes tab; T K I / from the cards too)",
+                        "(enter, /, T, K and I work there as on the Processes tab; /, T, K and I from "
+                        "the cards too)",
                     ),
                 ],
             ),

@@ -149,7 +149,12 @@ class ProcessList(Container):
         Binding("J", "job_view", "Job", show=False, tooltip="The process's job: ranks side by side, verdict"),
         Binding("P", "stacks", "Stacks", show=False, tooltip="Python stacks; a launcher's row: every rank"),
         # in a replay T K I and m are hidden (nothing to signal); pressed, they say why
-        Binding("T,K,I,m", "refused", show=False),
+        Binding(
+            "T,K,I,m",
+            "refused",
+            show=False,
+            tooltip="Signal or mark a process: not in a recording (pressed, says why)",
+        ),
     ]
 
     def __init__(
