@@ -564,6 +564,12 @@ class ProcessList(Container):
     def action_job_view(self) -> None:
         open_job_view(self, self.hub, self.table.current, local=self.signals_possible)
 
+    def open_verdicts_job(self) -> None:
+        """J from the Overview's cards: the job of the verdict line under them (which says
+        "J: job view"), else the cursor row's."""
+        shown = {r.proc.pid for r in self.shown}
+        open_job_view(self, self.hub, self.table.current, local=self.signals_possible, shown=shown)
+
     def action_stacks(self) -> None:
         open_stacks(self, self.hub, self.table.current, local=self.signals_possible)
 
