@@ -1885,6 +1885,14 @@ MUTATIONS: list[Mutation] = [
         "root's script whose #! is a user's venv runs that venv as root",
     ),
     Mutation(
+        "signal-uids-changed-after-confirmation",
+        "gputui/control/signals.py",
+        "    if identity.uids is not None and uids != identity.uids:",
+        "    if False:",
+        ("tests/test_job_kill_uids.py",),
+        "root's confirmed signal reaches a user's process that became root meanwhile (a set-user-ID exec)",
+    ),
+    Mutation(
         "diag-privilege-roots-home-kept",
         "gputui/diag/childenv.py",
         "        for name, value in run_as.env().items():",
