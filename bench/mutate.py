@@ -50,6 +50,7 @@ LIFELINE = "tests/test_child_lifeline.py"
 DIAG_MEMORY = "tests/test_diag_memory.py"
 DIAG_STARTVARS = "tests/test_diag_startvars.py"
 PRIVILEGE = "tests/test_diag_privilege.py"
+PRIVILEGE_ATTACKS = "tests/test_diag_privilege_attacks.py"
 ENV_PASS = "tests/test_diag_env_pass.py"
 P2P = "tests/test_diag_p2p.py"
 HOSTILE = "tests/test_cluster_hostile.py"
@@ -1453,10 +1454,18 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "stacks-job-dead-launchers-ranks-lost",
         "gputui/stacks/ranks.py",
-        "        if lead == st.pid or _leader(lead, of_group) is not None:\n",
+        "        if lead <= 0 or lead == st.pid or _leader(lead, of_group) is not None:\n",
         "        if True:\n",
         ("tests/test_stacks_reparented.py",),
         "stacks --job on a rank whose launcher died says 'no launcher' though its group holds the ranks",
+    ),
+    Mutation(
+        "stacks-job-group-zero-swept",
+        "gputui/stacks/ranks.py",
+        "        if lead <= 0 or lead == st.pid or _leader(lead, of_group) is not None:\n",
+        "        if lead == st.pid or _leader(lead, of_group) is not None:\n",
+        ("tests/test_stacks_reparented.py",),
+        "stacks --job on a process of group 0 lists kthreadd and PID 1 as a dead launcher's ranks",
     ),
     Mutation(
         "stacks-job-group-leader-ignored",
@@ -1745,10 +1754,18 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "diag-env-secret-case",
         "gputui/diag/childenv.py",
-        '    return not SECRET_WORDS.isdisjoint(name.upper().split("_"))',
-        '    return not SECRET_WORDS.isdisjoint(name.split("_"))',
+        '    words = name.upper().split("_")',
+        '    words = name.split("_")',
         (ENV_PASS,),
         "a credential spelled in lower case (hf_token, NCCL_Secret) is not one",
+    ),
+    Mutation(
+        "diag-env-secret-run-together",
+        "gputui/diag/childenv.py",
+        "    return any(word.endswith(SECRET_ENDINGS) for word in words)",
+        "    return False",
+        (ENV_PASS,),
+        "a credential whose name runs its words together (PGPASSWORD, HF_AUTHTOKEN) reaches the child",
     ),
     Mutation(
         "diag-env-last-duplicate-wins",
@@ -1813,6 +1830,22 @@ MUTATIONS: list[Mutation] = [
         '            "copy_ok": False,',
         (P2P,),
         "a peer copy that could not get memory FAILs as 'came back wrong' with ACS advice (issue 31)",
+    ),
+    Mutation(
+        "diag-oom-is-a-failed-check",
+        "gputui/diag/probe/memory.py",
+        '    return [r for r in bad if r.get("out_of_memory")], [r for r in bad if not r.get("out_of_memory")]',
+        "    return [], list(bad)",
+        ("tests/test_diag_oom_checks.py",),
+        "a matmul, autocast or cuDNN check that could not get GPU memory FAILs as wrong or failed",
+    ),
+    Mutation(
+        "diag-oom-never-seen",
+        "gputui/diag/probe/memory.py",
+        "    return dict(facts, ok=False, error=first_line(str(exc)), out_of_memory=out_of_memory(torch, exc))",
+        "    return dict(facts, ok=False, error=first_line(str(exc)))",
+        ("tests/test_diag_oom_checks.py",),
+        "a check's out-of-memory error is not marked as one: the GPU reads as failing",
     ),
     Mutation(
         "diag-p2p-failed-copy-is-corruption",
@@ -1942,6 +1975,63 @@ MUTATIONS: list[Mutation] = [
         "            todo = todo",
         (PRIVILEGE,),
         "root's link into a user's directory hides who controls the interpreter",
+    ),
+    Mutation(
+        "diag-privilege-exec-while-read",
+        "gputui/diag/target.py",
+        "    if _ids(pid) != ids or _exe_or_none(pid) != exe:",
+        "    if False:",
+        (PRIVILEGE_ATTACKS,),
+        "a user's process that runs a set-user-ID program while read is diagnosed as root's, with "
+        "the user's environment",
+    ),
+    Mutation(
+        "diag-privilege-site-dirs-unchecked",
+        "gputui/diag/privilege.py",
+        "    for site in startfiles.site_dirs(program):",
+        "    for site in []:",
+        (PRIVILEGE_ATTACKS,),
+        "a .pth or package another user owns in root's venv runs as root",
+    ),
+    Mutation(
+        "diag-privilege-site-entries-unjudged",
+        "gputui/diag/privilege.py",
+        "            judge(path, st)\n            if stat.S_ISLNK(st.st_mode):",
+        "            if stat.S_ISLNK(st.st_mode):",
+        (PRIVILEGE_ATTACKS,),
+        "a user's .pth or package in a site directory root owns runs as root",
+    ),
+    Mutation(
+        "diag-privilege-pth-dirs-unchecked",
+        "gputui/diag/privilege.py",
+        "        for d in startfiles.pth_dirs(site, names):",
+        "        for d in []:",
+        (PRIVILEGE_ATTACKS,),
+        "a user's checkout a .pth of root's names (pip install -e) runs as root",
+    ),
+    Mutation(
+        "diag-privilege-beside-sticky-trusted",
+        "gputui/diag/privilege.py",
+        "    for d in startfiles.beside(program):\n        room(d)\n",
+        "",
+        (PRIVILEGE_ATTACKS,),
+        "an interpreter in /tmp runs as root though anyone can add a ._pth beside it",
+    ),
+    Mutation(
+        "diag-privilege-shebang-unfollowed",
+        "gputui/diag/privilege.py",
+        "        interpreter = startfiles.shebang(program)",
+        "        interpreter = None",
+        (PRIVILEGE_ATTACKS,),
+        "root's script whose #! is a user's venv runs that venv as root",
+    ),
+    Mutation(
+        "signal-uids-changed-after-confirmation",
+        "gputui/control/signals.py",
+        "    if identity.uids is not None and uids != identity.uids:",
+        "    if False:",
+        ("tests/test_job_kill_uids.py",),
+        "root's confirmed signal reaches a user's process that became root meanwhile (a set-user-ID exec)",
     ),
     Mutation(
         "diag-privilege-roots-home-kept",
@@ -2330,6 +2420,14 @@ MUTATIONS: list[Mutation] = [
         "        known = [(r, r.count(coll) or 0) for r in c.ranks]",
         (RAS_FINDINGS,),
         "a rank whose count RAS did not report is read as 0 and called behind",
+    ),
+    Mutation(
+        "ras-replay-waits-for-an-answer",
+        "gputui/telemetry/hub.py",
+        "        return NOT_ASKED if self._nccl_recorded else NOT_RECORDED",
+        "        return NOT_ASKED",
+        ("tests/test_nccl_outputs.py", "tests/test_nccl_tui.py"),
+        "a replay of a recording without RAS answers says 'no RAS answer yet', as if one would come",
     ),
     Mutation(
         "ras-lag-of-one-ignored",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from conftest import H200_X1, H200_X2, replay_app, run_to_tick, screen_lines, wait_for
 
 from gputui.telemetry.poller import MAX_INTERVAL
@@ -134,6 +135,34 @@ def test_help_lists_every_key():
                             assert row in everything
             await pilot.press("escape")
             await wait_for(pilot, lambda: not isinstance(app.screen, HelpScreen))
+
+    run(go())
+
+
+@pytest.mark.parametrize("live", [False, True], ids=["replay", "signals-possible"])
+def test_every_key_the_help_lists_says_what_it_does(live, monkeypatch):
+    """In a replay the help listed `T / K / I / m` and `T / K / I` with no words at all
+    (the bindings that say why nothing is signalled had no description; review of issue
+    31): every row names what its key does."""
+
+    from gputui.ui.processes.process_list import ProcessList
+
+    if live:  # as live data would: the signal keys offered instead
+        monkeypatch.setattr(ProcessList, "signals_possible", property(lambda self: True))
+
+    async def go():
+        from gputui.ui.help import HelpScreen
+
+        app = replay_app(H200_X2)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await run_to_tick(pilot, 3)
+            await pilot.press("2")
+            await pilot.press("question_mark")
+            await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+            empty = [(h, keys) for h, rows in app.screen.sections for keys, what in rows if not what.strip()]
+            assert not empty, empty
+            text = app.screen.help_text()
+            assert "T K I /" not in text  # (the Overview's tab key spelt them as one word with /)
 
     run(go())
 

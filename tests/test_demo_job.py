@@ -167,3 +167,28 @@ def test_applied_keeps_every_key_the_user_set() -> None:
     assert note is not None and "spin_seconds = 120 from your config kept" in note
     assert banner == "waits from the recording: stuck_seconds 30 (yours: spin_seconds)"
     assert applied(loaded, None) == (loaded.config, None, None)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_the_verdict_lines_j_opens_the_job_view_from_the_first_screen(size) -> None:
+    """The verdict line under the cards says "J: job view"; a new user presses J at once, the
+    cards focused (review of issue 31: nothing happened; J worked only once `tab` had moved
+    into the process list)."""
+    from gputui.cli import DEMO_JOB_START, open_tui_replay
+    from gputui.ui.processes.job_view import JobScreen
+
+    opened = open_tui_replay(str(DEMO_JOB), DEMO_JOB_START, LoadedConfig(Config(), None))
+    assert opened is not None
+    source, config, note = opened
+
+    async def go() -> str:
+        app = GpuTuiApp(source, interval=FROZEN, watch_terminal=False, config=config, judged_with=note)
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda: "J: job view" in "\n".join(screen_lines(app)))
+            await pilot.press("J")
+            await wait_for(pilot, lambda: isinstance(app.screen, JobScreen))
+            await pilot.pause()
+            return "\n".join(screen_lines(app))
+
+    shown = asyncio.run(go())
+    assert "815" in shown and "rank" in shown

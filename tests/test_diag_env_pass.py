@@ -63,6 +63,14 @@ def test_these_pass(name: str) -> None:
     assert passes(name) and not secret(name)
 
 
+@pytest.mark.parametrize(
+    "name", ["PWD", "OLDPWD", "PATH", "TOKENIZERS_PARALLELISM", "HF_HUB_DISABLE_TOKENIZERS_X"]
+)
+def test_what_only_looks_like_a_credential_stays(name: str) -> None:
+    """The shell's working directory is no password; a word that merely starts with one is none."""
+    assert not secret(name)
+
+
 @pytest.mark.parametrize("name", NEVER)
 def test_these_never_pass(name: str) -> None:
     assert not passes(name)
@@ -71,7 +79,10 @@ def test_these_never_pass(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     ["HF_TOKEN", "hf_token", "GITHUB_TOKEN", "AWS_SECRET_ACCESS_KEY", "DB_PASSWORD", "MY_API_KEY",
-     "PIP_INDEX_CREDENTIALS", "SSH_AUTH_SOCK", "Session_Cookie"],
+     "PIP_INDEX_CREDENTIALS", "SSH_AUTH_SOCK", "Session_Cookie",
+     # run together, or spelt short, as well-known tools spell them (review of issue 31)
+     "PGPASSWORD", "SSHPASS", "MYSQL_PWD", "GITHUB_PAT", "GH_PAT", "HF_AUTHTOKEN", "NGC_ACCESSTOKEN",
+     "AZURE_CLIENTSECRET"],
 )  # fmt: skip
 def test_a_credential_is_dropped_from_every_childs_environment(name: str) -> None:
     """Whatever environment a child starts from (gputui's own, for --python and the TUI):

@@ -64,3 +64,41 @@ def test_serve_without_textual_serve_says_what_installs_it_from_this_checkout(tm
     assert r.returncode == 2, r.stderr
     assert "'gputui[serve]'" not in r.stderr and f"'{ROOT}[serve]'" in r.stderr, r.stderr
     assert "install textual-serve" in r.stderr and len(r.stderr.splitlines()) == 1, r.stderr
+
+
+def test_stacks_help_names_what_installs_py_spy_here() -> None:
+    """`gputui stacks --help` said `pip install 'gputui[stacks]'`, which fails from a checkout
+    (review of issue 31): it names the shared hint's command."""
+    argv = [sys.executable, "-m", "gputui", "stacks", "--help"]
+    r = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
+    assert r.returncode == 0, r.stderr
+    flat = " ".join(r.stdout.split())
+    assert "'gputui[stacks]'" not in flat
+    assert f"install -e '{ROOT}[stacks]'" in flat or f"install '{ROOT}[stacks]'" in flat, flat
+    assert "install py-spy" in flat, flat
+
+
+def test_the_docs_never_give_an_install_command_that_fails_from_a_checkout() -> None:
+    """The README installs from a checkout: `pip install 'gputui[EXTRA]'` needs a package index
+    that has gputui."""
+    for page in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            if "install 'gputui[" in line or 'install "gputui[' in line or "install gputui[" in line:
+                raise AssertionError(f"{page.name}:{n}: {line.strip()}")
+
+
+def test_the_install_command_in_help_is_never_cut_at_a_hyphen(monkeypatch) -> None:
+    """Wrapped at `py-spy`'s hyphen, the command does not paste as one (a fresh venv's help
+    said `pip install py-` and `spy` on two lines)."""
+    import contextlib
+    import io
+
+    from gputui.cli import main
+
+    for columns in range(50, 131):
+        monkeypatch.setenv("COLUMNS", str(columns))
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            main(["stacks", "--help"])
+        text = out.getvalue()
+        assert "install" in text and "py-\n" not in text, (columns, text)

@@ -146,3 +146,41 @@ def test_as_an_ordinary_user_what_eperm_refuses_is_refused_and_says_who_could(st
     assert outcome == "denied" and "belongs to root" in message and "only root" in message, message
     outcome, message = got["two_others"]
     assert outcome == "denied" and "only 65532, 65533 or root" in message, message
+
+
+# ---- a process that changes its user ids between the confirmation and the signal ------
+
+import test_diag_privilege_attacks as attacks  # noqa: E402  (its set-user-ID fixture)
+
+setuid_root = attacks.setuid_root
+"""(a set-user-ID-root program that makes every user id root's and waits, as sudo does)"""
+
+
+def test_a_process_that_became_root_after_the_confirmation_is_not_signalled(setuid_root, started) -> None:
+    """The user confirmed SIGKILL to nobody's process; before the signal went, the process
+    ran a set-user-ID-root program (the same process, the same start time, the same pidfd):
+    root's gputui must not send it a signal the confirmation never covered (review of issue
+    31: it did).  The job's members are pinned the same way."""
+    from gputui.control.signals import Outcome, pin, send_signal
+
+    code = (
+        "import os, sys; os.setgroups([]); os.setresgid(65534, 65534, 65534); "
+        "os.setresuid(65534, 65534, 65534); print(1, flush=True); sys.stdin.readline(); "
+        f"os.execv({setuid_root!r}, [{setuid_root!r}])"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    started.append(p)
+    assert p.stdout is not None and p.stdout.readline() == b"1\n"
+    identity = identity_of(p.pid)
+    assert identity is not None
+    with pin(identity) as pinned:  # the confirmation is shown: nobody's process
+        assert pinned.problem is None
+        assert p.stdin is not None
+        p.stdin.write(b"go\n")
+        p.stdin.flush()
+        while tuple(psutil.Process(p.pid).uids()) != (0, 0, 0):  # the exec, then its setresuid
+            assert p.poll() is None
+        result = send_signal(pinned, 9)
+    assert not result.sent and result.outcome is Outcome.REUSED, result
+    assert result.message.startswith(f"PID {p.pid} now runs as root, not as nobody as when you confirmed")
+    assert p.poll() is None  # still there: nothing was sent

@@ -13,7 +13,7 @@ from conftest import gputui
 from ras_support import MATRIX, ras_views, with_ras
 
 from gputui.export.nccl_json import nccl_job
-from gputui.telemetry.nccl.findings import NO_COMM, NOT_ASKED, job_nccl, text_only
+from gputui.telemetry.nccl.findings import NO_COMM, NOT_ASKED, NOT_RECORDED, job_nccl, text_only
 from gputui.telemetry.nccl.model import NO_JOB, NcclView, RasAnswer
 from gputui.telemetry.nccl.watch import OFF
 from gputui.telemetry.recording import read_recording
@@ -87,12 +87,29 @@ def test_snapshot_json_names_the_stopped_rank_missing_or_says_why_not(tmp_path):
     assert seen == {"missing", "reason"}
 
 
-def test_a_recording_without_answers_says_not_asked_for_each_job():
-    """Format 6 and older hold no RAS answers: each job says so, once, and goes on."""
+def test_a_recording_without_answers_says_not_in_this_recording_for_each_job():
+    """Format 6 and older hold no RAS answers: each job says so ("not in this recording", not
+    the live view's "no RAS answer yet"), once, and goes on."""
     doc = snapshot_doc(MATRIX / "3-mismatch-slow-gpu" / "recording.jsonl.gz", 30)
     assert len(doc["health"]["jobs"]) == 2
     for job in doc["health"]["jobs"]:
-        assert job["nccl"]["reason"] == NOT_ASKED and job["nccl"]["communicators"] == []
+        assert job["nccl"]["reason"] == NOT_RECORDED and job["nccl"]["communicators"] == []
+
+
+def test_whether_a_recording_holds_answers_is_read_once_and_told_apart_from_live(tmp_path):
+    from gputui.telemetry.hub import Hub
+    from gputui.telemetry.recording import ReplaySource
+
+    live = Hub()
+    assert live.nccl_absent() == NOT_ASKED
+    with_answers = Hub()
+    with_answers.follow(ReplaySource(with_ras("3-mismatch-slow-gpu", tmp_path / "r.jsonl.gz")))
+    assert with_answers.nccl_absent() == NOT_ASKED  # (before its first answer: none yet)
+    without = Hub()
+    without.follow(ReplaySource(MATRIX / "3-mismatch-slow-gpu" / "recording.jsonl.gz"))
+    assert without.nccl_absent() == NOT_RECORDED
+    assert job_nccl(None, {1}, NOT_RECORDED).reason == NOT_RECORDED
+    assert job_nccl(NcclView(1.0, reason=NO_JOB), {1}, NOT_RECORDED).reason == NOT_RECORDED
 
 
 # --------------------------------------------------------------------------------------

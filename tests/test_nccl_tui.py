@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import replay_app, run_to_tick, screen_lines, wait_for
+import pytest
+from conftest import FIXTURES, replay_app, run_to_tick, screen_lines, wait_for
 from ras_support import MATRIX, with_ras
 
+from gputui.telemetry.nccl.findings import NOT_RECORDED
 from gputui.telemetry.nccl.model import NcclComm, NcclCount, NcclRank, NcclView, RasAnswer
 from gputui.ui.processes.job_view import JobScreen
 from gputui.ui.processes.nccl_lines import nccl_lines
 
+STOPPED_GLOO = FIXTURES / "h100-health" / "jobrank-stopped.jsonl.gz"
+DEMO_JOB = FIXTURES.parents[1] / "gputui" / "data" / "demo-job.jsonl.gz"
 DEADLOCK = "rank 1 (PID 2227) is one AllReduce behind (150; rank 0: 151) · counts unchanged for"
 
 
@@ -48,12 +52,25 @@ def test_the_job_view_shows_the_deadlock_as_nccl_sees_it(tmp_path):
     asyncio.run(go())
 
 
-def test_a_recording_without_answers_says_so_once():
+@pytest.mark.parametrize(
+    "path",
+    [
+        MATRIX / "3-mismatch-slow-gpu" / "recording.jsonl.gz",  # format 6: before RAS answers
+        STOPPED_GLOO,  # format 3, a gloo job: no NCCL at all
+        DEMO_JOB,  # format 7, recorded with no RAS answer
+    ],
+    ids=["format-6", "gloo-format-3", "demo-job-format-7"],
+)
+def test_a_recording_without_answers_says_so_once(path):
+    """A replay is no live view waiting for an answer: "not in this recording", never "no RAS
+    answer yet" (review of issue 31)."""
+
     async def go():
-        app = replay_app(MATRIX / "3-mismatch-slow-gpu" / "recording.jsonl.gz")
+        app = replay_app(path)
         async with app.run_test(size=(160, 50)) as pilot:
             shown = await job_view(pilot, 45)
-            assert shown.count("no RAS answer yet") == 1
+            assert shown.count(NOT_RECORDED) == 1, shown
+            assert "no RAS answer yet" not in shown
             assert "communicator" not in shown
 
     asyncio.run(go())

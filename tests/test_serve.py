@@ -19,6 +19,7 @@ from serve_support import (
     Served,
     app_output,
     cpu_percent,
+    read_log,
     start_serve,
     wait_log,
     wait_no_sessions,
@@ -232,6 +233,22 @@ def test_the_log_has_a_line_when_a_session_starts_and_ends_and_refusals_are_quie
         assert (len(started), len(ended), len(refused), len(malformed)) == (1, 1, 1, 1), log
         assert len(lines) == 4, log
         assert "Traceback" not in log and "\x1b" not in log, log
+    finally:
+        s.stop()
+
+
+def test_a_plain_request_for_the_websocket_is_a_400_not_a_traceback() -> None:
+    """The websocket's URL opened as a page (a browser's address bar, curl): it was a 500, a
+    traceback in the log ("Call .prepare() first") and a session counted that never was
+    (review of issue 31).  It is a 400, no session, no log line."""
+    s = start_serve()
+    try:
+        for url in (s.ws().replace("ws://", "http://", 1), s.path("ws")):
+            status, text, _ = _run(_get(url))
+            assert status == 400 and "websocket" in text, (status, text)
+        log = read_log(s)
+        assert "Traceback" not in log and " started" not in log and " ended " not in log, log
+        assert len(log.splitlines()) == 1, log  # (the URL)
     finally:
         s.stop()
 

@@ -165,3 +165,23 @@ def require_py_spy_or_none(script: Path) -> bool:
     except pytest.skip.Exception:
         return False
     return True
+
+
+def test_group_zero_is_no_dead_launchers_group() -> None:
+    """Process group and session 0 are no group a launcher led: the kernel's threads and
+    what ran before any setsid (PID 1 of a container) are in it.  `--job` on such a process
+    listed kthreadd and PID 1 as "2 ranks left in its process group 0" (review of issue 31)."""
+    from gputui.stacks.ranks import _orphans
+    from gputui.telemetry.host.proctree import ProcStat
+
+    me = read_stat(os.getpid())
+    assert me is not None
+    for shape in ({"pgid": 0, "sid": 0}, {"pgid": 0, "sid": me.sid}, {"pgid": me.pgid, "sid": 0}):
+        st = ProcStat(me.pid, me.ppid, shape["pgid"], shape["sid"], me.start_ticks, me.name, None)
+        found = _orphans(st)
+        assert found.gone != 0 and all(pid != 2 for pid, _ in found.ranks), (shape, found)
+    # on the real process table: whatever PID 1's group is, no kernel thread is a rank
+    job = job_ranks(1)
+    assert not any(read_stat(pid) is not None and read_stat(pid).ppid in (0, 2) for pid, _ in job.ranks), job
+    r = gputui("stacks", "--job", "1", "--json")
+    assert "process group 0" not in r.stdout + r.stderr and "kthreadd" not in r.stdout + r.stderr

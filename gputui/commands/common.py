@@ -17,6 +17,34 @@ if TYPE_CHECKING:
     from gputui.telemetry.recording import ReplaySource
 
 
+INSTALL = "{install}"
+"""Where a subcommand's help names the command that installs its extra (`install_help`)."""
+
+
+def install_help(extra: str, package: str) -> type[argparse.HelpFormatter]:
+    """A help formatter that puts, where a help text says INSTALL, the command that installs
+    gputui's `extra` for how this gputui was installed (gputui.extras): worked out only when
+    help is shown (it reads the installed metadata).  That text is wrapped here, never inside
+    a word at its hyphen (`py-` / `spy` would not paste as one command)."""
+
+    class Hinted(argparse.RawDescriptionHelpFormatter):
+        def add_text(self, text: str | None) -> None:
+            if text and INSTALL in text:
+                import shutil
+                import textwrap
+
+                from gputui.extras import install_hint
+
+                text = text.replace(INSTALL, install_hint(extra, package))
+                width = max(40, shutil.get_terminal_size().columns - 2)
+                text = textwrap.fill(
+                    " ".join(text.split()), width, break_on_hyphens=False, break_long_words=False
+                )
+            super().add_text(text)
+
+    return Hinted
+
+
 def positive(value: str) -> float:
     """An argparse type: a finite number greater than zero (`inf` and `nan` would overflow
     or never fire a timer)."""

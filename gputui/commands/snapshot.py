@@ -267,7 +267,9 @@ class _Judge:
         report = self.hub.health_report()
         assert report is not None
         nccl = self.nccl if self.live else self.hub.nccl_view()
-        return health_block(report, snap, self.config, snap.timestamp - self.first, nccl)
+        return health_block(
+            report, snap, self.config, snap.timestamp - self.first, nccl, self.hub.nccl_absent()
+        )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from gputui.commands.common import Interrupted, interruptible, positive, say
+from gputui.commands.common import INSTALL, Interrupted, install_help, interruptible, positive, say
 
 NAME = "stacks"
 
@@ -31,7 +31,8 @@ def add_parser(subparsers: Any) -> None:
         description="Dump the Python stack of each process with `py-spy dump` (in parallel, each "
         "bounded in time) and fold the outer frames they share.  Where a stack cannot be read, say "
         "why: py-spy missing, ptrace refused, the process stopped, not Python, exited.  Needs py-spy: "
-        "pip install 'gputui[stacks]'.  Exit status: 0 all read, 1 some missing, 2 none tried.",
+        f"{INSTALL}.  Exit status: 0 all read, 1 some missing, 2 none tried.",
+        formatter_class=install_help("stacks", "py-spy"),
     )
     p.add_argument("pids", metavar="PID", nargs="*", type=pid_arg, help="processes to dump")
     p.add_argument(

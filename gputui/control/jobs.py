@@ -62,7 +62,7 @@ def _identity(proc: psutil.Process) -> ProcessIdentity | None:
                 user: str | None = proc.username()
             except (psutil.Error, KeyError):
                 user = None
-            return ProcessIdentity(proc.pid, start_time(proc), user, proc.name())
+            return ProcessIdentity(proc.pid, start_time(proc), user, proc.name(), tuple(proc.uids()))
     except psutil.Error:
         return None
 

@@ -7,8 +7,10 @@ Safety, in order:
 1. Never PID 0 or negative (process groups), PID 1 (init), gputui itself, one of its
    threads, its parent or any other ancestor (the shell, sudo, multiplexer or job step it
    runs in).
-2. The process must still be the one the user saw: same PID, same start time.  Otherwise
-   nothing is sent and the result says so.
+2. The process must still be the one the user saw: same PID, same start time, and the same
+   user ids as when it was selected or pinned (an exec of a set-user-ID program keeps the
+   PID and the start time: root's confirmation to signal a user's process never covers the
+   root process it became).  Otherwise nothing is sent and the result says so.
 3. The signal goes through a pidfd opened *before* that check: if the process exits after
    the check and its PID is reused, the pidfd still names the old, dead process and the
    kernel answers ESRCH instead of signalling the new one.  `pin()` opens and checks that
@@ -47,6 +49,10 @@ class ProcessIdentity:
     """Seconds since the epoch, as `gputui.telemetry.host.starttime.start_time` reads it."""
     user: str | None = None
     name: str | None = None
+    uids: tuple[int, ...] | None = None
+    """Its real, effective and saved uids when it was selected (None: not read); a process
+    whose ids changed since (it ran a set-user-ID program) is not signalled (`pin` reads
+    them where the selection did not)."""
 
 
 class Outcome(enum.Enum):
@@ -93,7 +99,7 @@ def identity_of(pid: int) -> ProcessIdentity | None:
     try:
         proc = psutil.Process(pid)
         with proc.oneshot():
-            return ProcessIdentity(pid, start_time(proc), _owner(proc), proc.name())
+            return ProcessIdentity(pid, start_time(proc), _owner(proc), proc.name(), tuple(proc.uids()))
     except psutil.Error:
         return None
 
@@ -179,6 +185,9 @@ def pin(identity: ProcessIdentity) -> PinnedProcess:
     pidfd = _open_pidfd(identity.pid) if protected_reason(identity.pid) is None else -1
     if pidfd == -errno.ESRCH:
         pidfd = -1
+    if identity.uids is None:  # (read after the pidfd: the ids of the process it names)
+        with contextlib.suppress(psutil.Error):
+            identity = dataclasses.replace(identity, uids=tuple(psutil.Process(identity.pid).uids()))
     handle = PinnedProcess(identity, pidfd, None)
     problem = _send(identity, 0, pidfd, dry=True)
     if problem is not None:
@@ -236,6 +245,7 @@ def _send(identity: ProcessIdentity, sig: int, pidfd: int, *, dry: bool) -> Sign
             status = proc.status()
             owner = _owner(proc)
             may = _who_may_signal(proc)
+            uids = tuple(proc.uids())
     except psutil.NoSuchProcess:
         return result(Outcome.GONE, f"PID {pid} has already exited: nothing sent")
     except psutil.Error as exc:
@@ -245,6 +255,13 @@ def _send(identity: ProcessIdentity, sig: int, pidfd: int, *, dry: bool) -> Sign
             Outcome.REUSED,
             f"PID {pid} is now a different process (started {_clock(started)}, not "
             f"{_clock(identity.create_time)}): the one you selected has exited; nothing sent",
+            owner,
+        )
+    if identity.uids is not None and uids != identity.uids:
+        return result(
+            Outcome.REUSED,
+            f"PID {pid} now runs as {_ids_names(uids)}, not as {_ids_names(identity.uids)} as when you "
+            "confirmed (it ran another program, a set-user-ID one maybe): nothing sent",
             owner,
         )
     if status == psutil.STATUS_ZOMBIE:
@@ -306,6 +323,15 @@ def _who_may_signal(proc: psutil.Process) -> list[str]:
     except psutil.Error:
         return []
     return list(dict.fromkeys(_uid_name(u) for u in (ids.real, ids.saved)))
+
+
+def _ids_names(uids: tuple[int, ...]) -> str:
+    """`root`, or `bob (effective root)` where its ids differ: real first."""
+    names = [_uid_name(u) for u in uids]
+    others = [
+        f"{what} {n}" for what, n in zip(("effective", "saved"), names[1:], strict=False) if n != names[0]
+    ]
+    return names[0] + (f" ({', '.join(others)})" if others else "")
 
 
 def _uid_name(uid: int) -> str:

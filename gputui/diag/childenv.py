@@ -45,9 +45,23 @@ SECRET_WORDS = frozenset(
 )  # fmt: skip
 
 
+#: A word that ends with one of these holds a credential too (PGPASSWORD, HF_AUTHTOKEN).
+SECRET_ENDINGS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE")
+#: Words that hold a credential in a longer name, as well-known tools spell them (MYSQL_PWD,
+#: GITHUB_PAT), and whole names (sshpass's SSHPASS); PWD alone is the shell's directory.
+SECRET_PARTS = frozenset(("PWD", "PAT"))
+SECRET_NAMES = frozenset(("SSHPASS",))
+
+
 def secret(name: str) -> bool:
-    """Whether the variable holds a credential (HF_TOKEN, AWS_SECRET_ACCESS_KEY, hf_token)."""
-    return not SECRET_WORDS.isdisjoint(name.upper().split("_"))
+    """Whether the variable holds a credential (HF_TOKEN, AWS_SECRET_ACCESS_KEY, hf_token,
+    PGPASSWORD, MYSQL_PWD)."""
+    words = name.upper().split("_")
+    if not SECRET_WORDS.isdisjoint(words) or name.upper() in SECRET_NAMES:
+        return True
+    if len(words) > 1 and not SECRET_PARTS.isdisjoint(words):
+        return True
+    return any(word.endswith(SECRET_ENDINGS) for word in words)
 
 
 def passes(name: str) -> bool:

@@ -12,10 +12,12 @@ uid, gid and groups, the way `sudo -u` would) or not at all:
   Its groups: its primary gid (the non-root one, the same rule) and those of its
   supplementary groups the user database also gives that user (the smaller reading).
 - **an interpreter** (`--python`, the `e` chooser, python3 on PATH, a root process's own):
-  as the one user who owns a file or directory it runs through (every directory above it and
-  every symbolic link on the way, and its venv's `pyvenv.cfg` and `home`); refused where a
-  directory or file on the way is writable by a group or by everyone (no one user controls
-  it), or where two users own parts of it.
+  as the one user who owns a file or directory it runs through or reads as it starts (every
+  directory above it and every symbolic link on the way, its venv's `pyvenv.cfg` and `home`,
+  a script's `#!` interpreter, its site directories, what is in them and what their `.pth`
+  files name: gputui.diag.startfiles); refused where one of those is writable by a group or
+  by everyone (no one user controls it), where others can add a file beside it (sticky
+  directories too), or where two users own parts of it.
 
 A caller who is not root can take no other user's privileges: another user's process is
 refused (its code would run with the caller's), and an interpreter runs as the caller.
@@ -30,6 +32,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from gputui.diag import startfiles
 from gputui.untrusted import escaped
 
 MAX_LINKS = 40
@@ -257,48 +260,93 @@ def _walk(path: str) -> Iterator[tuple[str, os.stat_result]]:
         here = nxt
 
 
-def _pyvenv(python: str) -> list[str]:
-    """The pyvenv.cfg Python reads at start (beside the executable or one directory up,
-    from the path as given) and the `home` it names: more that decides what runs."""
-    here = os.path.dirname(os.path.abspath(python))
-    for d in (here, os.path.dirname(here)):
-        cfg = os.path.join(d, "pyvenv.cfg")
-        if os.path.isfile(cfg):
-            out = [cfg]
-            try:  # (the user's file: never blocks on a FIFO swapped in, bounded)
-                fd = os.open(cfg, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
-                try:
-                    raw = os.read(fd, 1 << 16) if stat.S_ISREG(os.fstat(fd).st_mode) else b""
-                finally:
-                    os.close(fd)
-            except OSError:
-                return out
-            text = raw.decode("utf-8", "replace")
-            for line in text.splitlines():
-                key, eq, value = line.partition("=")
-                if eq and key.strip().lower() == "home" and os.path.isabs(value.strip()):
-                    out.append(value.strip())
-            return out
-    return []
+MAX_ENTRIES = 100_000
+"""Entries of one site directory looked at, at most: one with more is refused (unchecked)."""
 
 
 def controllers(python: str) -> tuple[dict[int, str], list[str]]:
-    """Who can change what `python` runs: {non-root owner uid: one path of theirs}, and the
-    paths writable by a group or by everyone (beyond a sticky directory's protection)."""
+    """Who can change what `python` runs: {non-root owner uid: one path of theirs}, and why
+    others (a group, every user) could.  Looked at: every directory and link on the way to it
+    and to its venv's pyvenv.cfg and `home`; the directories beside it where an added file
+    changes what runs (sticky or not); its site directories, each entry in them and the
+    directories their `.pth` files name (gputui.diag.startfiles)."""
     owners: dict[int, str] = {}
     loose: list[str] = []
-    for start in [python, *_pyvenv(python)]:
-        for path, st in _walk(start):
-            if st.st_uid != 0:
-                owners.setdefault(st.st_uid, path)
+
+    def judge(path: str, st: os.stat_result) -> None:
+        if st.st_uid != 0:
+            owners.setdefault(st.st_uid, path)
+        if stat.S_ISLNK(st.st_mode):
+            return  # a link's own mode means nothing; its directory decides
+        sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
+        if st.st_mode & stat.S_IWOTH and not sticky_dir:
+            loose.append(f"{path} is writable by every user")
+        elif st.st_mode & stat.S_IWGRP and st.st_gid != 0 and not sticky_dir:
+            loose.append(f"{path} is writable by group {_group(st.st_gid)}")
+
+    def walked(path: str) -> None:
+        for found, st in _walk(path):
+            judge(found, st)
+
+    def entries(d: str) -> list[str]:
+        """`d`'s entries, each judged (a link walked to its end)."""
+        walked(d)
+        try:
+            with os.scandir(d) as it:
+                names = [entry.name for _, entry in zip(range(MAX_ENTRIES + 1), it, strict=False)]
+        except OSError:
+            return []
+        if len(names) > MAX_ENTRIES:
+            loose.append(f"{d} has more than {MAX_ENTRIES} entries (not checked)")
+        for name in names[:MAX_ENTRIES]:
+            path = os.path.join(d, name)
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            judge(path, st)
             if stat.S_ISLNK(st.st_mode):
-                continue  # a link's own mode means nothing; its directory decides
-            sticky_dir = stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX
-            if st.st_mode & stat.S_IWOTH and not sticky_dir:
-                loose.append(f"{path} is writable by every user")
-            elif st.st_mode & stat.S_IWGRP and st.st_gid != 0 and not sticky_dir:
-                loose.append(f"{path} is writable by group {_group(st.st_gid)}")
+                walked(path)
+        return names
+
+    def room(d: str) -> None:
+        """Whether others can add a file to `d` (sticky or not): one beside an interpreter
+        or a script changes what runs."""
+        try:
+            st = os.stat(d)
+        except OSError:
+            return
+        if st.st_mode & stat.S_IWOTH:
+            loose.append(f"{d}: every user can add files there {BESIDE}")
+        elif st.st_mode & stat.S_IWGRP and st.st_gid != 0:
+            loose.append(f"{d}: group {_group(st.st_gid)} can add files there {BESIDE}")
+
+    program = python
+    for _ in range(startfiles.MAX_SCRIPTS + 1):
+        interpreter = startfiles.shebang(program)
+        if interpreter is None:
+            break
+        # a script: the kernel runs its #! interpreter, which puts the script's directory
+        # first on sys.path
+        walked(program)
+        room(os.path.dirname(os.path.abspath(program)))
+        room(os.path.dirname(os.path.realpath(program)))
+        program = interpreter
+    else:
+        loose.append(f"{python}: more than {startfiles.MAX_SCRIPTS} scripts start one another (not checked)")
+    cfg, homes = startfiles.pyvenv(program)
+    for start in [program, *([cfg] if cfg else []), *homes]:
+        walked(start)
+    for d in startfiles.beside(program):
+        room(d)
+    for site in startfiles.site_dirs(program):
+        names = entries(site)
+        for d in startfiles.pth_dirs(site, names):
+            entries(d)
     return owners, list(dict.fromkeys(loose))
+
+
+BESIDE = "(a ._pth or pyvenv.cfg beside it changes what runs)"
 
 
 def _group(gid: int) -> str:

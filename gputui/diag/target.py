@@ -139,6 +139,22 @@ def _exe(pid: int) -> str:
     return os.readlink(f"/proc/{pid}/exe")
 
 
+def _exe_or_none(pid: int) -> str | None:
+    try:
+        return _exe(pid)
+    except OSError:
+        return None
+
+
+def _ids(pid: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]] | None:
+    """The process's user, group and supplementary group ids; None where unreadable."""
+    try:
+        found = process_ids(pid)
+    except OSError:
+        return None
+    return found.uids, found.gids, found.groups
+
+
 def _name(pid: int) -> str:
     """The process's name (/proc/PID/comm: untrusted, escaped), "" where unreadable."""
     try:
@@ -222,6 +238,7 @@ def process_target(pid: int) -> Target:
     if pid <= 0:
         raise TargetError(f"--pid {pid}: not a process id")
     ticks = start_ticks(pid)
+    ids = _ids(pid)
     try:
         exe = _exe(pid)
     except FileNotFoundError:  # no such process, or one without an executable
@@ -253,6 +270,13 @@ def process_target(pid: int) -> Target:
         raise TargetError(f"--pid {pid}: {exc}") from None
     if ticks is None or start_ticks(pid) != ticks:  # all of the above read one process
         raise TargetError(f"--pid {pid}: the process exited while it was being read")
+    if _ids(pid) != ids or _exe_or_none(pid) != exe:
+        # the same process (an exec keeps its start time) ran another program, a set-user-ID
+        # one maybe: its environment may be another user's than its ids now say
+        raise TargetError(
+            f"--pid {pid}: it changed while it was being read (its user ids or its program: it ran "
+            "another program, a set-user-ID one maybe); not diagnosed, try again"
+        )
     return Target(chosen.path, why, pid, env, note, chosen.notes, privileges)
 
 

@@ -25,6 +25,7 @@ from gputui.telemetry.health_report import (
 )
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Snapshot
+from gputui.telemetry.nccl.findings import NOT_ASKED
 from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.stack_evidence import PLACES
 
@@ -89,7 +90,9 @@ def _energy(e: JobEnergy | None) -> dict[str, Any] | None:
     }
 
 
-def _job(j: JobHealth, watched: float, cfg: HealthConfig, nccl: NcclView | None) -> dict[str, Any]:
+def _job(
+    j: JobHealth, watched: float, cfg: HealthConfig, nccl: NcclView | None, absent: str
+) -> dict[str, Any]:
     v = j.verdict
     verdict = None
     if v is not None:
@@ -117,7 +120,7 @@ def _job(j: JobHealth, watched: float, cfg: HealthConfig, nccl: NcclView | None)
         "verdict": verdict,
         "note": NEEDS_WATCHING if v is None and watched < cfg.stuck_seconds else None,
         "energy": _energy(j.energy),
-        "nccl": nccl_job(nccl, {r.pid for r in (*j.ranks, *j.exited)}),
+        "nccl": nccl_job(nccl, {r.pid for r in (*j.ranks, *j.exited)}, absent),
     }
 
 
@@ -143,16 +146,22 @@ def _gpu(h: GpuHealth, snap: Snapshot) -> dict[str, Any]:
 
 
 def health_block(
-    report: HealthReport, snap: Snapshot, cfg: HealthConfig, watched: float, nccl: NcclView | None = None
+    report: HealthReport,
+    snap: Snapshot,
+    cfg: HealthConfig,
+    watched: float,
+    nccl: NcclView | None = None,
+    absent: str = NOT_ASKED,
 ) -> dict[str, Any]:
     """`watched`: seconds of snapshots the engine has judged (0 for a one-shot snapshot);
-    `nccl`: NCCL RAS's latest view (each job's `nccl` section)."""
+    `nccl`: NCCL RAS's latest view (each job's `nccl` section); `absent`: what a job's section
+    says where there is none (gputui.telemetry.hub `nccl_absent`)."""
     return {
         "thresholds": dataclasses.asdict(cfg),
         "watched_seconds": watched,
         "note": NEEDS_WATCHING if watched < min(cfg.stuck_seconds, cfg.spin_seconds) else None,
         "gpus": [_gpu(h, snap) for _, h in sorted(report.gpus.items())],
-        "jobs": [_job(j, watched, cfg, nccl) for j in report.jobs],
+        "jobs": [_job(j, watched, cfg, nccl, absent) for j in report.jobs],
     }
 
 

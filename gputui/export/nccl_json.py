@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
-from gputui.telemetry.nccl.findings import job_nccl
+from gputui.telemetry.nccl.findings import NOT_ASKED, job_nccl
 from gputui.telemetry.nccl.model import NcclComm, NcclRank, NcclView
 
 
@@ -46,9 +46,9 @@ def _comm(c: NcclComm) -> dict[str, Any]:
     }
 
 
-def nccl_job(view: NcclView | None, pids: Collection[int]) -> dict[str, Any]:
-    """One job's section (its local ranks' `pids`)."""
-    j = job_nccl(view, pids)
+def nccl_job(view: NcclView | None, pids: Collection[int], absent: str = NOT_ASKED) -> dict[str, Any]:
+    """One job's section (its local ranks' `pids`; `absent`: the reason where there is no view)."""
+    j = job_nccl(view, pids, absent)
     return {
         "asked_at": j.asked_at,
         "reason": j.reason,

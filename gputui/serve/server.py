@@ -32,6 +32,7 @@ KEEPALIVE_S = 10.0
 MAX_MESSAGE = 256 * 1024
 """The largest websocket message taken from a browser (a paste is a few KiB)."""
 FORBIDDEN = "403: Forbidden\n"
+NOT_A_WEBSOCKET = "400: this address is the page's websocket: open the page's own address instead\n"
 
 
 class GuardedServer:
@@ -112,6 +113,8 @@ class GuardedServer:
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         websocket = web.WebSocketResponse(heartbeat=HEARTBEAT_S, max_msg_size=MAX_MESSAGE)
+        if not websocket.can_prepare(request).ok:  # (the URL opened as a page: no session)
+            return web.Response(status=400, text=NOT_A_WEBSOCKET)
         session = AppSession(self.command, websocket, clamp_size)
         if not self.sessions.reserve(session):
             limit = self.sessions.limit
@@ -137,7 +140,8 @@ class GuardedServer:
             why = f"{type(exc).__name__}: {exc}"
         finally:
             await asyncio.shield(self.sessions.end(session))
-            await websocket.close()
+            if websocket.prepared:  # (a handshake that failed has nothing to close)
+                await websocket.close()
             took = asyncio.get_running_loop().time() - started
             log.info("%s ended after %.0f s: %s", name, took, why)
         return websocket

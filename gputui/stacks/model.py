@@ -108,7 +108,7 @@ class Missing:
     """One line for a person: what happened and what it means.  Built by gputui; pieces of
     outside text in it (a wchan) are already escaped."""
     hint: str | None = None
-    """What to do about it, often one command (`pip install 'gputui[stacks]'`)."""
+    """What to do about it, often one command (gputui.extras `install_hint`)."""
     state: str | None = None
     """The process state from /proc/PID/stat (R, S, D, T, t, Z ...), where read."""
     wchan: str | None = None

@@ -123,8 +123,8 @@ def _orphans(st: ProcStat) -> JobRanks:
     import psutil
 
     for lead, of_group, what in ((st.pgid, True, "process group"), (st.sid, False, "session")):
-        if lead == st.pid or _leader(lead, of_group) is not None:
-            continue
+        if lead <= 0 or lead == st.pid or _leader(lead, of_group) is not None:
+            continue  # (0: no group anyone led: the kernel's threads, what ran before a setsid)
         members = []
         for pid, pgid, sid in process_groups():
             if (pgid if of_group else sid) != lead:

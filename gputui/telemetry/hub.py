@@ -78,6 +78,8 @@ class Hub:
         self._unjudged: list[tuple[Snapshot, int]] = []
         """Snapshots published before the engines were made, oldest first, each with the
         position its replay stood at then (-1: not following one)."""
+        self._nccl_recorded: bool | None = None
+        """Whether the replay's recording holds a RAS view at all (None: not read yet)."""
         self._listeners: list[Callable[[Snapshot], None]] = []
         self._info_listeners: list[Callable[[MachineInfo], None]] = []
         self._alert_listeners: list[Callable[[list[AlertEvent]], None]] = []
@@ -117,6 +119,7 @@ class Hub:
         (None: `replay_judge.CHECKPOINT_EVERY`); None: live data, judged in the order it
         comes."""
         with self.lock:
+            self._nccl_recorded = None
             self._following = None if replay is None else (replay, every)
             made = self._make_engines is None
             self.judge = self._replay_judge() if made else None  # (else: made with them)
@@ -298,6 +301,19 @@ class Hub:
     def nccl_view(self) -> NcclView | None:
         """NCCL RAS's latest view (an immutable object, replaced whole)."""
         return self.nccl
+
+    def nccl_absent(self) -> str:
+        """What a job's NCCL section says where there is no RAS view: live, none yet; in a
+        replay of a recording that holds none at all, that it is not in the recording."""
+        from gputui.telemetry.nccl.findings import NOT_ASKED, NOT_RECORDED
+        from gputui.telemetry.recording import holds_nccl
+
+        following = self._following
+        if following is None:
+            return NOT_ASKED
+        if self._nccl_recorded is None:  # (read once per replay)
+            self._nccl_recorded = holds_nccl(following[0].ticks)
+        return NOT_ASKED if self._nccl_recorded else NOT_RECORDED
 
     def health_report(self) -> HealthReport | None:
         """The job verdicts and spinning GPUs at the latest tick (immutable)."""

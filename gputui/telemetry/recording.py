@@ -35,6 +35,7 @@ import gzip
 import io
 import json
 import os
+import re
 import typing
 import zlib
 from collections.abc import Iterator, Sequence
@@ -329,6 +330,31 @@ class _LazyTicks(Sequence[Snapshot]):
             return snap
         lineno, line = self._lines[i]
         return _decode_line(self._path, lineno, line, self._header)
+
+    def holds_nccl(self) -> bool:
+        """Whether a tick holds a NCCL RAS view: only a line with an object under the key
+        "nccl" is decoded (in JSON an unescaped `"nccl"` followed by `:` is a key; a string
+        inside a value cannot make one), up to the first that holds a view."""
+        for i, (_lineno, line) in enumerate(self._lines):
+            if _NCCL_KEY.search(line) is None:
+                continue
+            try:
+                if self.peek(i).nccl is not None:
+                    return True
+            except RecordingError:
+                continue  # (said when the replay reaches it)
+        return False
+
+
+_NCCL_KEY = re.compile(r'"nccl"\s*:\s*\{')
+
+
+def holds_nccl(ticks: Sequence[Snapshot]) -> bool:
+    """Whether any of a replay's ticks holds a NCCL RAS view (a recording's lines are
+    searched first, not all decoded: `_LazyTicks.holds_nccl`)."""
+    if isinstance(ticks, _LazyTicks):
+        return ticks.holds_nccl()
+    return any(t.nccl is not None for t in ticks)
 
 
 def _decode_line(path: str | os.PathLike[str], lineno: int, line: str, header: RecordingHeader) -> Snapshot:

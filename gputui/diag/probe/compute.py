@@ -16,6 +16,8 @@ from .causes import nccl_cause
 from .protocol import Phase, check, first_line, safe
 from .registry import declare
 
+out_of_memory = memory.out_of_memory
+
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 MULTICAST_OFF = multicast.MULTICAST_OFF
 
@@ -29,29 +31,36 @@ def matmul(p):
         for i in range(p.device_count):
             results.append(matmul_check(torch, i))
         p.link_under_load = pcie_under_load(p)
-    bad = [r for r in results if not r.get("ok")]
-    if bad:
-        check(
-            "compute.matmul",
-            "compute",
-            "Matrix multiply vs CPU",
-            "FAIL",
-            "wrong or failed matmul on GPU {}".format(", ".join(str(r["gpu"]) for r in bad)),
-            {"results": results},
-            cause="matmul-wrong" if all("error" not in r for r in bad) else "cuda-error",
-            t0=t0,
-        )
-        return
+    status, cause, summary = judge_matmul(results, lambda gpu: memory.held_on(p, gpu))
     check(
         "compute.matmul",
         "compute",
         "Matrix multiply vs CPU",
+        status,
+        summary,
+        {"results": results},
+        cause=cause,
+        t0=t0,
+    )
+
+
+def judge_matmul(results, held=lambda gpu: None):
+    """(status, cause, summary) of the matmul results: a GPU that could not get memory is
+    not tested (and who holds it said), never a wrong matmul."""
+    starved, bad = memory.split_starved([r for r in results if not r.get("ok")])
+    untested = memory.starved_text("the matmul", starved, held) if starved else None
+    if bad:
+        summary = "wrong or failed matmul on GPU {}".format(", ".join(str(r["gpu"]) for r in bad))
+        cause = "matmul-wrong" if all("error" not in r for r in bad) else "cuda-error"
+        return "FAIL", cause, summary + ("; " + untested if untested else "")
+    if untested:
+        return "WARN", "memory-held", untested
+    return (
         "PASS",
+        None,
         "float32 512x512 matmul matches the CPU (float64) on every GPU (max rel. error {:.1e})".format(
             max(r["max_rel_error"] for r in results)
         ),
-        {"results": results},
-        t0=t0,
     )
 
 
@@ -91,46 +100,37 @@ def amp(p):
                 )
                 continue
             results.append(amp_check(torch, i, dtype_name))
-    bad = [r for r in results if not r.get("ok") and not r.get("skipped")]
-    if bad:
-        check(
-            "compute.amp",
-            "compute",
-            "Mixed precision (autocast)",
-            "FAIL",
-            "autocast failed or was wrong: {}".format(
-                ", ".join("GPU %d %s" % (r["gpu"], r["dtype"]) for r in bad)
-            ),
-            {"results": results},
-            cause="amp-wrong",
-            t0=t0,
-        )
-        return
-    ran = sorted({r["dtype"] for r in results if r.get("ok")})
+    status, cause, summary = judge_amp(results, lambda gpu: memory.held_on(p, gpu))
     check(
         "compute.amp",
         "compute",
         "Mixed precision (autocast)",
-        "PASS",
-        "autocast {} runs and matches float32 within its precision".format(" and ".join(ran)),
+        status,
+        summary,
         {"results": results},
+        cause=cause,
         t0=t0,
     )
+
+
+def judge_amp(results, held=lambda gpu: None):
+    """(status, cause, summary) of the autocast results (as `judge_matmul`)."""
+    starved, bad = memory.split_starved([r for r in results if not r.get("ok") and not r.get("skipped")])
+    untested = memory.starved_text("autocast", starved, held) if starved else None
+    if bad:
+        summary = "autocast failed or was wrong: {}".format(
+            ", ".join("GPU %d %s" % (r["gpu"], r["dtype"]) for r in bad)
+        )
+        return "FAIL", "amp-wrong", summary + ("; " + untested if untested else "")
+    if untested:
+        return "WARN", "memory-held", untested
+    ran = sorted({r["dtype"] for r in results if r.get("ok")})
+    return "PASS", None, "autocast {} runs and matches float32 within its precision".format(" and ".join(ran))
 
 
 #: The peer check's copy: 2**20 float32 values (4 MiB) on each GPU of a pair.
 COPY_ELEMENTS = 1 << 20
 COPY_MIB = COPY_ELEMENTS * 4 >> 20
-
-
-def out_of_memory(torch, exc):
-    """Whether `exc` is a failure to get GPU memory (torch's OutOfMemoryError, or CUDA's
-    "out of memory" error from a context or a peer mapping), not a wrong result."""
-    for owner in (torch, getattr(torch, "cuda", None)):
-        oom = getattr(owner, "OutOfMemoryError", None)
-        if isinstance(oom, type) and isinstance(exc, oom):
-            return True
-    return "out of memory" in str(exc).lower()
 
 
 def copy_pair(torch, i, j):
@@ -441,7 +441,7 @@ def matmul_check(torch, i):
         c = (a.to(dev, torch.float32) @ b.to(dev, torch.float32)).cpu()
         err = rel_err(torch, c, a @ b)
     except Exception as exc:
-        return {"gpu": i, "ok": False, "error": first_line(str(exc))}
+        return memory.failed_run(torch, exc, gpu=i)
     finally:
         torch.backends.cuda.matmul.allow_tf32 = saved
     return {"gpu": i, "ok": err < 1e-4, "max_rel_error": err}
@@ -461,7 +461,7 @@ def amp_check(torch, i, dtype_name):
         out_dtype = str(y.dtype).replace("torch.", "")
         err = rel_err(torch, y.float().cpu(), ref)
     except Exception as exc:
-        return {"gpu": i, "dtype": dtype_name, "ok": False, "error": first_line(str(exc))}
+        return memory.failed_run(torch, exc, gpu=i, dtype=dtype_name)
     tol = 2e-2 if dtype_name == "bfloat16" else 5e-3
     return {
         "gpu": i,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import time
 
+from . import memory
 from .causes import cuda_cause
 from .compute import rel_err
 from .protocol import Phase, check, first_line, mapped, safe
@@ -123,26 +124,35 @@ def cudnn(p):
             results.append(conv_check(torch, i))
     ev["library"] = mapped("libcudnn")
     ev["conv"] = results
-    status = "PASS"
-    cause = None
+    held = lambda gpu: memory.held_on(p, gpu)  # noqa: E731
+    status, cause, summary = judge_conv(results, ev["version"], cudnn.enabled, held)
+    check("cudnn.conv", "cudnn", "cuDNN convolution", status, summary, ev, cause=cause, t0=t0)
+
+
+def judge_conv(results, version, enabled, held=lambda gpu: None):
+    """(status, cause, summary) of the convolution results (as compute's `judge_matmul`)."""
+    starved, bad = memory.split_starved([r for r in results if not r.get("ok")])
+    untested = memory.starved_text("the convolution", starved, held) if starved else None
+    status, cause = "PASS", None
     summary = "cuDNN %s, enabled=%s; conv2d forward+backward matches the CPU on %d GPU%s" % (
-        ev["version"],
-        cudnn.enabled,
+        version,
+        enabled,
         len(results),
         "" if len(results) == 1 else "s",
     )
-    bad = [r for r in results if not r.get("ok")]
     if bad:
         status, cause = "FAIL", "cudnn-wrong" if all("error" not in r for r in bad) else "cudnn-error"
         summary = "cuDNN {}: convolution {} on GPU {}".format(
-            ev["version"],
+            version,
             "differs from the CPU" if cause == "cudnn-wrong" else "failed",
             ", ".join(str(r["gpu"]) for r in bad),
-        )
-    if not cudnn.enabled:
+        ) + ("; " + untested if untested else "")
+    elif untested:
+        status, cause, summary = "WARN", "memory-held", "cuDNN %s: %s" % (version, untested)
+    if not enabled:
         status, cause = ("WARN", "cudnn-disabled") if status == "PASS" else (status, cause)
         summary += "; torch.backends.cudnn.enabled is False (convolutions use slow fallbacks)"
-    check("cudnn.conv", "cudnn", "cuDNN convolution", status, summary, ev, cause=cause, t0=t0)
+    return status, cause, summary
 
 
 @declare("torch.flags", "cudnn", "cuDNN and TF32 flags", needs=("cuda",))
@@ -215,7 +225,7 @@ def conv_check(torch, i):
             rel_err(torch, wg.grad, wc.grad),
         ]
     except Exception as exc:
-        return {"gpu": i, "ok": False, "error": first_line(str(exc))}
+        return memory.failed_run(torch, exc, gpu=i)
     finally:
         torch.backends.cudnn.allow_tf32 = saved
     return {

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import time
 
-from .protocol import check, read_text
+from .protocol import check, first_line, read_text
 from .registry import declare
 
 #: Less free than this share of the total: a job started here will likely run out of memory.
@@ -134,3 +134,35 @@ def memory(p):
         name = p.nvml_devices[i].get("name") if i < len(p.nvml_devices) else None
         ev["name"] = name
         check("memory.%d" % i, "devices", "GPU %d memory" % i, status, summary, ev, cause=cause, t0=t0)
+
+
+def out_of_memory(torch, exc):
+    """Whether `exc` is a failure to get GPU memory (torch's OutOfMemoryError, or CUDA's
+    "out of memory" error from a context or a peer mapping), not a wrong result."""
+    for owner in (torch, getattr(torch, "cuda", None)):
+        oom = getattr(owner, "OutOfMemoryError", None)
+        if isinstance(oom, type) and isinstance(exc, oom):
+            return True
+    return "out of memory" in str(exc).lower()
+
+
+def failed_run(torch, exc, **facts):
+    """A check's result on one GPU that raised: its error, and whether it was a lack of memory
+    (then it says nothing about the GPU: `starved_text`)."""
+    return dict(facts, ok=False, error=first_line(str(exc)), out_of_memory=out_of_memory(torch, exc))
+
+
+def split_starved(bad):
+    """(results that could not get memory, results that failed or were wrong)."""
+    return [r for r in bad if r.get("out_of_memory")], [r for r in bad if not r.get("out_of_memory")]
+
+
+def starved_text(what, starved, held=lambda gpu: None):
+    """`could not get GPU memory for WHAT on GPU 0: not tested (GPU 0: ... held by ...)`."""
+    gpus = sorted({r.get("gpu") for r in starved}, key=str)
+    whose = [w for w in (held(gpu) for gpu in gpus) if w]
+    return "could not get GPU memory for %s on GPU %s: not tested%s" % (
+        what,
+        ", ".join(map(str, gpus)),
+        " (%s)" % "; ".join(whose) if whose else "",
+    )

@@ -272,6 +272,9 @@ def findings(view: NcclView | None, pids: Collection[int] | None = None) -> tupl
 # --------------------------------------------------------------------------------------
 
 NOT_ASKED = "no RAS answer yet"
+NOT_RECORDED = "not in this recording (it holds no NCCL RAS answer)"
+"""A replay's `job_nccl` reason where the recording holds no RAS view at all (format 6 and
+older, or recorded without one): no answer will come (gputui.telemetry.hub `nccl_absent`)."""
 NO_COMM = (
     "RAS answered, but none of its communicators has a rank with this job's PIDs (ranks in a "
     "container report their own PIDs)"
@@ -298,11 +301,12 @@ class JobNccl:
     local_hosts: tuple[str, ...] = ()
 
 
-def job_nccl(view: NcclView | None, pids: Collection[int]) -> JobNccl:
+def job_nccl(view: NcclView | None, pids: Collection[int], absent: str = NOT_ASKED) -> JobNccl:
     """The communicators and findings of the job whose local ranks are `pids`, and the one
-    reason to say where RAS gives nothing or only part."""
+    reason to say where RAS gives nothing or only part; `absent`: the reason where there is
+    no view (live: NOT_ASKED; a replay of a recording that holds none: NOT_RECORDED)."""
     if view is None or view.reason == NO_JOB:  # (a view before this job began)
-        return JobNccl((), (), NOT_ASKED, None, None)
+        return JobNccl((), (), absent, None, None)
     if view.reason is not None:
         return JobNccl((), (), view.reason, None, view.asked_at)
     asked = answers_of(view, pids)

@@ -59,6 +59,7 @@ class OverviewPane(Pane):
         Binding("K", "processes('signal', 'KILL')", "SIGKILL", show=False),
         Binding("I", "processes('signal', 'INT')", "SIGINT", show=False),
         Binding("slash", "processes('search')", "Search", key_display="/", show=False),
+        Binding("J", "processes('job')", "Job", show=False),
         CHARTS,
     ]
 
@@ -77,7 +78,8 @@ class OverviewPane(Pane):
                         "focus_next",
                         "Processes",
                         tooltip="Move between the cards and the process list below them "
-                        "(T K I / enter work there as on the Processes tab; T K I / from the cards too)",
+                        "(enter, /, J, T, K and I work there as on the Processes tab; /, T, K and I "
+                        "from the cards too, and J for the job of the verdict line)",
                     ),
                 ],
             ),
@@ -175,6 +177,8 @@ class OverviewPane(Pane):
             return
         if action == "signal":
             procs.action_signal(args[0])
+        elif action == "job":
+            procs.open_verdicts_job()
         elif procs.room:
             procs.action_search()
         else:

@@ -70,12 +70,17 @@ def job_for_row(report: HealthReport | None, row: ProcessRow | None) -> JobHealt
     return report.job_of(row.proc.pid)
 
 
-def verdict_lines(report: HealthReport | None, pids: set[int], width: int) -> list[Line]:
-    """One warning line per job with a verdict that has a process among `pids` (the list's
-    rows), for the top of the process list."""
+def verdict_jobs(report: HealthReport | None, pids: set[int]) -> list[JobHealth]:
+    """The jobs with a verdict that have a process among `pids` (the list's rows), in the
+    order their lines show."""
     if report is None:
         return []
-    jobs = [j for j in report.jobs if j.verdict is not None and any(r.pid in pids for r in j.ranks)]
+    return [j for j in report.jobs if j.verdict is not None and any(r.pid in pids for r in j.ranks)]
+
+
+def verdict_lines(report: HealthReport | None, pids: set[int], width: int) -> list[Line]:
+    """One warning line per job of `verdict_jobs`, for the top of the process list."""
+    jobs = verdict_jobs(report, pids)
     lines: list[Line] = [verdict_line(job, width) for job in jobs[:MAX_VERDICT_LINES]]
     if len(jobs) > MAX_VERDICT_LINES:
         lines.append([(f" + {len(jobs) - MAX_VERDICT_LINES} more jobs with a verdict", S.warn)])
@@ -278,7 +283,8 @@ class JobScreen(ModalScreen[None]):
         if job is not None:  # NCCL's own view of the job (gputui.telemetry.nccl)
             from gputui.ui.processes.nccl_lines import nccl_lines
 
-            lines += nccl_lines(self.hub.nccl_view(), {r.pid for r in (*job.ranks, *job.exited)}, now, width)
+            pids = {r.pid for r in (*job.ranks, *job.exited)}
+            lines += nccl_lines(self.hub.nccl_view(), pids, now, width, self.hub.nccl_absent())
         return lines
 
     def show_snapshot(self, info: MachineInfo | None, snapshot: Snapshot) -> None:
@@ -302,11 +308,20 @@ def _job(hub: Hub, key: tuple[str, ...]) -> JobHealth | None:
     return None if report is None else next((j for j in report.jobs if j.key == key), None)
 
 
-def open_job_view(opener: Widget, hub: Hub, row: ProcessRow | None, *, local: bool) -> None:
-    """`J`: the job view of the row's job, or why there is none."""
+def open_job_view(
+    opener: Widget, hub: Hub, row: ProcessRow | None, *, local: bool, shown: set[int] | None = None
+) -> None:
+    """`J`: the job view of the row's job, or why there is none; with `shown` (the PIDs of
+    the list's rows: J from the Overview's cards), of the first job whose verdict line the
+    list shows, else the row's."""
+    report = hub.health_report()
+    first = next(iter(verdict_jobs(report, shown)), None) if shown is not None else None
+    if first is not None:
+        opener.app.push_screen(JobScreen(hub, first.key, local=local))
+        return
     if row is None:
         return
-    job = job_for_row(hub.health_report(), row)
+    job = job_for_row(report, row)
     if job is None:
         opener.notify(
             f"PID {row.proc.pid} is not a rank of a job gputui follows (a launcher such as torchrun, "

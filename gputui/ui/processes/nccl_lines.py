@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection
 
-from gputui.telemetry.nccl.findings import RasFinding, job_nccl
+from gputui.telemetry.nccl.findings import NOT_ASKED, RasFinding, job_nccl
 from gputui.telemetry.nccl.model import NcclComm, NcclView
 from gputui.telemetry.verdicts.words import duration
 from gputui.ui.render import Line, S, fit
@@ -97,9 +97,12 @@ def _comm(c: NcclComm, found: list[RasFinding], now: float, width: int) -> list[
     return lines
 
 
-def nccl_lines(view: NcclView | None, pids: Collection[int], now: float, width: int) -> list[Line]:
-    """The NCCL section of the job whose ranks (here) are `pids`; `now`: the tick's time."""
-    j = job_nccl(view, pids)
+def nccl_lines(
+    view: NcclView | None, pids: Collection[int], now: float, width: int, absent: str = NOT_ASKED
+) -> list[Line]:
+    """The NCCL section of the job whose ranks (here) are `pids`; `now`: the tick's time;
+    `absent`: what to say where there is no view (gputui.telemetry.hub `nccl_absent`)."""
+    j = job_nccl(view, pids, absent)
     title: Line = [(" NCCL RAS", S.title)]
     if j.version:
         title.append((f"  NCCL {literal(j.version)}", S.label))

@@ -150,7 +150,12 @@ class ProcessList(Container):
         Binding("J", "job_view", "Job", show=False, tooltip="The process's job: ranks side by side, verdict"),
         Binding("P", "stacks", "Stacks", show=False, tooltip="Python stacks; a launcher's row: every rank"),
         # in a replay T K I and m are hidden (nothing to signal); pressed, they say why
-        Binding("T,K,I,m", "refused", show=False),
+        Binding(
+            "T,K,I,m",
+            "refused",
+            show=False,
+            tooltip="Signal or mark a process: not in a recording (pressed, says why)",
+        ),
     ]
 
     def __init__(
@@ -559,6 +564,12 @@ class ProcessList(Container):
 
     def action_job_view(self) -> None:
         open_job_view(self, self.hub, self.table.current, local=self.signals_possible)
+
+    def open_verdicts_job(self) -> None:
+        """J from the Overview's cards: the job of the verdict line under them (which says
+        "J: job view"), else the cursor row's."""
+        shown = {r.proc.pid for r in self.shown}
+        open_job_view(self, self.hub, self.table.current, local=self.signals_possible, shown=shown)
 
     def action_stacks(self) -> None:
         open_stacks(self, self.hub, self.table.current, local=self.signals_possible)

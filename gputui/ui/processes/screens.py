@@ -202,7 +202,12 @@ class ProcessDetailScreen(ModalScreen[None]):
         Binding("T", "signal('TERM')", "SIGTERM", tooltip="Send SIGTERM to this process (asks first)"),
         Binding("K", "signal('KILL')", "SIGKILL", tooltip="Send SIGKILL to this process (asks first)"),
         Binding("I", "signal('INT')", "SIGINT", tooltip="Send SIGINT to this process (asks first)"),
-        Binding("T,K,I", "refused", show=False),  # a replay: hidden above, pressed says why
+        Binding(  # a replay: hidden above, pressed says why
+            "T,K,I",
+            "refused",
+            show=False,
+            tooltip="Signal this process: not in a recording (pressed, says why)",
+        ),
     ]
 
     def __init__(self, pane: DetailHost, row: ProcessRow) -> None:
