@@ -60,12 +60,18 @@ def _ok(v: dict | None, kinds: tuple[str, ...], bad: int | None) -> bool:
 def check(slot: Path) -> list[tuple[bool, str]]:
     """Per job: PASS when some document gives the accepted verdict naming the right rank (a
     healthy job: none ever), and no document ever names another rank."""
-    words = (slot / "pids.txt").read_text().split()
+    docs = [json.loads(line) for line in (slot / "snapshots.jsonl").read_text().splitlines() if line.strip()]
+    return check_documents(slot.name, (slot / "pids.txt").read_text(), docs)
+
+
+def check_documents(name: str, pids: str, docs: list[dict]) -> list[tuple[bool, str]]:
+    """`check` of a slot named `name` (its pids.txt's text) over `snapshot --json` documents
+    (the live run's, or a replay's of its recording)."""
+    words = pids.split()
     ranks = {"a": (int(words[2]), int(words[3])), "b": (int(words[5]), int(words[6].rstrip(";")))}
     launchers = {"a": words[8], "b": words[9]}
-    docs = [json.loads(line) for line in (slot / "snapshots.jsonl").read_text().splitlines() if line.strip()]
     out = []
-    for job, case in zip(("a", "b"), _cases(slot.name), strict=True):
+    for job, case in zip(("a", "b"), _cases(name), strict=True):
         kinds, named = WANT[case]
         bad = ranks[job][0 if case == "checkpoint" else 1]
         seen = []
@@ -85,7 +91,7 @@ def check(slot: Path) -> list[tuple[bool, str]]:
         said = "no verdict" if last is None else f"{last['kind']}: {last['text']}"
         if wrong:
             said += f" (and wrongly: {wrong[0]['kind']}: {wrong[0]['text']})"
-        out.append((ok, f"{slot.name} job {job} ({case}): {said}"))
+        out.append((ok, f"{name} job {job} ({case}): {said}"))
     return out
 
 
