@@ -2721,8 +2721,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "sampler-in-replay",
         "gputui/ui/app.py",
-        "        self.hub.use_stacks(for_source(source.local_processes, self.config.health))",
-        "        self.hub.use_stacks(for_source(True, self.config.health))",
+        "            return for_source(source.local_processes, health)",
+        "            return for_source(True, health)",
         (
             "tests/test_tui_health.py::test_the_mismatch_is_told_on_the_overview_and_the_job_view_says_where_each_rank_was",
         ),

@@ -59,7 +59,7 @@ class OverviewPane(Pane):
         Binding("K", "processes('signal', 'KILL')", "SIGKILL", show=False),
         Binding("I", "processes('signal', 'INT')", "SIGINT", show=False),
         Binding("slash", "processes('search')", "Search", key_display="/", show=False),
-        Binding("J", "processes('job')", "Job", show=False),
+        Binding("J", "processes('job_view')", "Job", show=False),
         CHARTS,
     ]
 
@@ -177,7 +177,7 @@ class OverviewPane(Pane):
             return
         if action == "signal":
             procs.action_signal(args[0])
-        elif action == "job":
+        elif action == "job_view":
             procs.open_verdicts_job()
         elif procs.room:
             procs.action_search()
