@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gputui.telemetry.host.procfs import host_sampler
@@ -191,7 +191,9 @@ class NvmlSource:
         self._start_slow()
         return info
 
-    def _open(self) -> MachineInfo:
+    def _open(self, before_static: Callable[[], None] | None = None) -> MachineInfo:
+        """NVML, the system's facts, the GPUs' handles and static facts; `before_static`
+        runs once the handles are there (a one-shot reader's GPM windows open then)."""
         hostname = os.uname().nodename  # (no `socket` import just for this)
         try:
             if self._nvml is None:
@@ -215,6 +217,8 @@ class NvmlSource:
             handle = q("nvmlDeviceGetHandleByIndex", i, device=i)
             self._handles.append(handle)
             self._slow[i] = SlowValues()
+        if before_static is not None:
+            before_static()
         devices = read_device_infos(self._nvml, self._handles, self._static, self._lost)
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
@@ -439,55 +443,6 @@ class NvmlSource:
                 for i, v in self._slow.items()
                 if i not in self._lost
             )
-
-    def read_slow_once(self, gpm_window: float | None = None) -> None:
-        """For a one-shot reader (`gputui snapshot`) without the slow thread: the slow-cadence
-        values read once, now, on this thread, for the next `sample()`.  With `gpm_window`
-        (seconds), GPM is measured over that window too: each GPU's first GPM sample is
-        taken before the slow reads and its second `gpm_window` after it, so the reader
-        waits for the longer of the reads and the window, not for both."""
-        if self._nvml is None:
-            return
-        handles = [(i, h) for i, h in enumerate(self._handles) if i not in self._lost and h is not None]
-        opened: dict[int, float] = {}
-        if gpm_window is not None:
-            if self.gpm is None:
-                self.gpm = GpmSampler(self._nvml)
-            for i, h in handles:
-                if i in self._mig_enabled:
-                    continue  # its instances are known after the reads: sampled there
-                try:
-                    if self._gpm_sample(i, h, None) is None:  # a window opened
-                        opened[i] = time.monotonic()
-                except GpuLost:
-                    self._lost.add(i)
-        for i, h in handles:
-            if i in self._lost:
-                continue
-            try:
-                values = self._slow_sample(i, h, gpm=gpm_window is not None and i not in opened)
-            except GpuLost:
-                self._lost.add(i)
-                continue
-            if values.fields.get("gpm") is None and gpm_window is not None and i not in opened:
-                opened[i] = time.monotonic()  # a MIG GPU's windows opened in the reads
-            with self._slow_lock:
-                self._slow[i] = values
-        self.slow_passes += 1
-        for i, h in handles:
-            if i not in opened or i in self._lost:
-                continue
-            time.sleep(max(0.0, opened[i] + (gpm_window or 0.0) - time.monotonic()))
-            mig = self._slow[i].fields.get("mig_devices", ())
-            try:
-                gpm = self._gpm_sample(i, h, mig)
-            except GpuLost:
-                self._lost.add(i)
-                continue
-            with self._slow_lock:
-                self._slow[i].fields["gpm"] = gpm
-        if opened:
-            self.slow_passes += 1
 
     def _gpm_sample(self, i: int, h: Any, mig: Any) -> Any:
         """GPU i's next GPM sample (None: its first window just opened); `mig` its MIG
