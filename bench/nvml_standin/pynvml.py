@@ -11,7 +11,7 @@ answer at once.  (The H100's whole slow pass was 76 ms a GPU, this model's 48 ms
     PYTHONPATH=bench/nvml_standin:$PWD GPUTUI_NVML_STANDIN=REC.jsonl.gz python3 -P -m gputui
 
 GPUTUI_NVML_STANDIN: the recording (required); GPUTUI_NVML_STANDIN_TICK: which tick (default
-the middle one).  The recorded processes' PIDs become this process's own PID (a process that
+30, or the last one before it).  The recorded processes' PIDs become this process's own PID (a process that
 exists, so psutil has one to read).  NVML's constants, structures and error classes are the
 real module's; a function not answered here raises NOT_SUPPORTED, as a GPU that lacks it.
 """
@@ -19,7 +19,9 @@ real module's; a function not answered here raises NOT_SUPPORTED, as a GPU that 
 from __future__ import annotations
 
 import ctypes
+import gzip
 import importlib.util
+import json
 import os
 import sys
 import sysconfig
@@ -65,13 +67,21 @@ _state: dict[str, Any] = {}
 
 
 def _tick() -> Any:
+    """The recorded tick, decoded with gputui's codec alone (no recording module: the
+    stand-in adds nothing of its own to what the live start imports)."""
     if "tick" not in _state:
         sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # gputui's checkout
-        from gputui.telemetry.recording import read_recording
+        from gputui.telemetry.codec import decode_machine, decode_snapshot
 
-        header, ticks = read_recording(os.environ["GPUTUI_NVML_STANDIN"])
-        at = int(os.environ.get("GPUTUI_NVML_STANDIN_TICK", len(ticks) // 2))
-        _state.update(header=header, tick=ticks[min(at, len(ticks) - 1)])
+        at = int(os.environ.get("GPUTUI_NVML_STANDIN_TICK", "30"))
+        with gzip.open(os.environ["GPUTUI_NVML_STANDIN"], "rt") as f:
+            _state["machine"] = decode_machine(json.loads(f.readline())["machine"])
+            for k, line in enumerate(f):
+                if line.strip():
+                    _state["line"] = line
+                if k == at:
+                    break
+        _state["tick"] = decode_snapshot(json.loads(_state["line"]))
     return _state["tick"]
 
 
@@ -80,7 +90,7 @@ def _gpu(handle: Any) -> Any:
 
 
 def _device(handle: Any) -> Any:
-    return _state["header"].machine.devices[handle.index]
+    return _state["machine"].devices[handle.index]
 
 
 def _wait(seconds: float) -> None:
@@ -105,15 +115,15 @@ def nvmlShutdown() -> None:
 
 
 def nvmlSystemGetDriverVersion() -> str:
-    return _state["header"].machine.system.driver_version or "unknown"
+    return _state["machine"].system.driver_version or "unknown"
 
 
 def nvmlSystemGetNVMLVersion() -> str:
-    return _state["header"].machine.system.nvml_version or "unknown"
+    return _state["machine"].system.nvml_version or "unknown"
 
 
 def nvmlSystemGetCudaDriverVersion() -> int:
-    major, _, minor = (_state["header"].machine.system.cuda_driver_version or "0.0").partition(".")
+    major, _, minor = (_state["machine"].system.cuda_driver_version or "0.0").partition(".")
     return int(major) * 1000 + int(minor or 0) * 10
 
 

@@ -132,6 +132,8 @@ class NvmlSource:
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
+        self._slow_after_frame = False
+        """Read ahead for the monitor: the slow thread waits for `start_background`."""
         self._first: Snapshot | None = None
         """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
@@ -155,6 +157,7 @@ class NvmlSource:
         first sample nor competes with the UI's imports."""
         if self._prefetch is not None or self.info is not None:
             return
+        self._slow_after_frame = True
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
         self._prefetch.start()
 
@@ -164,7 +167,7 @@ class NvmlSource:
         it is younger than PREFETCHED_MAX_AGE_S."""
         self._open()
         try:
-            self._first = self.sample()
+            self._first = self._sample(ras=False)
         except Exception:  # the poller's own first sample says what is wrong
             self._first = None
 
@@ -188,8 +191,17 @@ class NvmlSource:
             self._prefetch.join()
             self._prefetch = None
         info = self.info if self.info is not None else self._open()
-        self._start_slow()
+        if not self._slow_after_frame:
+            self._start_slow()
         return info
+
+    def start_background(self) -> None:
+        """A source read ahead for the monitor (`prefetch`) starts its slow-cadence thread
+        here, once the monitor's first frame is on screen (the poller calls this when the app
+        says so, `source.start_background`), not at `open()`: its first pass (PCIe reads of
+        20 ms, GPM, energy, the Xid event set, for every GPU) would otherwise run beside
+        Textual's first layout and paint, on the same interpreter.  Once; after `open()`."""
+        self._start_slow()
 
     def _open(self, before_static: Callable[[], None] | None = None) -> MachineInfo:
         """NVML, the system's facts, the GPUs' handles and static facts; `before_static`
@@ -244,6 +256,12 @@ class NvmlSource:
     # ---- every tick ------------------------------------------------------------------
 
     def sample(self) -> Snapshot:
+        return self._sample(ras=True)
+
+    def _sample(self, *, ras: bool) -> Snapshot:
+        """One tick; `ras=False` (the read-ahead's first sample): no NCCL RAS watch made or
+        offered the jobs yet (its modules load with the health engine's; its answers come
+        from a round on its own thread, never in time for the first frame)."""
         first, self._first = self._first, None
         if first is not None and time.time() - first.timestamp < PREFETCHED_MAX_AGE_S:
             return first
@@ -269,13 +287,13 @@ class NvmlSource:
                 self._procs = ProcessInspector()
             processes = self._procs.enrich(raw_procs, now)
         nccl = None
-        if self._ras_enabled and processes:
+        if ras and self._ras_enabled and processes:
             if self.ras is None:
                 from gputui.telemetry.nccl.watch import RasWatch
 
                 self.ras = RasWatch()
             nccl = self.ras.offer(processes, now)
-        elif self.ras is not None:
+        elif ras and self.ras is not None:
             nccl = self.ras.offer((), now)  # the last job has gone: its view says so once
         host = self._host.sample()
         self._seq += 1
