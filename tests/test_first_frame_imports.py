@@ -60,6 +60,7 @@ FIRST_FRAME = {
     "gputui.ui.context",
     "gputui.ui.messages",
     "gputui.ui.overview",
+    "gputui.ui.overview.cadence",  # the charts' columns, the readings held past their jitter
     "gputui.ui.overview.lines",
     "gputui.ui.overview.pane",
     "gputui.ui.overview.widgets",
