@@ -55,8 +55,9 @@ class Held:
     def __init__(self) -> None:
         self._shown: dict[tuple[int, str], Any] = {}
         self._info: MachineInfo | None = None
-        self._done: deque[tuple[Snapshot, Snapshot]] = deque(maxlen=64)
-        """The latest ticks observed, each with its readings as held."""
+        self._done: deque[tuple[tuple[int, float], tuple[GpuSample, ...]]] = deque(maxlen=8)
+        """The latest ticks observed ((seq, timestamp): the hub may hand on a copy that
+        carries the ranks' stacks), each with its GPUs' readings as held."""
         self._lock = threading.Lock()
 
     def observe(self, info: MachineInfo | None, snap: Snapshot) -> None:
@@ -65,14 +66,15 @@ class Held:
             if info is not self._info:  # another machine, or the demo: nothing shown holds
                 self._info = info
                 self._shown.clear()
-            self._done.append((snap, self.apply(info, snap)))
+            self._done.append(((snap.seq, snap.timestamp), self.apply(info, snap).gpus))
 
     def shown(self, info: MachineInfo | None, snap: Snapshot) -> Snapshot:
         """`snap` as the cards show it: as observed, else (never published) held now."""
+        key = (snap.seq, snap.timestamp)
         with self._lock:
-            for seen, held in reversed(self._done):
-                if seen is snap:
-                    return held
+            for seen, gpus in reversed(self._done):
+                if seen == key:
+                    return replace(snap, gpus=gpus)
         self.observe(info, snap)
         return self.shown(info, snap)
 
