@@ -13,7 +13,12 @@
 #       each NVML read costs (bench/nvml_cost.py), what NVML's read-ahead costs the start-up
 #       imports (bench/start_profile.py), and GPM's stability over 0.1/0.2/0.5/1 s windows
 #       under bf16, float32 and copy loads (bench/gpm_window.py).  Needs only .whl/'s wheels
-#       (installed first) and the machine's python3 with torch, nvidia-ml-py, psutil, nvtop.
+#       (installed first: textual, rich, pyte, nvitop and their needs), the machine's python3
+#       with torch, nvidia-ml-py and psutil, and nvtop: the PATH's, NVTOP=PATH, or the folder
+#       `bash bench/fetch_nvtop.sh` makes here (.device/nvtop: Debian's nvtop 3.0.1, the
+#       figures' build, with ncurses; carry it with the device tool: carry .whl, .device/base,
+#       .device/nvtop).  A missing peer (nvtop, nvitop, nvidia-smi) stops the run at once with
+#       exit 2 and one line each, before any figure is taken.
 #       Each gputui runs as `python3 -P` with its own PYTHONPATH (checked to import its own
 #       package); BASEDIR holds a `gputui` package (e.g. `git archive main gputui` extracted).
 #       Writes 8 files to OUTDIR; OUTDIR/summary.txt has every figure against its target
@@ -24,6 +29,7 @@
 #   bench/device.sh steady OUTDIR [ROUNDS] [BASEDIR]  the steady-cost and first-frame figures:
 #       this tree's gputui (and BASEDIR's, a `git archive REV gputui` extract), nvtop and
 #       bench/minimal_textual.py interleaved, ROUNDS (default 2) rounds of 20 s under load
+#   (peers, steady, all and first-frame check their peers first: see need_peers)
 #   bench/device.sh diag OUTDIR       `gputui diag`: versions vs nvidia-smi and torch, wall time
 #       against `python -c "import torch; torch.zeros(1, device='cuda')"` (about 1 minute)
 #   bench/device.sh stress OUTDIR     `gputui stress --duration 60`, monitor on and off, against
@@ -88,16 +94,50 @@ train=$!
 sleep 12
 }
 
+need_peers() {  # need_peers PEER...: find each program gputui is measured against, or stop here
+# (exit 2, one line a missing peer): a run without a peer prints no figure against it, never
+# empty rows.  nvtop: NVTOP=PATH, else the PATH's, else the folder bench/fetch_nvtop.sh makes
+# (.device/nvtop, carried); it runs as $nvtop_run (with the carried libraries where it needs
+# them).  nvitop: python3 -m nvitop (a wheel in .whl/, installed first where the mode does).
+local missing=() bin libs
+for peer in "$@"; do
+  case $peer in
+    nvtop)
+      bin=${NVTOP:-$(command -v nvtop || true)}
+      [ -n "$bin" ] || [ ! -x .device/nvtop/usr/bin/nvtop ] || bin=$PWD/.device/nvtop/usr/bin/nvtop
+      if [ -z "$bin" ]; then
+        missing+=("nvtop: not on PATH and no .device/nvtop (run bash bench/fetch_nvtop.sh where apt works, carry .device/nvtop; or NVTOP=PATH)")
+      elif "$bin" --version > /dev/null 2>&1; then
+        nvtop_run=$bin
+      else
+        libs=$(dirname "$(dirname "$(dirname "$bin")")")
+        libs="$libs/lib/x86_64-linux-gnu:$libs/usr/lib/x86_64-linux-gnu"
+        if LD_LIBRARY_PATH=$libs "$bin" --version > /dev/null 2>&1; then
+          nvtop_run="env LD_LIBRARY_PATH=$libs $bin"
+        else
+          missing+=("nvtop: $bin does not start: $("$bin" --version 2>&1 | head -1)")
+        fi
+      fi ;;
+    nvitop) $py -m nvitop --version > /dev/null 2>&1 || missing+=("nvitop: $py -m nvitop fails (put its wheel and its needs in .whl/)") ;;
+    nvidia-smi) command -v nvidia-smi > /dev/null || missing+=("nvidia-smi: not on PATH") ;;
+  esac
+done
+[ ${#missing[@]} -eq 0 ] && return 0
+printf 'bench/device.sh %s: a peer is missing, no figures taken:\n' "$mode" >&2
+printf '  %s\n' "${missing[@]}" >&2
+exit 2
+}
+
 mode_peers() {
 rounds=$1
-nvtop=${NVTOP:-$(command -v nvtop)}
+need_peers nvtop nvitop nvidia-smi
 start_load
 $py bench/live_check.py --samples 6 --every 3 --json "$out/live_check.json" --screen "$out/live_screen.txt" > "$out/live_check.txt" 2>&1
-{ nvidia-smi -L; "$nvtop" --version; $py -m nvitop --version; $py -c "import textual; print('textual', textual.__version__)"; } > "$out/versions.txt" 2>&1
+{ nvidia-smi -L; $nvtop_run --version; $py -m nvitop --version; $py -c "import textual; print('textual', textual.__version__)"; } > "$out/versions.txt" 2>&1
 pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json"
 for _ in $(seq "$rounds"); do
   $pb --screen "$out/screen-gputui.txt" -- $py -m gputui --interval 1 --no-remember | sed 's/^{/{"what": "gputui", /'
-  $pb --screen "$out/screen-nvtop.txt" -- "$nvtop" -d 10 | sed 's/^{/{"what": "nvtop", /'
+  $pb --screen "$out/screen-nvtop.txt" -- $nvtop_run -d 10 | sed 's/^{/{"what": "nvtop", /'
   $pb --screen "$out/screen-nvitop.txt" -- $py -m nvitop --interval 1 | sed 's/^{/{"what": "nvitop", /'
   $pb -- nvidia-smi -l 1 | sed 's/^{/{"what": "nvidia-smi -l 1", /'
 done > "$out/peers.jsonl" 2> "$out/peers.err"
@@ -334,6 +374,7 @@ site=$($py -c 'import site; print(site.getsitepackages()[0])')
 $py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1
 echo "$PWD" > "$site/gputui-repo.pth"
 $py -m compileall -q gputui bench "$@" "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
+need_peers nvitop
 $py bench/load/hold_memory.py --gib 8 --seconds 400 > "$out/hold.log" 2>&1 &
 hold=$!
 for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
@@ -603,7 +644,7 @@ mode_steady() {
 # interleaved, ROUNDS rounds of 20 s at 160x50 and 1 Hz with a 12 GiB holder and a bf16
 # training job on GPU 0; each gputui as `python3 -P` with its own PYTHONPATH.
 rounds=$1; base=${2:-}
-nvtop=${NVTOP:-$(command -v nvtop)}
+need_peers nvtop
 start_load
 pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json"
 for r in $(seq "$rounds"); do
@@ -611,7 +652,7 @@ for r in $(seq "$rounds"); do
     case $v in
       now) cmd="env PYTHONPATH=$PWD $py -P -m gputui --interval 1 --no-remember" ;;
       base) cmd="env PYTHONPATH=$base $py -P -m gputui --interval 1 --no-remember" ;;
-      nvtop) cmd="$nvtop -d 10" ;;
+      nvtop) cmd="$nvtop_run -d 10" ;;
       minimal) cmd="$py -P bench/minimal_textual.py" ;;
     esac
     $pb -- $cmd | sed "s/^{/{\"what\": \"$v\", \"round\": $r, /"
@@ -648,14 +689,14 @@ stamp() { echo "== $(( $(date +%s) - t_start )) s: $*" >> "$log"; }
 site=$($py -c 'import site; print(site.getsitepackages()[0])')
 $py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl >> "$log" 2>&1
 $py -m compileall -q gputui bench ${base:+"$base"} "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
-nvtop=${NVTOP:-$(command -v nvtop)}
+need_peers nvtop nvitop nvidia-smi
 variants="$PWD${base:+ $base}"
 for dir in $variants; do
   got=$(PYTHONPATH=$dir $py -P -c 'import gputui, os; print(os.path.dirname(os.path.dirname(os.path.abspath(gputui.__file__))))')
   if [ "$got" != "$dir" ]; then echo "variant $dir imports gputui from $got" >&2; return 2; fi
 done
 name_of() { if [ "$1" = "$PWD" ]; then echo now; else echo base; fi; }
-{ nvidia-smi -L; "$nvtop" --version; $py -m nvitop --version; $py -V
+{ nvidia-smi -L; $nvtop_run --version; $py -m nvitop --version; $py -V
   $py -c "import textual, pynvml; print('textual', textual.__version__)"; git log -1 --format='%h %s' 2>/dev/null
   [ -n "$base" ] && echo "base: $base"; } >> "$log" 2>&1
 export XDG_CONFIG_HOME="$work/config" XDG_STATE_HOME="$work/state"
@@ -673,7 +714,7 @@ for r in $(seq $q_ff); do
     PYTHONPATH=$dir $ff -- $py -P -m gputui --interval 1 --no-remember 2>> "$log" | tag first-frame "gputui $(name_of "$dir")" "$r"
   done
   $ff -- $py -m nvitop --interval 1 2>> "$log" | tag first-frame nvitop "$r"
-  $ff -- "$nvtop" -d 10 2>> "$log" | tag first-frame nvtop "$r"
+  $ff -- $nvtop_run -d 10 2>> "$log" | tag first-frame nvtop "$r"
 done
 # 2. steady CPU and bytes: 3 rounds of 15 s
 stamp "steady"
@@ -682,14 +723,14 @@ for r in $(seq $q_st); do
   for dir in $variants; do
     PYTHONPATH=$dir $pb --screen "$work/screen-gputui-$(name_of "$dir").txt" -- $py -P -m gputui --interval 1 --no-remember 2>> "$log" | tag steady "gputui $(name_of "$dir")" "$r"
   done
-  $pb --screen "$work/screen-nvtop.txt" -- "$nvtop" -d 10 2>> "$log" | tag steady nvtop "$r"
+  $pb --screen "$work/screen-nvtop.txt" -- $nvtop_run -d 10 2>> "$log" | tag steady nvtop "$r"
 done
 # 3. the bytes of each screen row
 stamp "rows"
 { echo "== gputui (this tree), 160x50, 25 s, the first 5 s left out"
   PYTHONPATH=$PWD $py bench/pty_rows.py --seconds $q_rows --skip 5 --top 25 -- $py -P -m gputui --interval 1 --no-remember
   echo; echo "== nvtop"
-  $py bench/pty_rows.py --seconds $q_rows --skip 5 --top 25 -- "$nvtop" -d 10; } > "$out/rows.txt" 2>> "$log"
+  $py bench/pty_rows.py --seconds $q_rows --skip 5 --top 25 -- $nvtop_run -d 10; } > "$out/rows.txt" 2>> "$log"
 # 4. one-shot snapshots: 5 interleaved rounds, wall time
 stamp "snapshots"
 wall() {  # wall WHAT ROUND CMD...: one run's wall time as a result row
@@ -749,7 +790,9 @@ for what in ("gputui now", "gputui base", "nvtop"):
     extra = f"  {c / n_cpu:.2f}x nvtop's CPU, {b / n_b:.2f}x its bytes" if n_cpu and n_b and what != "nvtop" else ""
     line(f"  {what:12s} CPU {c:.2f} %  bytes {b:.0f}/s  RSS {rss:.0f} MB{extra}")
 c, b = med("steady", "gputui now", "steady_cpu_pct"), med("steady", "gputui now", "bytes_per_s")
-if c and n_cpu and b and n_b:
+if not (n_cpu and n_b):
+    line("  nvtop: NO steady figures (see log.txt): the CPU and bytes targets are not judged")
+elif c and b:
     line(f"  targets: CPU <= 2x nvtop {'met' if c / n_cpu <= 2 else 'NOT met'} ({c / n_cpu:.2f}x); "
          f"bytes <= 1.2x nvtop (4 GPUs) {'met' if b / n_b <= 1.2 else 'NOT met'} ({b / n_b:.2f}x)")
 line("== one-shot snapshots: wall, median of 5 interleaved runs")

@@ -2358,10 +2358,10 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "snapshot-gpm-window-not-waited",
-        "gputui/telemetry/nvml/source.py",
-        "            time.sleep(max(0.0, opened[i] + (gpm_window or 0.0) - time.monotonic()))\n",
+        "gputui/telemetry/nvml/one_shot.py",
+        "        time.sleep(max(0.0, opened[i] + window - time.monotonic()))\n",
         "",
-        ("tests/test_snapshot_gpm.py",),
+        ("tests/test_snapshot_gpm.py", "tests/test_snapshot_one_shot.py"),
         "a one-shot snapshot's GPM figures are over a window shorter than --gpm-window says",
     ),
     Mutation(
@@ -2974,6 +2974,30 @@ MUTATIONS: list[Mutation] = [
         "                if False:\n",
         (PRIVATE,),
         "directories are created below a shared directory before the refusal",
+    ),
+    Mutation(
+        "overview-reading-held-for-ever",
+        "gputui/ui/overview/cadence.py",
+        "                elif shown is not None and abs(value - shown) < HOLD_FRACTION * scale:\n",
+        "                elif shown is not None:\n",
+        ("tests/test_overview_cadence.py",),
+        "a card's power or clock figure stays at its first value however far the GPU moves",
+    ),
+    Mutation(
+        "overview-chart-column-unfinished",
+        "gputui/telemetry/history.py",
+        "        if waiting:\n            values = values[:-waiting]\n",
+        "",
+        ("tests/test_overview_cadence.py",),
+        "a chart draws a column before its ticks are in, then redraws it (every tick moves the chart)",
+    ),
+    Mutation(
+        "snapshot-gpus-one-after-another",
+        "gputui/telemetry/nvml/parallel.py",
+        "    if len(gpus) < 2:\n",
+        "    if True:\n",
+        ("tests/test_snapshot_one_shot.py",),
+        "a one-shot snapshot reads the GPUs' 21 ms PCIe windows one after another, not at once",
     ),
 ]
 

@@ -142,28 +142,51 @@ def read_costs(src, repeat=20):
                 "cpu_pct_per_gpu": round(100 * cpu / CADENCE_S[e["cadence"]], 4),
             }
         )
+    # the calls that are not a registry read (the registry's PCIe throughput reads are above)
+    from gputui.telemetry.nvml.gpm import GpmSampler
+    from gputui.telemetry.nvml.query import _ARCHITECTURE_CODES
+    from gputui.telemetry.nvml.slow import NvLinkCounters, nvlink_throughput
+
     since = int(time.time() * 1e6) - 2_000_000
-    for call, fn in [
+    arch = src.info.devices[0].architecture if src.info and src.info.devices else None
+    gpm = GpmSampler(nv)
+    gpm.sample(0, h, architecture=arch, arch_code=_ARCHITECTURE_CODES.get(arch or ""))  # (opens)
+    counters = NvLinkCounters()
+    own = [  # (call, cadence, what shows it)
         (
-            "nvmlDeviceGetProcessUtilization",
+            "nvmlDeviceGetProcessUtilization (GPUs with processes only)",
+            "slow",
             lambda: nv.query("nvmlDeviceGetProcessUtilization", h, since, device=0),
         ),
         (
-            "nvmlDeviceGetPcieThroughput(TX)",
-            lambda: nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_TX_BYTES, device=0),
+            "GPM: nvmlGpmSampleGet + nvmlGpmMetricsGet (15 figures)",
+            "slow",
+            lambda: gpm.sample(0, h, architecture=arch, arch_code=_ARCHITECTURE_CODES.get(arch or "")),
         ),
         (
-            "nvmlDeviceGetPcieThroughput(RX)",
-            lambda: nv.query("nvmlDeviceGetPcieThroughput", h, lib.NVML_PCIE_UTIL_RX_BYTES, device=0),
+            "NVLink counters: nvmlDeviceGetFieldValues (all links)",
+            "slow",
+            lambda: nvlink_throughput(nv, 0, h, counters),
         ),
         (
             "nvmlDeviceGetComputeRunningProcesses",
+            "tick",
             lambda: nv.query("nvmlDeviceGetComputeRunningProcesses", h, device=0),
         ),
-        ("nvmlDeviceGetMigMode", lambda: nv.query("nvmlDeviceGetMigMode", h, device=0)),
-    ]:
+        (
+            "nvmlDeviceGetGraphicsRunningProcesses",
+            "tick",
+            lambda: nv.query("nvmlDeviceGetGraphicsRunningProcesses", h, device=0),
+        ),
+        (
+            "nvmlDeviceGetMPSComputeRunningProcesses",
+            "tick",
+            lambda: nv.query("nvmlDeviceGetMPSComputeRunningProcesses", h, device=0),
+        ),
+        ("nvmlDeviceGetMigMode", "rare", lambda: nv.query("nvmlDeviceGetMigMode", h, device=0)),
+    ]
+    for call, cadence, fn in own:
         cpu, wall = timed(fn)
-        cadence = "tick" if "Running" in call else ("rare" if "Mig" in call else "slow")
         rows.append(
             {
                 "call": call,
@@ -176,6 +199,7 @@ def read_costs(src, repeat=20):
                 "cpu_pct_per_gpu": round(100 * cpu / CADENCE_S[cadence], 4),
             }
         )
+    gpm.close()
     return sorted(rows, key=lambda r: -r["cpu_pct_per_gpu"])
 
 

@@ -1,6 +1,8 @@
 """What NVML's read-ahead costs the monitor's start-up imports through the GIL (issue 33).
 
     python3 bench/start_profile.py [--rounds 5] [--json OUT]
+    python bench/start_profile.py --standin REC.jsonl.gz   (no GPU: NVML answered from a recording
+                      by bench/nvml_standin/pynvml.py, with its model of the H100's call costs)
 
 Each case in a fresh interpreter (`python -P`, this checkout's gputui), interleaved:
 
@@ -84,8 +86,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--standin", metavar="REC", help="NVML from this recording (bench/nvml_standin)")
     a = ap.parse_args()
     env = dict(os.environ, PYTHONPATH=str(ROOT))
+    if a.standin:
+        env.update(
+            PYTHONPATH=f"{ROOT / 'bench' / 'nvml_standin'}{os.pathsep}{ROOT}",
+            GPUTUI_NVML_STANDIN=str(Path(a.standin).resolve()),
+            GPUTUI_NVML_STANDIN_COSTS="1",
+        )
     rows = []
     for _ in range(a.rounds):
         for case in CASES:

@@ -5,6 +5,8 @@ nothing repaints nothing.  (How fast it comes is a benchmark: bench/RESULTS.md.)
 from __future__ import annotations
 
 import asyncio
+import threading
+from pathlib import Path
 
 import pytest
 from conftest import H200_X2, X8_240, replay_app, run_to_tick, screen_lines, wait_for
@@ -196,3 +198,47 @@ def test_the_footer_is_right_in_the_first_frame():
     lines, sent, width = asyncio.run(go())
     assert "Details" in lines[0] and "Layout" in lines[0]
     assert sent == width  # drawn once, whole
+
+
+def test_the_live_slow_reads_start_once_the_first_frame_is_up(x2_recording):
+    """The live source's slow-cadence thread (PCIe throughput's 20 ms reads, GPM, energy,
+    the Xid event set: work on the interpreter the first layout and paint need, scaling
+    with the GPUs) starts after the first frame is on screen, once, started by the poller's
+    thread when the app says the frame is up; the first frame has the read-ahead's data."""
+    from test_nvml import RecordedNvml
+
+    from gputui.telemetry.nvml.source import Nvml, NvmlSource
+    from gputui.ui import app as app_module
+    from gputui.ui.app import GpuTuiApp
+
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    frame: dict[str, bool] = {}
+    started: list[tuple[bool, str]] = []
+
+    class Source(NvmlSource):
+        def _start_slow(self) -> None:
+            started.append(("drawn" in frame, threading.current_thread().name))
+            super()._start_slow()
+
+    class Probe(GpuTuiApp):
+        CSS_PATH = str(Path(app_module.__file__).with_name(GpuTuiApp.CSS_PATH))
+
+        def on_mount(self) -> None:  # (before the app's own)
+            self.call_after_refresh(lambda: frame.setdefault("drawn", self.snapshot is not None))
+
+    source = Source(slow_interval=60.0, nvml=Nvml(lib=scripted.lib))
+    source.prefetch()
+    assert source._prefetch is not None
+    source._prefetch.join()  # (read ahead: the frame is drawn with its data)
+
+    async def go():
+        app = Probe(source=source, interval=5.0, watch_terminal=False)
+        async with app.run_test(size=(160, 50)) as pilot:
+            await wait_for(pilot, lambda: source._slow_thread is not None)
+            return source._slow_thread
+
+    slow = asyncio.run(go())
+    assert frame == {"drawn": True}  # the first frame had the GPUs
+    assert started == [(True, "gputui-poller")]  # after it, on the poller's thread, once
+    assert slow is not None and source._slow_thread is slow

@@ -8,6 +8,7 @@ interpreter, since other tests import everything; how fast the frame comes is a 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -59,6 +60,7 @@ FIRST_FRAME = {
     "gputui.ui.context",
     "gputui.ui.messages",
     "gputui.ui.overview",
+    "gputui.ui.overview.cadence",  # the charts' columns, the readings held past their jitter
     "gputui.ui.overview.lines",
     "gputui.ui.overview.pane",
     "gputui.ui.overview.widgets",
@@ -110,10 +112,50 @@ NOT_BEFORE_THE_FIRST_FRAME = (
 )
 
 
-def _run(code: str, tmp_path: Path) -> dict[str, object]:
+LIVE = {
+    # NVML: the source, its queries and static facts (nvml/ needs pynvml, which loads the
+    # library only at nvmlInit); the slow cadence's types (a tick merges their values)
+    "gputui.telemetry.gpm_check",
+    "gputui.telemetry.host.procfs",
+    "gputui.telemetry.nvml",
+    "gputui.telemetry.nvml.events",
+    "gputui.telemetry.nvml.gpm",
+    "gputui.telemetry.nvml.parallel",
+    "gputui.telemetry.nvml.query",
+    "gputui.telemetry.nvml.slow",
+    "gputui.telemetry.nvml.source",
+    "gputui.telemetry.nvml.static",
+    "gputui.telemetry.nvml.topology",
+    # the GPU processes' host facts (psutil) and their jobs: the process list's rows
+    "gputui.telemetry.host.cgroup_trust",
+    "gputui.telemetry.host.jobs",
+    "gputui.telemetry.host.processes",
+    "gputui.telemetry.host.proctree",
+    "gputui.telemetry.host.rank",
+    "gputui.telemetry.host.starttime",
+    "gputui.telemetry.host.workers",
+}
+"""What the live monitor imports before its first frame beyond the demo's FIRST_FRAME."""
+
+REPLAY_ONLY = {"gputui.telemetry.recording", "gputui.recording_settings"}
+"""The demo's (a recording, its header's own settings) that the live start does without."""
+
+NOT_BEFORE_THE_LIVE_FIRST_FRAME = tuple(
+    m for m in NOT_BEFORE_THE_FIRST_FRAME if m not in ("psutil", "pynvml", "gputui.telemetry.host.processes")
+)
+"""What the demo leaves out that the live start needs: pynvml, psutil and the process
+inspector (the rows' user, command, CPU and memory); everything else stays out (NCCL RAS's
+watch among them: its first round runs after the first frame, on its own thread)."""
+
+STANDIN = REPO / "bench" / "nvml_standin"
+X4 = REPO / "tests" / "fixtures" / "h100-x4-matrix" / "1-healthy-stopped" / "recording.jsonl.gz"
+
+
+def _run(code: str, tmp_path: Path, **env_extra: str) -> dict[str, object]:
     env = {
+        **env_extra,
         "PATH": "/usr/bin:/bin",
-        "PYTHONPATH": str(REPO),
+        "PYTHONPATH": os.pathsep.join(filter(None, (env_extra.get("PYTHONPATH"), str(REPO)))),
         "XDG_CONFIG_HOME": str(tmp_path / "config"),
         "XDG_STATE_HOME": str(tmp_path / "state"),
         "HOME": str(tmp_path),
@@ -208,3 +250,67 @@ def test_a_live_sample_with_no_gpu_process_imports_no_psutil(tmp_path):
         tmp_path,
     )
     assert result["psutil"] is (result["processes"] > 0)
+
+
+def test_the_live_first_frame_is_drawn_without_the_modules_it_does_not_need(tmp_path):
+    """The live monitor as the command line starts it: NvmlSource read ahead (NVML's open
+    and first sample on a thread) while the config, the state and the app load, the app
+    takes them at mount.  NVML here is bench/nvml_standin's pynvml answering with the real
+    4x H100 recording (its processes become this interpreter's PID, so psutil reads a real
+    one): only the imports are checked, no figure.  By the first frame: FIRST_FRAME (less
+    REPLAY_ONLY) and LIVE, nothing else of gputui's, none of NOT_BEFORE_THE_LIVE_FIRST_FRAME; the slow-cadence
+    thread not started; the frame has the four GPUs and their processes."""
+    result = _run(
+        f"""
+        import asyncio, json, os, sys
+        from gputui import cli
+        args = cli._parse(["--no-remember"])
+        from gputui.telemetry.nvml.source import NvmlSource
+        live = NvmlSource()
+        live.prefetch()
+        from gputui.config import load
+        loaded = load(None)
+        saved, warning, path = cli.remembered(args, loaded.config)
+        from gputui.ui.app import GpuTuiApp
+        live._prefetch.join()  # (read ahead while the UI loaded, as on a GPU machine)
+        not_before = {json.dumps(NOT_BEFORE_THE_LIVE_FIRST_FRAME)}
+        frame = {{}}
+
+        def at_first_frame():
+            frame["gputui"] = sorted(m for m in sys.modules if m.split(".")[0] == "gputui")
+            frame["modules"] = sorted(
+                m for m in sys.modules if any(m == n or m.startswith(n + ".") for n in not_before)
+            )
+            frame["slow"] = live._slow_thread is not None
+            frame["psutil"] = "psutil" in sys.modules
+
+        class Probe(GpuTuiApp):
+            CSS_PATH = os.path.join(os.path.dirname(cli.__file__), "ui", GpuTuiApp.CSS_PATH)
+
+            def on_mount(self):
+                self.call_after_refresh(at_first_frame)
+
+        async def go():
+            app = Probe(source=live, interval=3600.0, config=loaded.config, saved=saved,
+                        state_path=path, watch_terminal=False)
+            async with app.run_test(size=(160, 50)) as pilot:
+                while "gputui" not in frame:
+                    await pilot.pause()
+                return len(app.snapshot.gpus), len(app.snapshot.processes)
+
+        gpus, processes = asyncio.run(go())
+        print(json.dumps({{**frame, "gpus": gpus, "processes": processes}}))
+        """,
+        tmp_path,
+        PYTHONPATH=str(STANDIN),
+        GPUTUI_NVML_STANDIN=str(X4),
+    )
+    assert (result["gpus"], result["processes"]) == (4, 4)
+    assert result["modules"] == []
+    assert result["psutil"] is True and result["slow"] is False
+    gputui = set(result["gputui"])
+    want = FIRST_FRAME - REPLAY_ONLY | LIVE
+    assert {"added": sorted(gputui - want), "gone": sorted(want - gputui)} == {
+        "added": [],
+        "gone": [],
+    }

@@ -503,33 +503,6 @@ def test_prefetch_opens_in_the_background_and_open_returns_its_result():
     src.close()
 
 
-def test_the_read_ahead_leaves_the_slow_thread_to_the_poller(
-    x2_recording: tuple[RecordingHeader, list[Snapshot]],
-) -> None:
-    """The read-ahead (open and first sample while the UI loads) starts no slow-cadence
-    thread: its 20 ms PCIe calls would hold NVML under the first sample's reads, and its
-    work would compete with the UI's imports for the interpreter.  The poller's open()
-    starts it, once; the first sample carries no slow value yet (as before)."""
-    header, ticks = x2_recording
-    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
-    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=scripted.lib))
-    try:
-        source.prefetch()
-        prefetch = source._prefetch
-        assert prefetch is not None
-        prefetch.join()
-        assert source._slow_thread is None
-        ready = source.take_ready()
-        assert ready is not None and [g.pcie_rx for g in ready[1].gpus] == [None, None]
-        source.open()  # the poller's
-        slow = source._slow_thread
-        assert slow is not None and slow.is_alive()
-        source.open()
-        assert source._slow_thread is slow  # one slow thread
-    finally:
-        source.close()
-
-
 def test_a_one_shot_source_starts_no_slow_thread_and_skips_psutil(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
 ) -> None:
@@ -823,3 +796,78 @@ def test_counters_that_count_up_are_read_every_few_slow_passes_and_kept_between(
         assert scripted.lib.calls[("nvmlDeviceGetPcieThroughput", "handle-0")] == 2 * len(seen)
     finally:
         source.close()
+
+
+def test_a_read_ahead_source_starts_its_slow_thread_when_told_and_makes_no_ras_watch(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The monitor's source (read ahead while the UI loads) leaves for after the first frame
+    what that frame does not draw: the slow-cadence thread starts at `start_background()`
+    (the poller's, once the app's first frame is up), not at the poller's `open()`; and the
+    read-ahead's first sample makes no NCCL RAS watch (its modules, the health engine among
+    them, would load on the read-ahead's thread beside the UI's imports; RAS answers come
+    from a round on its own thread, never in the first frame).  The poller's samples do."""
+    import gputui.telemetry.nccl.watch as watch_module
+
+    made: list[object] = []
+
+    class Watch:
+        def __init__(self) -> None:
+            made.append(self)
+
+        def offer(self, processes: Any, now: float) -> None:
+            return None
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(watch_module, "RasWatch", Watch)
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=scripted.lib))
+    source._procs = Inspector(ticks[55].processes)  # type: ignore[assignment]
+    try:
+        source.prefetch()
+        assert source._prefetch is not None
+        source._prefetch.join()
+        ready = source.take_ready()
+        assert ready is not None and ready[1].processes  # a first sample with processes
+        assert made == [] and source.ras is None  # no RAS watch for it
+        source.open()  # the poller's
+        assert source._slow_thread is None
+        source.sample()  # the poller's first tick
+        assert len(made) == 1
+        source.start_background()
+        slow = source._slow_thread
+        assert slow is not None and slow.is_alive()
+        source.start_background()
+        assert source._slow_thread is slow  # once
+    finally:
+        source.close()
+
+
+def test_a_source_not_read_ahead_starts_its_slow_thread_at_open(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """The exporter, `watch` and `record` open their source themselves (no read-ahead, no
+    first frame): the slow thread starts at open, as ever."""
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    source = NvmlSource(slow_interval=60.0, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.open()
+        assert source._slow_thread is not None
+    finally:
+        source.close()
+
+
+class Inspector:
+    """Stands in for psutil's ProcessInspector: the processes as NVML would list them."""
+
+    launchers = ()
+
+    def __init__(self, processes: Any) -> None:
+        self.processes = list(processes)
+
+    def enrich(self, raw: Any, now: float) -> list[Any]:
+        return list(self.processes)

@@ -108,6 +108,34 @@ def test_a_first_tick_delivered_by_the_caller_is_not_taken_again(pollers: list[P
     assert rec.errors.empty()
 
 
+class Background(ReplaySource):
+    """A recording that leaves work for after the first frame, as the live source does with
+    its slow-cadence thread (NvmlSource.start_background)."""
+
+    def __init__(self) -> None:
+        super().__init__(X2_RECORDING)
+        self.started: queue.Queue[str] = queue.Queue()
+
+    def start_background(self) -> None:
+        self.started.put(threading.current_thread().name)
+
+
+def test_the_source_starts_its_background_work_when_the_first_frame_is_up(pollers: list[Poller]) -> None:
+    """Not at open, nor at the ticks: when the app says its first frame is on screen, on the
+    poller's thread (a source is only ever called from there), once however often told."""
+    source = Background()
+    poller, rec = make(source, 0.2)
+    pollers.append(poller)
+    poller.start()
+    rec.seqs(3)
+    assert source.started.empty()
+    poller.first_frame_drawn()
+    poller.first_frame_drawn()
+    assert source.started.get(timeout=WAIT) == "gputui-poller"
+    rec.seqs(2)
+    assert source.started.empty()
+
+
 def test_interval_is_clamped() -> None:
     poller, _ = make(ReplaySource(X2_RECORDING), interval=0.01)
     assert poller.interval == MIN_INTERVAL

@@ -55,14 +55,14 @@ def live_document(argv: list[str], lib: Any, **later: float) -> tuple[dict[str, 
     source = cmd.open_live(sel, bool(args.processes), nvml=Nvml(lib=lib), one_shot=args.watch is None)
     saved = {name: getattr(cmd, name) for name in later}
     try:
-        info = source.open()
-        assert info.system.nvml_problem is None
         for name, value in later.items():
             setattr(cmd, name, value)
         if args.watch is None:
-            cmd.read_slow(source, sel, args.gpm_window)
+            info = cmd.open_one_shot(source, sel, args.gpm_window)
         else:
+            info = source.open()
             cmd.wait_for_slow(source, sel)
+        assert info.system.nvml_problem is None
         doc = fmt.document(info, source.sample(), sel.gpu_fields, sel.proc_fields, processes=args.processes)
     finally:
         for name, value in saved.items():

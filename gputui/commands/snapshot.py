@@ -174,7 +174,7 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None, *, one_shot: bo
     """The NVML source for `sel`: only what the fields need (the slow thread's PCIe calls,
     psutil's process facts and some static facts, NUMA affinity alone 12 ms on an H200,
     cost a one-shot reader tens of ms).  `one_shot`: no slow thread; the slow values are
-    read once (`read_slow`)."""
+    read once (`open_one_shot`)."""
     from gputui.export import snapshot_fields as snap_fields
     from gputui.telemetry.nvml.source import NvmlSource
 
@@ -189,11 +189,16 @@ def open_live(sel: Selection, processes: bool, nvml: Any = None, *, one_shot: bo
     )
 
 
-def read_slow(source: Any, sel: Selection, gpm_window: float) -> None:
-    """A one-shot snapshot's slow-cadence values, read once on this thread, with GPM over
-    `gpm_window` seconds where a field needs it."""
-    if any(f.slow for f in sel.wanted):
-        source.read_slow_once(gpm_window if any(f.window for f in sel.wanted) else None)
+def open_one_shot(source: Any, sel: Selection, gpm_window: float) -> Any:
+    """A one-shot live snapshot's start: NVML opened and, where the fields need them, the
+    slow-cadence values read once, with GPM over `gpm_window` seconds where a field needs it
+    (the reads and the static facts inside that window: telemetry/nvml/one_shot.py); the
+    MachineInfo."""
+    from gputui.telemetry.nvml.one_shot import open_measured
+
+    if not any(f.slow for f in sel.wanted):
+        return source.open()
+    return open_measured(source, gpm_window if any(f.window for f in sel.wanted) else None)
 
 
 def wait_for_slow(source: Any, sel: Selection) -> None:
@@ -298,7 +303,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         source = open_live(sel, bool(args.processes), one_shot=args.watch is None)
         live = True
-    info = source.open()
+    one_shot = live and args.watch is None
+    info = open_one_shot(source, sel, args.gpm_window) if one_shot else source.open()
     problem = info.system.nvml_problem
     if problem is not None:
         if kind == "json":  # a script reading JSON gets JSON that says why
@@ -306,9 +312,7 @@ def run(args: argparse.Namespace) -> int:
             doc = snap_fmt.unavailable_document(info, problem, src)
             print(snap_fmt.dumps(doc, pretty=args.watch is None), flush=True)
         return nvml_unavailable(PROG, problem)
-    if live and args.watch is None:
-        read_slow(source, sel, args.gpm_window)
-    elif live:
+    if live and not one_shot:
         wait_for_slow(source, sel)
     judge = _Judge(args, source, live) if kind == "json" and args.processes else None
 

@@ -4,6 +4,7 @@ for the host, and per GPU process (its GPU memory and SM %) while it lives."""
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from array import array
 from collections.abc import Iterator
@@ -173,6 +174,37 @@ class History:
         if rings is None:
             return []
         return rings[metric].last(n)
+
+    def columns(self, gpu: int, metric: str, n: int, per: int) -> list[float]:
+        """The newest `n` columns of `per` ticks each, oldest first: each the mean of its
+        ticks' values (NaN where none has one).  Columns are aligned on the tick count, so a
+        column once complete never changes and a chart of them moves once every `per`
+        ticks; the newest ticks that do not fill a column yet are left out.  `per` 1: the
+        newest `n` values (`series`)."""
+        rings = self._gpus.get(gpu)
+        if rings is None or n <= 0:
+            return []
+        ring = rings[metric]
+        if per <= 1:
+            return ring.last(n)
+        waiting = self.ticks % per
+        values = ring.last(min(len(ring), n * per + waiting))
+        if waiting:
+            values = values[:-waiting]
+        out: list[float] = []
+        for stop in range(len(values), 0, -per):
+            known = [v for v in values[max(0, stop - per) : stop] if not math.isnan(v)]
+            out.append(sum(known) / len(known) if known else NAN)
+            if len(out) == n:
+                break
+        out.reverse()
+        return out
+
+    def spacing(self, last: int = 8) -> float | None:
+        """The median time between the newest `last` + 1 samples (None before two)."""
+        times = self.timestamps.last(last + 1)
+        gaps = sorted(b - a for a, b in itertools.pairwise(times))
+        return gaps[len(gaps) // 2] if gaps else None
 
     def gpu_indices(self) -> list[int]:
         return sorted(self._gpus)

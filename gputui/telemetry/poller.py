@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable
 
 from gputui.telemetry.model import MachineInfo, Snapshot
-from gputui.telemetry.source import Source
+from gputui.telemetry.source import Source, start_background
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ class Poller:
         self._stopping = False
         self._paused = False
         self._steps: deque[int] = deque()
+        self._background = 0
+        """1 once the app's first frame is up: the source's work left for later is due
+        (`first_frame_drawn`); 2 once started."""
         self._thread = threading.Thread(target=self._run, name="gputui-poller", daemon=True)
         self.ticks = 0
         self.last_cost: float | None = None
@@ -79,6 +82,13 @@ class Poller:
         self._steps.append(delta)
         self._wake.set()
 
+    def first_frame_drawn(self) -> None:
+        """The app's first frame is on screen: the source may now start what it left for
+        later (`source.start_background`), on this poller's thread, once."""
+        if self._background == 0:
+            self._background = 1
+            self._wake.set()
+
     def start(self) -> None:
         self._thread.start()
 
@@ -108,6 +118,12 @@ class Poller:
         try:
             next_due = time.monotonic() + (self._interval if self._first_delivered else 0.0)
             while not self._stopping:
+                if self._background == 1:
+                    self._background = 2
+                    try:
+                        start_background(self.source)
+                    except Exception as exc:  # the ticks go on without what it started
+                        self._report(exc)
                 if self._steps:
                     self._do_step(self._steps.popleft())
                     continue

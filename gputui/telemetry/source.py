@@ -75,3 +75,12 @@ def take_ready(source: Source) -> tuple[MachineInfo, Snapshot] | None:
     the data: it never blocks (a source without the capability, or still reading, gives None)."""
     take = getattr(source, "take_ready", None)
     return take() if take is not None else None
+
+
+def start_background(source: Source) -> None:
+    """Tell the source the monitor's first frame is on screen: it may start what it left
+    for later (NvmlSource: its slow-cadence thread).  Called on the poller's thread, as
+    every method of a source; a source without such work ignores it."""
+    start = getattr(source, "start_background", None)
+    if start is not None:
+        start()

@@ -369,6 +369,9 @@ class GpuTuiApp(BaseApp[int]):
         )
         self.interval = self.poller.interval  # as clamped
         self.poller.start()
+        # what the first frame does not draw (the live source's slow-cadence thread) starts
+        # once that frame is on screen, not beside its layout and paint
+        self.call_after_refresh(self.poller.first_frame_drawn)
 
     def _judge_first(self, generation: int, position: tuple[int, int] | None) -> None:
         """Once the first frame is on screen: the engines are made and judge the tick it

@@ -40,7 +40,8 @@ _FUNCTION_NOT_FOUND = 13
 _METRICS_GET_VERSION = 1
 _SUPPORT_VERSION = 1
 _MAX_METRICS = 1024
-"""Entries in our metrics-get struct (made once, 40 KB).  NVML reads `numMetrics` of them
+"""Entries in our metrics-get struct (40 KB, made for each window's figures: the GPUs of a
+one-shot snapshot close their windows at once).  NVML reads `numMetrics` of them
 (we ask for 15); the C struct's array is NVML_GPM_METRIC_MAX long (477 in driver 580, and
 it grows), so the room is generous in case a driver clears its own full length."""
 
@@ -121,7 +122,6 @@ class GpmSampler:
     def __init__(self, nvml: Nvml) -> None:
         self._nv = nvml
         self._gpus: dict[int, _GpuState] = {}
-        self._get = _MetricsGet()
         self.cost = GpmCost()
 
     # ---- support ----------------------------------------------------------------------
@@ -233,7 +233,7 @@ class GpmSampler:
         return f"{fn} failed (NVML error {code})"
 
     def _figures(self, i: int, first: Any, second: Any, window: float, gi: int | None) -> GpmSample:
-        get = self._get
+        get = _MetricsGet()
         get.version = _METRICS_GET_VERSION
         get.numMetrics = len(GPM_READS)
         get.sample1 = ctypes.cast(first, ctypes.c_void_p).value

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from gputui.telemetry.host.procfs import host_sampler
@@ -132,6 +132,8 @@ class NvmlSource:
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
+        self._slow_after_frame = False
+        """Read ahead for the monitor: the slow thread waits for `start_background`."""
         self._first: Snapshot | None = None
         """The sample the prefetch thread took (see `prefetch`)."""
         self.slow_cost: float | None = None
@@ -155,6 +157,7 @@ class NvmlSource:
         first sample nor competes with the UI's imports."""
         if self._prefetch is not None or self.info is not None:
             return
+        self._slow_after_frame = True
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
         self._prefetch.start()
 
@@ -164,7 +167,7 @@ class NvmlSource:
         it is younger than PREFETCHED_MAX_AGE_S."""
         self._open()
         try:
-            self._first = self.sample()
+            self._first = self._sample(ras=False)
         except Exception:  # the poller's own first sample says what is wrong
             self._first = None
 
@@ -188,10 +191,21 @@ class NvmlSource:
             self._prefetch.join()
             self._prefetch = None
         info = self.info if self.info is not None else self._open()
-        self._start_slow()
+        if not self._slow_after_frame:
+            self._start_slow()
         return info
 
-    def _open(self) -> MachineInfo:
+    def start_background(self) -> None:
+        """A source read ahead for the monitor (`prefetch`) starts its slow-cadence thread
+        here, once the monitor's first frame is on screen (the poller calls this when the app
+        says so, `source.start_background`), not at `open()`: its first pass (PCIe reads of
+        20 ms, GPM, energy, the Xid event set, for every GPU) would otherwise run beside
+        Textual's first layout and paint, on the same interpreter.  Once; after `open()`."""
+        self._start_slow()
+
+    def _open(self, before_static: Callable[[], None] | None = None) -> MachineInfo:
+        """NVML, the system's facts, the GPUs' handles and static facts; `before_static`
+        runs once the handles are there (a one-shot reader's GPM windows open then)."""
         hostname = os.uname().nodename  # (no `socket` import just for this)
         try:
             if self._nvml is None:
@@ -215,6 +229,8 @@ class NvmlSource:
             handle = q("nvmlDeviceGetHandleByIndex", i, device=i)
             self._handles.append(handle)
             self._slow[i] = SlowValues()
+        if before_static is not None:
+            before_static()
         devices = read_device_infos(self._nvml, self._handles, self._static, self._lost)
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
@@ -240,6 +256,12 @@ class NvmlSource:
     # ---- every tick ------------------------------------------------------------------
 
     def sample(self) -> Snapshot:
+        return self._sample(ras=True)
+
+    def _sample(self, *, ras: bool) -> Snapshot:
+        """One tick; `ras=False` (the read-ahead's first sample): no NCCL RAS watch made or
+        offered the jobs yet (its modules load with the health engine's; its answers come
+        from a round on its own thread, never in time for the first frame)."""
         first, self._first = self._first, None
         if first is not None and time.time() - first.timestamp < PREFETCHED_MAX_AGE_S:
             return first
@@ -265,13 +287,13 @@ class NvmlSource:
                 self._procs = ProcessInspector()
             processes = self._procs.enrich(raw_procs, now)
         nccl = None
-        if self._ras_enabled and processes:
+        if ras and self._ras_enabled and processes:
             if self.ras is None:
                 from gputui.telemetry.nccl.watch import RasWatch
 
                 self.ras = RasWatch()
             nccl = self.ras.offer(processes, now)
-        elif self.ras is not None:
+        elif ras and self.ras is not None:
             nccl = self.ras.offer((), now)  # the last job has gone: its view says so once
         host = self._host.sample()
         self._seq += 1
@@ -439,55 +461,6 @@ class NvmlSource:
                 for i, v in self._slow.items()
                 if i not in self._lost
             )
-
-    def read_slow_once(self, gpm_window: float | None = None) -> None:
-        """For a one-shot reader (`gputui snapshot`) without the slow thread: the slow-cadence
-        values read once, now, on this thread, for the next `sample()`.  With `gpm_window`
-        (seconds), GPM is measured over that window too: each GPU's first GPM sample is
-        taken before the slow reads and its second `gpm_window` after it, so the reader
-        waits for the longer of the reads and the window, not for both."""
-        if self._nvml is None:
-            return
-        handles = [(i, h) for i, h in enumerate(self._handles) if i not in self._lost and h is not None]
-        opened: dict[int, float] = {}
-        if gpm_window is not None:
-            if self.gpm is None:
-                self.gpm = GpmSampler(self._nvml)
-            for i, h in handles:
-                if i in self._mig_enabled:
-                    continue  # its instances are known after the reads: sampled there
-                try:
-                    if self._gpm_sample(i, h, None) is None:  # a window opened
-                        opened[i] = time.monotonic()
-                except GpuLost:
-                    self._lost.add(i)
-        for i, h in handles:
-            if i in self._lost:
-                continue
-            try:
-                values = self._slow_sample(i, h, gpm=gpm_window is not None and i not in opened)
-            except GpuLost:
-                self._lost.add(i)
-                continue
-            if values.fields.get("gpm") is None and gpm_window is not None and i not in opened:
-                opened[i] = time.monotonic()  # a MIG GPU's windows opened in the reads
-            with self._slow_lock:
-                self._slow[i] = values
-        self.slow_passes += 1
-        for i, h in handles:
-            if i not in opened or i in self._lost:
-                continue
-            time.sleep(max(0.0, opened[i] + (gpm_window or 0.0) - time.monotonic()))
-            mig = self._slow[i].fields.get("mig_devices", ())
-            try:
-                gpm = self._gpm_sample(i, h, mig)
-            except GpuLost:
-                self._lost.add(i)
-                continue
-            with self._slow_lock:
-                self._slow[i].fields["gpm"] = gpm
-        if opened:
-            self.slow_passes += 1
 
     def _gpm_sample(self, i: int, h: Any, mig: Any) -> Any:
         """GPU i's next GPM sample (None: its first window just opened); `mig` its MIG

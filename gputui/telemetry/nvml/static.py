@@ -4,11 +4,11 @@ or index, name, UUID and bus id plus the ones a one-shot reader names."""
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gputui.telemetry.model import DeviceInfo
+from gputui.telemetry.nvml.parallel import each_gpu
 from gputui.telemetry.nvml.query import (
     _ARCHITECTURES,
     _BRANDS,
@@ -27,23 +27,14 @@ from gputui.telemetry.nvml.query import (
 def read_device_infos(
     nv: Nvml, handles: Sequence[Any], want: frozenset[str] | None, lost: set[int]
 ) -> list[DeviceInfo]:
-    """Every GPU's static facts, the GPUs in parallel: NVML releases the GIL, and some of
-    these calls take a millisecond or more each (max clocks), so 8 GPUs read in about the
-    time of one."""
-    handles = list(handles)
-    if len(handles) < 2:
-        return [device_info(nv, i, h, want, lost) for i, h in enumerate(handles)]
-    results: list[DeviceInfo | None] = [None] * len(handles)
-
-    def read(i: int) -> None:
-        results[i] = device_info(nv, i, handles[i], want, lost)
-
-    threads = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(len(handles))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return [r if r is not None else DeviceInfo(index=i, name="unknown GPU") for i, r in enumerate(results)]
+    """Every GPU's static facts, the GPUs in parallel (some of these calls take a millisecond
+    or more each, max clocks say), so 8 GPUs read in about the time of one."""
+    results = each_gpu(lambda i, h: device_info(nv, i, h, want, lost), list(enumerate(handles)))
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    unknown = [DeviceInfo(index=i, name="unknown GPU") for i in range(len(results))]
+    return [r if isinstance(r, DeviceInfo) else unknown[i] for i, r in enumerate(results)]
 
 
 def device_info(nv: Nvml, i: int, h: Any, want: frozenset[str] | None, lost: set[int]) -> DeviceInfo:

@@ -19,6 +19,7 @@ from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuProcess, GpuSample, MachineInfo, Snapshot
 from gputui.ui.cards import boxed
 from gputui.ui.messages import GpuSelected, OpenGpuDetail
+from gputui.ui.overview.cadence import Held, chart_ticks
 from gputui.ui.overview.lines import BoardLayout, board_lines, host_lines
 from gputui.ui.render import NA, Line, S, clean
 from gputui.ui.widgets.card import card_height
@@ -67,6 +68,10 @@ class GpuBoard(LineWidget):
         rows for the process list); else its container's height less `reserved_height`."""
         self.selected: int | None = None
         """The highlighted GPU (none until an arrow key is pressed)."""
+        self.held = Held()
+        """The power and clock readings last shown, moved past their jitter only: they
+        follow every tick the hub publishes (on the publishing thread)."""
+        hub.subscribe(lambda snap: self.held.observe(hub.info, snap))
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         """Selecting and opening GPUs are offered only while there are GPUs (not on the
@@ -160,7 +165,8 @@ class GpuBoard(LineWidget):
         if (self.info is None or not self.info.devices) != (info is None or not info.devices):
             self.refresh_bindings()  # GPUs came or went: the footer's keys follow
         self.info = info
-        self.snapshot = snapshot
+        self.snapshot = snapshot if snapshot is None else self.held.shown(info, snapshot)
+        """The tick shown, its power and clock readings as held (`cadence`)."""
         self.update_lines()
 
     def build(self, width: int, height: int) -> list[Line]:
@@ -178,11 +184,12 @@ class GpuBoard(LineWidget):
         alerts = self.hub.by_gpu_alerts()
         hints = with_spinning(self.hub.hints_by_gpu(), self.hub.health_report())
         with self.hub.lock:
+            per = chart_ticks(history)  # (the charts move once a column of data is complete)
             layout, lines = board_lines(
                 info,
                 gpus,
                 procs,
-                history.series,
+                lambda gpu, metric, n: history.columns(gpu, metric, n, per),
                 width,
                 height,
                 self.mode,

@@ -1,0 +1,99 @@
+"""What the Overview redraws each tick, and what it leaves still: a terminal is sent the cells
+that change, so a figure that jitters below what a reader takes from it, or a chart that
+scrolls every tick, costs bytes every second for nothing (issue 33: at 4 GPUs the cards' power
+figures and bars, and their charts, were most of gputui's bytes).
+
+- The cards' history charts move at their own cadence: a column is CHART_STEP_S of data (at
+  1 Hz the mean of two ticks; one tick where ticks are that far apart), drawn once complete.
+  The figure beside each chart is the latest sample's.
+- The power and clock readings of the cards (the figure and its bar) move when the value
+  moves by HOLD_FRACTION of the bar's scale, to the sample's value; below that the last
+  shown value stays.  What is shown is never further than that from the latest sample; the
+  detail view, the Processes tab, the exports and recordings have every sample as it is."""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import replace
+from typing import Any
+
+from gputui.telemetry.history import History
+from gputui.telemetry.model import DeviceInfo, GpuSample, MachineInfo, Snapshot
+
+CHART_STEP_S = 2.0
+"""Seconds of data a column of the cards' charts holds (a chart of 58 columns: two minutes)."""
+HOLD_FRACTION = 0.01
+"""A card's power or clock reading moves when the sample is this share of its bar's scale
+away from what is shown (7 W of a 700 W limit, 20 MHz of a 1,980 MHz clock): about one
+eighth-cell of its bar, the finest step the bar draws."""
+
+
+def chart_ticks(history: History) -> int:
+    """Ticks a chart column holds: CHART_STEP_S over the time between samples."""
+    spacing = history.spacing()
+    if not spacing or spacing <= 0:
+        return 1
+    return max(1, round(CHART_STEP_S / spacing))
+
+
+def _scales(dev: DeviceInfo | None, g: GpuSample) -> dict[str, float | None]:
+    """The readings held, with the scale of each one's bar on the card."""
+    return {
+        "power_draw": g.power_limit or (dev.power_limit if dev else None),
+        "sm_clock": dev.max_sm_clock if dev else None,
+        "mem_clock": dev.max_mem_clock if dev else None,
+    }
+
+
+class Held:
+    """The readings last shown on the cards, per GPU (one per board).  They follow every
+    tick the hub publishes, in order (`observe`, the hub's listener), not only the ticks the
+    screen had time to show (a lagging UI drops stale ones), so what a tick shows is the
+    same however fast the screen keeps up."""
+
+    def __init__(self) -> None:
+        self._shown: dict[tuple[int, str], Any] = {}
+        self._info: MachineInfo | None = None
+        self._done: deque[tuple[tuple[int, float], tuple[GpuSample, ...]]] = deque(maxlen=8)
+        """The latest ticks observed ((seq, timestamp): the hub may hand on a copy that
+        carries the ranks' stacks), each with its GPUs' readings as held."""
+        self._lock = threading.Lock()
+
+    def observe(self, info: MachineInfo | None, snap: Snapshot) -> None:
+        """A tick published (any thread; the hub's listener): its readings held."""
+        with self._lock:
+            if info is not self._info:  # another machine, or the demo: nothing shown holds
+                self._info = info
+                self._shown.clear()
+            self._done.append(((snap.seq, snap.timestamp), self.apply(info, snap).gpus))
+
+    def shown(self, info: MachineInfo | None, snap: Snapshot) -> Snapshot:
+        """`snap` as the cards show it: as observed, else (never published) held now."""
+        key = (snap.seq, snap.timestamp)
+        with self._lock:
+            for seen, gpus in reversed(self._done):
+                if seen == key:
+                    return replace(snap, gpus=gpus)
+        self.observe(info, snap)
+        return self.shown(info, snap)
+
+    def apply(self, info: MachineInfo | None, snap: Snapshot) -> Snapshot:
+        """`snap` with the held readings in place of the sampled ones where the sample is
+        within HOLD_FRACTION of its scale of what was shown; the shown values follow."""
+        devices = {d.index: d for d in info.devices} if info else {}
+        gpus = []
+        for g in snap.gpus:
+            changed: dict[str, Any] = {}
+            for field, scale in _scales(devices.get(g.index), g).items():
+                key, value = (g.index, field), getattr(g, field)
+                shown = self._shown.get(key)
+                if value is None or not scale:
+                    self._shown.pop(key, None)
+                elif shown is not None and abs(value - shown) < HOLD_FRACTION * scale:
+                    if shown != value:
+                        changed[field] = shown
+                else:
+                    self._shown[key] = value
+            gpus.append(replace(g, **changed) if changed else g)
+        return replace(snap, gpus=tuple(gpus))
