@@ -2984,6 +2984,14 @@ MUTATIONS: list[Mutation] = [
         "a card's power or clock figure stays at its first value however far the GPU moves",
     ),
     Mutation(
+        "overview-stale-tick-moves-held",
+        "gputui/ui/overview/cadence.py",
+        "                return self.apply(info, snap, follow=False)\n",
+        "                return self.apply(info, snap)\n",
+        ("tests/test_overview_cadence.py",),
+        "a stale tick a lagging screen draws moves the held readings: what later ticks show depends on the screen's speed",
+    ),
+    Mutation(
         "overview-chart-column-unfinished",
         "gputui/telemetry/history.py",
         "        if waiting:\n            values = values[:-waiting]\n",

@@ -160,3 +160,27 @@ def test_the_cards_redraw_their_charts_every_second_tick_in_the_app() -> None:
     for lines, snap in frames:
         watts = int(lines[2].split("/")[0].split()[-1])  # 'PWR  ███  665/700 W' of GPU 0
         assert abs(watts - snap.gpus[0].power_draw) <= cadence.HOLD_FRACTION * 700 + 0.5
+
+
+def test_a_stale_tick_drawn_late_never_moves_what_later_ticks_show() -> None:
+    """A lagging screen may draw a tick the hub published long before (it has left the
+    ticks kept): held against what is shown, it must not move the held readings, or what
+    every later tick shows would depend on which ticks the screen had time to draw (the
+    Overview's selected-card snapshot differed one run in five)."""
+    from conftest import H200_X2
+
+    from gputui.telemetry.recording import read_recording
+    from gputui.ui.overview.cadence import Held
+
+    header, ticks = read_recording(H200_X2)
+    info = header.machine
+    plain, drawn = Held(), Held()
+    out_plain, out_drawn = [], []
+    for k, snap in enumerate(ticks[:80]):
+        plain.observe(info, snap)
+        drawn.observe(info, snap)
+        if k >= 20:  # the screen draws a tick from 15 ticks back, long out of the kept ones
+            drawn.shown(info, ticks[k - 15])
+        out_plain.append(plain.shown(info, snap).gpus)
+        out_drawn.append(drawn.shown(info, snap).gpus)
+    assert out_drawn == out_plain

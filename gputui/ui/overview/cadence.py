@@ -69,18 +69,25 @@ class Held:
             self._done.append(((snap.seq, snap.timestamp), self.apply(info, snap).gpus))
 
     def shown(self, info: MachineInfo | None, snap: Snapshot) -> Snapshot:
-        """`snap` as the cards show it: as observed, else (never published) held now."""
+        """`snap` as the cards show it: as observed; a tick never published (newer than any
+        observed) is held now; an older one that has left the ticks kept (a lagging screen
+        drawing a stale tick) is held against what is shown without moving it, so that what
+        later ticks show never depends on which ticks the screen drew."""
         key = (snap.seq, snap.timestamp)
         with self._lock:
             for seen, gpus in reversed(self._done):
                 if seen == key:
                     return replace(snap, gpus=gpus)
+            stale = bool(self._done) and key < self._done[-1][0] and info is self._info
+            if stale:
+                return self.apply(info, snap, follow=False)
         self.observe(info, snap)
         return self.shown(info, snap)
 
-    def apply(self, info: MachineInfo | None, snap: Snapshot) -> Snapshot:
+    def apply(self, info: MachineInfo | None, snap: Snapshot, *, follow: bool = True) -> Snapshot:
         """`snap` with the held readings in place of the sampled ones where the sample is
-        within HOLD_FRACTION of its scale of what was shown; the shown values follow."""
+        within HOLD_FRACTION of its scale of what was shown; the shown values follow (unless
+        not `follow`: a stale tick)."""
         devices = {d.index: d for d in info.devices} if info else {}
         gpus = []
         for g in snap.gpus:
@@ -89,11 +96,12 @@ class Held:
                 key, value = (g.index, field), getattr(g, field)
                 shown = self._shown.get(key)
                 if value is None or not scale:
-                    self._shown.pop(key, None)
+                    if follow:
+                        self._shown.pop(key, None)
                 elif shown is not None and abs(value - shown) < HOLD_FRACTION * scale:
                     if shown != value:
                         changed[field] = shown
-                else:
+                elif follow:
                     self._shown[key] = value
             gpus.append(replace(g, **changed) if changed else g)
         return replace(snap, gpus=tuple(gpus))
