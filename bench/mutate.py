@@ -477,7 +477,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "tui-sigterm-in-loop",
-        "gputui/ui/app.py",
+        "gputui/ui/leaving.py",
         "        for sig in (signal.SIGHUP, signal.SIGTERM):\n",
         "        for sig in (signal.SIGHUP,):\n",
         (
@@ -2131,7 +2131,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "tui-alerts-without-health-config",
-        "gputui/ui/app.py",
+        "gputui/ui/feed.py",
         "            alerts=AlertEngine(config.alerts, config.hints, config.health),",
         "            alerts=AlertEngine(config.alerts, config.hints),",
         ("tests/test_tui_health.py",),
@@ -2350,7 +2350,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "first-tick-never-judged",
-        "gputui/ui/app.py",
+        "gputui/ui/feed.py",
         "            self.call_after_refresh(self._judge_first, gen, where())",
         "            pass",
         ("tests/test_tui_settings.py",),
@@ -2720,7 +2720,7 @@ MUTATIONS: list[Mutation] = [
     ),
     Mutation(
         "sampler-in-replay",
-        "gputui/ui/app.py",
+        "gputui/ui/feed.py",
         "            return for_source(source.local_processes, health)",
         "            return for_source(True, health)",
         (

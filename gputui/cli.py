@@ -220,7 +220,8 @@ def run_tui(args: argparse.Namespace) -> int:
     else:
         source = live
         interval = args.interval or saved.interval or settings.ui.interval
-    from gputui.ui.app import CHILD_KILL_WAIT_S, GpuTuiApp, kill_children
+    from gputui.ui.app import GpuTuiApp
+    from gputui.ui.leaving import CHILD_KILL_WAIT_S, kill_children
 
     app = GpuTuiApp(
         source=source,

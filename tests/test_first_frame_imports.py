@@ -58,6 +58,8 @@ FIRST_FRAME = {
     "gputui.ui.base_app",
     "gputui.ui.cards",
     "gputui.ui.context",
+    "gputui.ui.feed",  # the app's base: the poller started, each tick shown (app.py, split)
+    "gputui.ui.leaving",  # the app's base: its exits, the hang-up watch (app.py, split)
     "gputui.ui.messages",
     "gputui.ui.overview",
     "gputui.ui.overview.cadence",  # the charts' columns, the readings held past their jitter

@@ -1,16 +1,13 @@
-"""The gputui application: owns the poller, routes each snapshot to the widgets, global keys."""
+"""The gputui application: the tabs, each poller message routed to the widgets (the feed of
+ticks: gputui.ui.feed), the global keys (leaving: gputui.ui.leaving)."""
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import importlib
-import signal
-import sys
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -20,34 +17,23 @@ from textual.widgets import ContentSwitcher
 from gputui.config import Config
 from gputui.state import LAYOUTS, Filters, SavedState, portable
 from gputui.telemetry.hub import Hub
-from gputui.telemetry.model import MachineInfo, Snapshot
-from gputui.telemetry.poller import Poller
-from gputui.telemetry.source import Source, take_ready
+from gputui.telemetry.source import Source
 from gputui.ui import theme
-from gputui.ui.base_app import BaseApp
 from gputui.ui.context import DEMO_RECORDING, PaneContext, SourceState
+from gputui.ui.leaving import Leaving
 from gputui.ui.messages import ChartsChosen, InfoReady, OpenGpuDetail, PollerFailed, SnapshotReady
 from gputui.ui.overview.pane import OverviewPane
 from gputui.ui.overview.widgets import GpuBoard
 from gputui.ui.panes import Pane, PanePlaceholder, PaneSpec, TabBar, tab_bindings
 from gputui.ui.render import clean
-from gputui.ui.terminal_watch import TerminalWatch
 from gputui.ui.widgets.footer import KeyFooter
 from gputui.ui.widgets.header import Banner, HeaderBar
 
-if TYPE_CHECKING:
-    from gputui.stacks.sampler import StackSampler
-    from gputui.telemetry.replay_judge import Engines
-
 #: The refresh intervals + and - step through (seconds).
 INTERVALS = (0.25, 0.5, 1.0, 2.0, 3.0, 5.0, 10.0, 30.0)
-TERMINAL_CHECK_S = 1.0
-SAY_JUDGING_FROM = 2000
-"""`--start N` from this tick on says that the ticks before are judged first (a 2-GPU
-recording: about 0.35 ms a tick, bench/bench_seek.py)."""
 
 
-class GpuTuiApp(BaseApp[int]):
+class GpuTuiApp(Leaving):
     """gputui's terminal UI.  Give it a Source: live NVML, or a recording."""
 
     TITLE = "gputui"
@@ -152,10 +138,10 @@ class GpuTuiApp(BaseApp[int]):
         # the engines run on the poller's thread, in Hub.publish: never on the UI's; they are
         # made there too, once the first frame is up (`_judge_first`)
         self.hub = Hub(make_engines=self._make_engines)
-        self.poller: Poller | None = None
+        self.poller = None
         self.generation = 0
-        self.info: MachineInfo | None = None
-        self.snapshot: Snapshot | None = None
+        self.info = None
+        self.snapshot = None
         self.saved = saved or SavedState()
         """What the last run left (gputui.state), restored here and updated at exit."""
         self.state_path = state_path
@@ -164,21 +150,7 @@ class GpuTuiApp(BaseApp[int]):
         self.layout_mode = self.saved.layout
         self.error: BaseException | None = None
         self._watch_terminal = watch_terminal
-        self._terminal_watch: TerminalWatch | None = None
-
-    def _make_engines(self) -> Engines:
-        """The alert, hint and job-health engines (off the UI thread: see Hub)."""
-        from gputui.telemetry.alerts import AlertEngine
-        from gputui.telemetry.health import HealthEngine
-        from gputui.telemetry.hints import HintEngine
-        from gputui.telemetry.replay_judge import Engines
-
-        config = self.config
-        return Engines(
-            health=HealthEngine(config.health),
-            hints=HintEngine(config.hints, config.health),
-            alerts=AlertEngine(config.alerts, config.hints, config.health),
-        )
+        self._terminal_watch = None
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         """Textual's filters, then the theme's.  NO_COLOR (no-color.org) means no colour at
@@ -206,13 +178,6 @@ class GpuTuiApp(BaseApp[int]):
         yield KeyFooter()
 
     @property
-    def source(self) -> Source:
-        """Where the snapshots come from (it changes when the demo is opened)."""
-        source = self.context.sources.source
-        assert source is not None  # the app is always made with one
-        return source
-
-    @property
     def readonly(self) -> bool:
         return self.context.readonly
 
@@ -223,10 +188,6 @@ class GpuTuiApp(BaseApp[int]):
     @property
     def demo(self) -> bool:
         return self.context.sources.demo
-
-    def current_pane(self) -> Pane:
-        switcher = self.query_one(ContentSwitcher)
-        return self.query_one(f"#{switcher.current}", Pane)
 
     async def load_pane(self, pane_id: str) -> Pane:
         """The tab's pane, importing and mounting it first if it has not been opened yet."""
@@ -312,80 +273,6 @@ class GpuTuiApp(BaseApp[int]):
                 markup=False,
             )
 
-    def _start_poller(self) -> None:
-        self.generation += 1
-        gen = self.generation
-        self.hub.reset()
-        source = self.source
-        health = self.config.health
-
-        def stack_reader() -> StackSampler | None:  # (made when a verdict first wants a stack)
-            from gputui.stacks.sampler import for_source
-
-            return for_source(source.local_processes, health)
-
-        self.hub.stacks_when_wanted(stack_reader)
-        self.hub.follow(source.seekable)  # a replay's verdicts: those of its ticks up to each
-
-        def where() -> tuple[int, int] | None:
-            """(the tick just sampled, 1-based; the recording's ticks); None when live."""
-            replay = source.seekable
-            return None if replay is None else (replay.position + 1, len(replay.ticks))
-
-        def on_snapshot(snap: Snapshot) -> None:
-            self.hub.publish(snap)
-            self.post_message(SnapshotReady(snap, gen, where()))
-
-        def on_info(info: MachineInfo) -> None:
-            self.hub.set_info(info)
-            self.post_message(InfoReady(info, gen))
-
-        def on_error(exc: BaseException) -> None:
-            self.post_message(PollerFailed(exc, gen))
-
-        # NVML's open and first sample, read while Textual loaded (a recording's, read with
-        # the file), handled here and now: the first frame is drawn with the data (a message
-        # from the poller's thread could come after the first paint, which then shows an
-        # empty screen first, and lays it out and paints it again)
-        # (not a replay that starts further in, `--start N`: its first tick is judged from
-        # the recording's first on the poller's thread, never on this one)
-        replay = source.seekable
-        ready = take_ready(source) if replay is None or replay.position < 0 else None
-        if replay is not None and replay.position + 1 >= SAY_JUDGING_FROM:
-            self.notify(
-                f"Judging ticks 1 to {replay.position + 1} first: a verdict at a tick is the "
-                "recording's up to it",
-                timeout=5,
-            )
-        if ready is not None:
-            info, snap = ready
-            self.hub.set_info(info)
-            self.hub.publish(snap, judge=False)  # the engines judge it after the first frame
-            self._show_info(info)
-            self._show_snapshot(snap, where())
-            self.call_after_refresh(self._judge_first, gen, where())
-        self.poller = Poller(
-            source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
-        )
-        self.interval = self.poller.interval  # as clamped
-        self.poller.start()
-        # what the first frame does not draw (the live source's slow-cadence thread) starts
-        # once that frame is on screen, not beside its layout and paint
-        self.call_after_refresh(self.poller.first_frame_drawn)
-
-    def _judge_first(self, generation: int, position: tuple[int, int] | None) -> None:
-        """Once the first frame is on screen: the engines are made and judge the tick it
-        shows, on a thread (their modules and first judgement never delay that frame); the
-        tick is shown again with what they said (only changed cells are sent)."""
-
-        def work() -> None:
-            latest = self.hub.latest
-            # (shown again only if no newer tick came meanwhile: that one has it all)
-            if self.hub.judge_pending() and latest is not None and self.hub.latest is latest:
-                self.post_message(SnapshotReady(latest, generation, position))
-
-        self.run_worker(work, thread=True, exclusive=False, group="engines")
-
     # ---- data ------------------------------------------------------------------------
 
     def _current(self, generation: int) -> bool:
@@ -398,35 +285,9 @@ class GpuTuiApp(BaseApp[int]):
         if self._current(message.generation):
             self._show_info(message.info)
 
-    def _show_info(self, info: MachineInfo) -> None:
-        self.info = info
-        header = self.query_one(HeaderBar)
-        header.info = info
-        header.update_lines()
-        for pane in self.query(Pane):
-            pane.show_info(info)
-        self.refresh_bindings()
-
     def on_snapshot_ready(self, message: SnapshotReady) -> None:
         if self._current(message.generation):
             self._show_snapshot(message.snapshot, message.position)
-
-    def _show_snapshot(self, snap: Snapshot, position: tuple[int, int] | None) -> None:
-        self.snapshot = snap
-        with self.batch_update():
-            header = self.query_one(HeaderBar)
-            header.timestamp = snap.timestamp
-            header.position = position
-            header.alerts = len(self.hub.active_alerts())
-            # a full screen on top (the GPU detail view) gets the tick instead of the tab;
-            # the hidden main screen is not touched (Textual repaints the whole top screen
-            # when a screen below it changes)
-            show = getattr(self.screen, "show_snapshot", None)
-            if show is not None:
-                show(self.info, snap)
-            else:
-                header.update_lines()
-                self.current_pane().show_snapshot(self.info, snap)
 
     def on_poller_failed(self, message: PollerFailed) -> None:
         if not self._current(message.generation):
@@ -587,88 +448,3 @@ class GpuTuiApp(BaseApp[int]):
         from gputui.ui.help import HelpScreen
 
         self.push_screen(HelpScreen(self.PANES, self.query_one(ContentSwitcher).current))
-
-    # ---- going away cleanly ----------------------------------------------------------
-
-    def _start_terminal_watch(self) -> None:
-        """Exit when the terminal goes away (SSH dropped) or on SIGTERM, even if the UI is
-        stuck writing to a terminal nobody reads: both go through the watch thread, which
-        lives outside the event loop and forces the exit after its grace period."""
-        loop = asyncio.get_running_loop()
-        fd = sys.__stdout__.fileno() if sys.__stdout__ else 1
-        # in a browser (textual-serve) there is no terminal: the pipes to the server are what
-        # goes away, and nothing in Textual's web driver notices (it runs on, unread)
-        alive = None
-        if self.is_web:
-            from gputui.serve.child import pipes_alive
-
-            alive = pipes_alive
-
-        def on_lost() -> None:
-            kill_children(CHILD_KILL_WAIT_S)  # from the watch thread: never waits on the UI
-            loop.call_soon_threadsafe(self._on_hangup)
-
-        watch = self._terminal_watch = TerminalWatch(fd, on_lost, period=TERMINAL_CHECK_S, alive=alive)
-        watch.start()
-        for sig in (signal.SIGHUP, signal.SIGTERM):
-            with contextlib.suppress(ValueError):  # not the main thread (embedded): skip
-                signal.signal(sig, lambda signum, frame: watch.hangup())
-
-    def current_state(self) -> SavedState:
-        """The settings to remember, as they are now."""
-        saved = self.saved
-        interval = self.interval if self.source.live else saved.interval
-        sort, filters = saved.sort, saved.filters
-        from gputui.ui.processes.pane import ProcessesPane
-
-        pane = self.query_one("#processes", Pane)
-        if isinstance(pane, ProcessesPane):  # opened this run: its sort and filters
-            state = pane.list.state
-            sort = ("-" if state.descending else "") + state.sort_key
-            filters = Filters(state.mine, state.compute_only, state.gpu, state.search)
-        return SavedState(interval, self.layout_mode, sort, portable(filters), saved.sparklines)
-
-    def save_state(self) -> None:
-        """Remember the settings (unless --no-remember); a problem is one line on stderr."""
-        if self.state_path is None:
-            return
-        from gputui import state
-
-        problem = state.save(self.current_state(), self.state_path)
-        if problem is not None:
-            print(f"gputui: {problem}", file=sys.stderr)
-
-    def _on_hangup(self) -> None:
-        self.save_state()
-        if self.poller is not None:
-            self.poller.stop(timeout=0)
-        kill_children(0)
-        self.exit(0)
-
-    async def action_quit(self) -> None:
-        self.save_state()
-        if self.poller is not None:
-            self.poller.stop(timeout=0.5)
-        if self._terminal_watch is not None:
-            self._terminal_watch.stop()
-        kill_children(0)  # SIGKILL now; `run_tui` waits for what they left once the UI is down
-        self.exit(0)
-
-
-#: How long leaving gputui waits for the diagnosis and stress children (and what they
-#: started) to be killed and checked gone.
-CHILD_KILL_WAIT_S = 8.0
-
-
-def kill_children(wait: float) -> None:
-    """Kill every diagnosis or stress child still running (if any was ever started: the
-    runner is imported only then), waiting up to `wait` s for them to be checked gone."""
-    runner = sys.modules.get("gputui.diag.runner")
-    if runner is not None:
-        runner.kill_all(wait)
-    stacks = sys.modules.get("gputui.ui.processes.stacks_view")
-    if stacks is not None:  # py-spy children of a stacks screen still dumping
-        stacks.cancel_all(wait)
-    sampler = sys.modules.get("gputui.stacks.sampler")
-    if sampler is not None:  # py-spy children reading a suspected job's ranks for its verdict
-        sampler.close_all()
