@@ -162,10 +162,15 @@ def test_py_spy_absent_says_the_one_command_that_installs_it(tmp_path, script, c
     assert m.hint == install_hint("stacks", "py-spy")  # (from this checkout: gputui/extras.py)
 
 
-def test_a_dump_past_its_time_is_killed_and_leaves_no_child(can_dump, script, children) -> None:
+def test_a_dump_past_its_time_is_killed_and_leaves_no_child(can_dump, script, children, tmp_path) -> None:
     child = start_waiter(script, children)
     settled([child.pid])
-    (res,) = dump_many([child.pid], timeout=0.001)
+    # a py-spy that cannot answer in time whatever the machine's load (a real one may have
+    # finished before a loaded event loop starts its clock: the limit counts from the spawn)
+    slow = tmp_path / "py-spy"
+    slow.write_text(f"#!{sys.executable}\nimport time\ntime.sleep(60)\n")
+    slow.chmod(0o755)
+    (res,) = dump_many([child.pid], timeout=0.001, py_spy=str(slow))
     m = res.missing
     assert m is not None and m.reason is Reason.TIMEOUT, m
     assert m.message == "py-spy did not answer within 0.001 s and was killed"
