@@ -152,6 +152,7 @@ def read_costs(src, repeat=20):
     gpm = GpmSampler(nv)
     gpm.sample(0, h, architecture=arch, arch_code=_ARCHITECTURE_CODES.get(arch or ""))  # (opens)
     counters = NvLinkCounters()
+    totals = NvLinkCounters()
     own = [  # (call, cadence, what shows it)
         (
             "nvmlDeviceGetProcessUtilization (GPUs with processes only)",
@@ -164,9 +165,14 @@ def read_costs(src, repeat=20):
             lambda: gpm.sample(0, h, architecture=arch, arch_code=_ARCHITECTURE_CODES.get(arch or "")),
         ),
         (
-            "NVLink counters: nvmlDeviceGetFieldValues (all links)",
+            "NVLink counters: nvmlDeviceGetFieldValues (the totals and every link: Topology tab shown)",
             "slow",
             lambda: nvlink_throughput(nv, 0, h, counters),
+        ),
+        (
+            "NVLink counters: nvmlDeviceGetFieldValues (the two totals: what a pass reads otherwise)",
+            "slow",
+            lambda: nvlink_throughput(nv, 0, h, totals, per_link=False),
         ),
         (
             "nvmlDeviceGetComputeRunningProcesses",

@@ -114,6 +114,8 @@ class NvmlSource:
         self._slow: dict[int, SlowValues] = {}
         self._slow_lock = threading.Lock()
         self._nvlink_counters: dict[int, NvLinkCounters] = {}
+        self._link_rates = False
+        """Read each NVLink's counters, not only the totals (see `want_link_rates`)."""
         self._no_field: set[tuple[int, int]] = set()
         """(GPU, field id) of field values the GPU answered with an error: not asked again."""
         self._xid_watch: XidWatch | None = None
@@ -247,8 +249,16 @@ class NvmlSource:
         self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
         self._slow_thread.start()
 
+    def want_link_rates(self) -> None:
+        """From the next slow pass on, read each NVLink's counters as well as the totals:
+        for what shows a link (the Topology tab, a recording). Until then a pass reads the
+        two totals alone: 2 field values against 38 with an H100's 18 links."""
+        self._link_rates = True
+
     def read_topology(self) -> Topology | None:
-        """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static."""
+        """How the GPUs are linked (NVML common ancestors, P2P status, NVLinks). Static.
+        Whoever reads it shows the links: their rates are read from now on."""
+        self.want_link_rates()
         if self._nvml is None or not self._handles:
             return None
         return read_topology(self._nvml, self._handles, self._lost)
@@ -500,7 +510,7 @@ class NvmlSource:
             util = process_utilization(samples, since)
             seen_us = now_us
         counters = self._nvlink_counters.setdefault(i, NvLinkCounters())
-        nvl_rx, nvl_tx, link_rx, link_tx = nvlink_throughput(nv, i, h, counters)
+        nvl_rx, nvl_tx, link_rx, link_tx = nvlink_throughput(nv, i, h, counters, per_link=self._link_rates)
         fields = SlowFields(**self._reads(i, h, NVML_READS["slow"]))  # type: ignore[typeddict-item]
         rare_pass = self.slow_passes % RARE_EVERY == 0
         # MIG mode changes only while no process uses the GPU, and asking costs up to 1.8 ms:
