@@ -3007,6 +3007,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_snapshot_one_shot.py",),
         "a one-shot snapshot reads the GPUs' 21 ms PCIe windows one after another, not at once",
     ),
+    Mutation(
+        "nvlink-links-never-read",
+        "gputui/telemetry/nvml/source.py",
+        "        self._link_rates = True\n",
+        "        pass\n",
+        ("tests/test_nvml_slow.py",),
+        "the Topology tab asks for each NVLink's rate and never gets one",
+    ),
+    Mutation(
+        "nvlink-links-always-read",
+        "gputui/telemetry/nvml/source.py",
+        "per_link=self._link_rates",
+        "per_link=True",
+        ("tests/test_nvml_slow.py",),
+        "every slow pass reads 38 field values a GPU for links nothing shows (0.33 % of a core a GPU)",
+    ),
 ]
 
 
