@@ -58,6 +58,8 @@ def _check_listen(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class UiConfig:
+    """The config file's [ui]: the monitor."""
+
     interval: float = option(
         "seconds between refreshes (live data); -i/--interval overrides", 1.0, min=0.1, max=60.0
     )
@@ -91,6 +93,8 @@ class UiConfig:
 
 @dataclass(frozen=True)
 class CardConfig:
+    """The config file's [cards]: what each GPU card shows."""
+
     sparklines: tuple[str, ...] = option(
         "history charts on each GPU card, top to bottom (1 to 4 of: " + ", ".join(CARD_SPARKLINES) + ")",
         ("util", "mem", "power"),
@@ -109,6 +113,8 @@ class CardConfig:
 
 @dataclass(frozen=True)
 class WatchConfig:
+    """The config file's [watch]: `gputui watch`."""
+
     alert_cmd: str = option(
         "command run for each alert, the alert as JSON on stdin (split like a shell "
         "would, but run without one); --alert-cmd overrides",
@@ -124,6 +130,8 @@ class WatchConfig:
 
 @dataclass(frozen=True)
 class ExportConfig:
+    """The config file's [export]: `gputui export`."""
+
     listen: str = option(
         "address:port to serve /metrics on; a non-loopback address also needs --allow-remote",
         "127.0.0.1:9400",
@@ -141,6 +149,8 @@ def _check_url(value: str) -> str | None:
 
 @dataclass(frozen=True)
 class ClusterLabels:
+    """The config file's [cluster.labels]: the exporters' label names."""
+
     host: str = option("label naming the host", "Hostname")
     gpu: str = option("label with the GPU's index", "gpu")
     uuid: str = option("label with the GPU's UUID", "UUID")
@@ -153,6 +163,8 @@ class ClusterLabels:
 
 @dataclass(frozen=True)
 class ClusterConfig:
+    """The config file's [cluster]: `gputui cluster`."""
+
     prometheus: str = option(
         "Prometheus server (http(s)://host:9090) for `gputui cluster`; --prometheus overrides",
         "",
@@ -186,6 +198,8 @@ class ClusterConfig:
 
 @dataclass(frozen=True)
 class Config:
+    """Every setting of the config file, section by section."""
+
     ui: UiConfig = option("the monitor", factory=UiConfig)
     cards: CardConfig = option("what each GPU card shows", factory=CardConfig)
     alerts: AlertConfig = option(
@@ -212,6 +226,8 @@ class Config:
 
 @dataclass(frozen=True)
 class LoadedConfig:
+    """The settings as read from a file, with where from and what was wrong."""
+
     config: Config
     path: Path | None
     """The file that was read; None when there was none."""

@@ -38,6 +38,8 @@ VERSION = 1
 
 @dataclass(frozen=True)
 class Filters:
+    """The process list's filters, as the last run left them."""
+
     mine: bool = False
     compute_only: bool = False
     gpu: int | None = None
@@ -54,6 +56,8 @@ def portable(filters: Filters) -> Filters:
 
 @dataclass(frozen=True)
 class SavedState:
+    """What one run leaves for the next."""
+
     interval: float | None = None
     """Seconds between refreshes (live data only; a replay keeps its recorded interval)."""
     layout: str = "auto"

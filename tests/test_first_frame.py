@@ -114,6 +114,40 @@ def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp
     assert order == ["nvml", "config", "app"]
 
 
+def test_start_up_is_made_without_the_cyclic_gc_and_frozen_before_the_app_runs(monkeypatch, tmp_path):
+    """What start-up makes lives as long as the monitor: it is made with the cyclic GC off
+    and frozen (no collection walks it again) before the app runs, with the GC on; the GC is
+    on again however the start ends."""
+    import gc
+
+    import gputui.config
+    from gputui import cli
+    from gputui.ui import app as app_module
+
+    seen: list[object] = []
+    gc.unfreeze()  # (a start earlier in this process froze what it had made)
+    real_load = gputui.config.load
+    monkeypatch.setattr(gputui.config, "load", lambda *a: (seen.append(gc.isenabled()), real_load(*a))[1])
+    monkeypatch.setattr(
+        app_module.GpuTuiApp,
+        "run",
+        lambda self, *a, **k: seen.append((gc.isenabled(), gc.get_freeze_count())),
+    )
+    monkeypatch.setenv("GPUTUI_ALLOW_NOTTY", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    try:
+        assert cli.main(["--demo", "--no-remember"]) == 0
+    finally:
+        gc.unfreeze()
+    assert seen[0] is False  # the config read with the GC off
+    enabled, count = seen[1]
+    assert enabled and count > 0
+    assert gc.isenabled()
+    # a start that ends early (a recording that is not there) leaves it on too
+    assert cli.main(["--replay", str(tmp_path / "missing.jsonl.gz"), "--no-remember"]) == 2
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 class ReadAhead:
     """A live-like source whose static facts and first snapshot were read ahead (as
     NvmlSource's prefetch does while Textual loads), over a real recording: `take_ready`

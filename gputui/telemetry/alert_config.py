@@ -50,11 +50,15 @@ class EfficiencyRule:
 
 @dataclass(frozen=True)
 class Switch:
+    """A rule with nothing to set but whether it is evaluated."""
+
     enabled: bool = option("evaluate this rule")
 
 
 @dataclass(frozen=True)
 class AlertConfig:
+    """The config file's [alerts]: one rule per condition a GPU or process is alerted on."""
+
     memory: ThresholdRule = option(
         "GPU memory used, percent of the GPU's total",
         factory=lambda: ThresholdRule(True, 95.0, 90.0, 0.0),

@@ -16,6 +16,8 @@ if TYPE_CHECKING:  # (the stacks' modules load where a stack is read: not for th
 
 @dataclass(frozen=True)
 class HealthConfig:
+    """The config file's [health]: how jobs' health is judged."""
+
     enabled: bool = option(
         "judge jobs' health: a spinning GPU, a stuck job, the rank the others wait for", True
     )
@@ -200,6 +202,8 @@ class RankHealth:
 
 @dataclass(frozen=True, slots=True)
 class JobVerdict:
+    """What a job's health comes to, in one line and with its evidence."""
+
     kind: str
     """One of VERDICT_KINDS."""
     short: str
@@ -213,6 +217,8 @@ class JobVerdict:
 
 @dataclass(frozen=True, slots=True)
 class JobHealth:
+    """One job's ranks as judged at a tick, and its verdict."""
+
     key: tuple[str, ...]
     """("launcher", "455"), or (kind, id, step) of a Slurm job step or a pod."""
     launcher: int | None
@@ -228,6 +234,8 @@ class JobHealth:
 
 @dataclass(frozen=True, slots=True)
 class HealthReport:
+    """The health engine's judgement of one tick: the GPUs that spin, the jobs."""
+
     timestamp: float
     gpus: dict[int, GpuHealth]
     """GPUs showing the spinning signature (`waiting` once held long enough)."""

@@ -35,6 +35,8 @@ MIB = 2**20
 
 @dataclass(frozen=True)
 class HintConfig:
+    """The config file's [hints]: when an efficiency hint is shown."""
+
     enabled: bool = option("show efficiency hints on the cards and in the detail view", True)
     busy_util: int = option(
         "NVML utilization (percent) at or above which a GPU counts as busy (fp32_no_tensor)",
@@ -106,6 +108,8 @@ class HintConfig:
 
 @dataclass(frozen=True)
 class Hint:
+    """One efficiency hint about one GPU."""
+
     kind: str
     """fp32_no_tensor, tiny_kernels, dram_bound, idle_memory, input_bound."""
     gpu: int

@@ -27,6 +27,8 @@ MJ_PER_WH = 3_600_000.0
 
 @dataclass(frozen=True, slots=True)
 class JobEnergy:
+    """The energy used by the GPUs a job holds alone, since gputui first saw it."""
+
     joules: float | None
     """Used by the GPUs the job holds alone since `since`; None when there is none to count
     (every GPU shared, or no counter read twice yet)."""

@@ -91,6 +91,8 @@ class RecordingError(ValueError):
 
 @dataclass(frozen=True)
 class RecordingHeader:
+    """A recording's first line: the machine, the interval, who made it."""
+
     machine: MachineInfo
     interval: float
     created: str

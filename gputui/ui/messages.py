@@ -58,5 +58,7 @@ class InfoReady(Message):
 
 @dataclass(eq=False)
 class PollerFailed(Message):
+    """The poller's source raised: the error, shown once."""
+
     error: BaseException
     generation: int

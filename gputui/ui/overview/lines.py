@@ -53,6 +53,8 @@ MAX_SPARK_ROWS = 6
 
 @dataclass(frozen=True)
 class BoardLayout:
+    """How the GPU board is laid out at a width and height."""
+
     compact: bool
     cols: int
     spark_rows: int

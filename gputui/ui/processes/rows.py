@@ -62,6 +62,8 @@ def _gpu_set(gpus: Sequence[int]) -> str:
 
 @dataclass(slots=True)
 class ProcessRow:
+    """One process as the table shows it."""
+
     key: RowKey
     proc: GpuProcess
     command: str

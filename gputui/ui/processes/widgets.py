@@ -43,6 +43,8 @@ class ProcessTable(LineWidget, can_focus=True):
 
     @dataclass(eq=False)
     class RowClicked(Message):
+        """A row was clicked (twice: `double`)."""
+
         row: ProcessRow
         double: bool
 

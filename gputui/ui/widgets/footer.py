@@ -23,6 +23,8 @@ from gputui.ui.widgets.lines import LineWidget
 
 @dataclass(frozen=True, slots=True)
 class FooterKey:
+    """One key the footer offers."""
+
     key: str
     """The key pressed when it is clicked."""
     display: str
