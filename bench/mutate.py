@@ -3023,6 +3023,22 @@ MUTATIONS: list[Mutation] = [
         ("tests/test_nvml_slow.py",),
         "every slow pass reads 38 field values a GPU for links nothing shows (0.33 % of a core a GPU)",
     ),
+    Mutation(
+        "overview-pcie-jitter-redrawn",
+        "gputui/ui/overview/cadence.py",
+        '        "pcie_rx": PCIE_QUIET,\n        "pcie_tx": PCIE_QUIET,\n',
+        "",
+        ("tests/test_overview_cadence.py",),
+        "an idle GPU's PCIe figures are redrawn every pass for the driver's own 0.5 MB/s of jitter",
+    ),
+    Mutation(
+        "overview-pcie-traffic-held",
+        "gputui/ui/overview/cadence.py",
+        '        "pcie_rx": PCIE_QUIET,\n',
+        '        "pcie_rx": 100 * PCIE_QUIET,\n',
+        ("tests/test_overview_cadence.py",),
+        "a card's PCIe RX figure hides real traffic (tens of MB/s) behind the last one shown",
+    ),
 ]
 
 

@@ -12,6 +12,7 @@ GPUs whose power moves a few watts every second):
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import math
 
@@ -119,6 +120,35 @@ def test_a_reading_moves_past_the_jitter_and_stays_near_the_truth(x4) -> None:  
                 shown_before[key] = display
         assert shown.gpus[0].gpu_util == snap.gpus[0].gpu_util  # the rest as sampled
     assert changes["shown"] < changes["sampled"] / 2
+
+
+def test_a_quiet_pcie_link_holds_its_figure_and_traffic_shows_at_once() -> None:
+    """A GPU without work reads 0.4-0.7 MB/s each way over PCIe (NVML's 20 ms sample, every
+    2 s: the driver's own traffic), a new figure each pass: bytes at 4 GPUs for nothing. The
+    card holds what it shows while the sample stays within PCIE_QUIET (1 MB/s, of a link of
+    ~64 GB/s) of it; real traffic moves it at once. Real 4x H100 recording: GPU 1 idle
+    beside the mismatched job (409-678 KB/s), GPUs 0, 2 and 3 carrying it."""
+    header, ticks = read_recording(FIXTURES / "h100-x4-matrix" / "3-mismatch-slow-gpu" / "recording.jsonl.gz")
+    held = cadence.Held()
+    shown = [held.apply(header.machine, snap) for snap in ticks]
+    for field in ("pcie_rx", "pcie_tx"):
+        cards = [getattr(s.gpus[1], field) for s in shown]
+        sampled = [getattr(t.gpus[1], field) for t in ticks]
+        quiet = 9  # from tick 9 on GPU 1 is idle (before: 10-26 MB/s while its job started)
+        assert all(v < 700_000 for v in sampled[quiet:])
+        assert len(set(sampled[quiet:])) > 15  # the samples jitter (a new figure each pass)...
+        assert len(set(cards[quiet:])) == 1  # ...the card does not
+        assert len(set(cards[1:quiet])) >= 2  # the start's real traffic moved it
+        for value, display in zip(sampled, cards, strict=True):
+            if value is None:
+                assert display is None  # None is not 0, nor the last figure
+            else:
+                assert abs(display - value) < cadence.PCIE_QUIET
+    moved = dataclasses.replace(ticks[-1], gpus=tuple(
+        dataclasses.replace(g, pcie_rx=(g.pcie_rx or 0) + 2 * cadence.PCIE_QUIET) for g in ticks[-1].gpus
+    ))
+    after = held.apply(header.machine, moved)
+    assert [g.pcie_rx for g in after.gpus] == [g.pcie_rx for g in moved.gpus]  # traffic: at once
 
 
 def test_none_is_shown_as_none_and_the_next_value_as_it_is(x4) -> None:  # type: ignore[no-untyped-def]

@@ -8,8 +8,9 @@ figures and bars, and their charts, were most of gputui's bytes).
   The figure beside each chart is the latest sample's.
 - The power and clock readings of the cards (the figure and its bar) move when the value
   moves by HOLD_FRACTION of the bar's scale, to the sample's value; below that the last
-  shown value stays.  What is shown is never further than that from the latest sample; the
-  detail view, the Processes tab, the exports and recordings have every sample as it is."""
+  shown value stays.  The PCIe throughput figures likewise, within PCIE_QUIET.  What is
+  shown is never further than that from the latest sample; the detail view, the Processes
+  tab, the exports and recordings have every sample as it is."""
 
 from __future__ import annotations
 
@@ -28,6 +29,12 @@ HOLD_FRACTION = 0.01
 away from what is shown (7 W of a 700 W limit, 20 MHz of a 1,980 MHz clock): about one
 eighth-cell of its bar, the finest step the bar draws."""
 
+PCIE_QUIET = 1_000_000
+"""Bytes/s: a card's PCIe RX or TX figure moves when the sample is this far from what is
+shown.  A GPU without work reads 0.4-0.7 MB/s each way (the driver's own traffic in NVML's
+20 ms sample), a new figure every slow pass; 1 MB/s is 0.002 % of a Gen5 x16 link, and any
+real transfer moves the figure at once."""
+
 
 def chart_ticks(history: History) -> int:
     """Ticks a chart column holds: CHART_STEP_S over the time between samples."""
@@ -37,12 +44,19 @@ def chart_ticks(history: History) -> int:
     return max(1, round(CHART_STEP_S / spacing))
 
 
-def _scales(dev: DeviceInfo | None, g: GpuSample) -> dict[str, float | None]:
-    """The readings held, with the scale of each one's bar on the card."""
+def _steps(dev: DeviceInfo | None, g: GpuSample) -> dict[str, float | None]:
+    """The readings held, with how far the sample must move from what is shown to move it
+    (None: not held, the sample is shown as it is)."""
+
+    def share(scale: float | None) -> float | None:
+        return HOLD_FRACTION * scale if scale else None
+
     return {
-        "power_draw": g.power_limit or (dev.power_limit if dev else None),
-        "sm_clock": dev.max_sm_clock if dev else None,
-        "mem_clock": dev.max_mem_clock if dev else None,
+        "power_draw": share(g.power_limit or (dev.power_limit if dev else None)),
+        "sm_clock": share(dev.max_sm_clock if dev else None),
+        "mem_clock": share(dev.max_mem_clock if dev else None),
+        "pcie_rx": PCIE_QUIET,
+        "pcie_tx": PCIE_QUIET,
     }
 
 
@@ -86,19 +100,19 @@ class Held:
 
     def apply(self, info: MachineInfo | None, snap: Snapshot, *, follow: bool = True) -> Snapshot:
         """`snap` with the held readings in place of the sampled ones where the sample is
-        within HOLD_FRACTION of its scale of what was shown; the shown values follow (unless
+        within its step (`_steps`) of what was shown; the shown values follow (unless
         not `follow`: a stale tick)."""
         devices = {d.index: d for d in info.devices} if info else {}
         gpus = []
         for g in snap.gpus:
             changed: dict[str, Any] = {}
-            for field, scale in _scales(devices.get(g.index), g).items():
+            for field, step in _steps(devices.get(g.index), g).items():
                 key, value = (g.index, field), getattr(g, field)
                 shown = self._shown.get(key)
-                if value is None or not scale:
+                if value is None or not step:
                     if follow:
                         self._shown.pop(key, None)
-                elif shown is not None and abs(value - shown) < HOLD_FRACTION * scale:
+                elif shown is not None and abs(value - shown) < step:
                     if shown != value:
                         changed[field] = shown
                 elif follow:
