@@ -144,9 +144,12 @@ def test_a_quiet_pcie_link_holds_its_figure_and_traffic_shows_at_once() -> None:
                 assert display is None  # None is not 0, nor the last figure
             else:
                 assert abs(display - value) < cadence.PCIE_QUIET
-    moved = dataclasses.replace(ticks[-1], gpus=tuple(
-        dataclasses.replace(g, pcie_rx=(g.pcie_rx or 0) + 2 * cadence.PCIE_QUIET) for g in ticks[-1].gpus
-    ))
+    moved = dataclasses.replace(
+        ticks[-1],
+        gpus=tuple(
+            dataclasses.replace(g, pcie_rx=(g.pcie_rx or 0) + 2 * cadence.PCIE_QUIET) for g in ticks[-1].gpus
+        ),
+    )
     after = held.apply(header.machine, moved)
     assert [g.pcie_rx for g in after.gpus] == [g.pcie_rx for g in moved.gpus]  # traffic: at once
 
