@@ -2978,10 +2978,10 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "overview-reading-held-for-ever",
         "gputui/ui/overview/cadence.py",
-        "                elif shown is not None and abs(value - shown) < HOLD_FRACTION * scale:\n",
+        "                elif shown is not None and abs(value - shown) < step:\n",
         "                elif shown is not None:\n",
         ("tests/test_overview_cadence.py",),
-        "a card's power or clock figure stays at its first value however far the GPU moves",
+        "a card's power, clock or PCIe figure stays at its first value however far the GPU moves",
     ),
     Mutation(
         "overview-stale-tick-moves-held",

@@ -553,7 +553,9 @@ def test_cli_job_dumps_the_ranks_of_a_launcher(can_dump, script, children, tmp_p
             f'Thread "MainThread", the same in all 2: PID {ranks[0]} (rank 0) {py} idle, '
             f"PID {ranks[2]} (rank 2) {py} idle:\n    <module> (stackchild.py:"
         ) in out.stdout
-        alone = start_waiter(script, children)
+        # (a session of its own: in the runner's session, whose leader may be gone, the
+        # processes other tests left with RANK set would read as a crashed job's ranks)
+        alone = start_waiter(script, children, start_new_session=True)
         out = gputui("stacks", "--job", str(alone.pid))
         assert out.returncode == 2
         assert out.stderr.startswith(f"gputui stacks: PID {alone.pid} is neither a launcher (torchrun")
