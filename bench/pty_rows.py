@@ -15,45 +15,12 @@ object with the same.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import json
-import os
-import pty
 import re
-import select
-import signal
-import struct
-import termios
-import time
+
+from pty_timeline import capture  # (run as a script: bench/ is on the path)
 
 CUP = re.compile(rb"\x1b\[(\d+);(\d+)H")
-
-
-def capture(cmd: list[str], seconds: float, cols: int, rows: int) -> list[tuple[float, bytes]]:
-    env = dict(os.environ, TERM="xterm-256color", LINES=str(rows), COLUMNS=str(cols))
-    env.pop("COLORTERM", None)
-    pid, fd = pty.fork()
-    if pid == 0:
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-        os.execvpe(cmd[0], cmd, env)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
-    t0 = time.monotonic()
-    writes: list[tuple[float, bytes]] = []
-    while time.monotonic() - t0 < seconds:
-        r, _, _ = select.select([fd], [], [], 0.05)
-        if r:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            if b"\x1b[6n" in data:
-                os.write(fd, b"\x1b[1;1R")
-            writes.append((time.monotonic() - t0, data))
-    os.kill(pid, signal.SIGTERM)
-    os.waitpid(pid, 0)
-    return writes
 
 
 def per_row(
@@ -107,7 +74,7 @@ def main() -> None:
         with open(a.stream, "rb") as f:
             writes = [(a.skip, f.read())]  # (no times in a saved stream: all counted)
     else:
-        writes = capture(cmd, a.seconds, a.cols, a.rows)
+        writes = capture(cmd, a.seconds, a.cols, a.rows, answer_cursor=True)
     by_row, seconds, span = per_row(writes, a.skip)
     text = screen_text(writes, a.cols, a.rows) or []
     total = sum(by_row.values())

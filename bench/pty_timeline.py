@@ -25,6 +25,7 @@ import signal
 import struct
 import termios
 import time
+from collections.abc import Sequence
 
 ESCAPES = re.compile(r"\x1b\[[0-9;?<>$]*[a-zA-Z]|\x1b[()][A-Z0-9]|\x1b\][^\x07]*\x07|\x1b[=>]")
 
@@ -58,6 +59,49 @@ def settled_at(writes: list[tuple[float, bytes]]) -> float:
     return next(t for k, (t, _) in enumerate(writes) if k + 1 == len(writes) or writes[k + 1][0] - t >= 0.3)
 
 
+def capture(
+    cmd: list[str],
+    seconds: float,
+    cols: int,
+    rows: int,
+    *,
+    keys: Sequence[tuple[float, bytes]] = (),
+    poll: float = 0.05,
+    answer_cursor: bool = False,
+) -> list[tuple[float, bytes]]:
+    """Run `cmd` in a COLSxROWS pseudo-terminal as SSH forwards one (TERM=xterm-256color, no
+    COLORTERM) for `seconds`, typing `keys` (seconds from the start, bytes) on time; every
+    write it made, with its time from the start.  `answer_cursor`: answer a cursor-position
+    query (ESC [6n) as a terminal would, at row 1, column 1."""
+    env = dict(os.environ, TERM="xterm-256color", LINES=str(rows), COLUMNS=str(cols))
+    env.pop("COLORTERM", None)
+    pending = sorted(keys)
+    pid, fd = pty.fork()
+    if pid == 0:
+        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        os.execvpe(cmd[0], cmd, env)
+    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+    t0 = time.monotonic()
+    writes: list[tuple[float, bytes]] = []
+    while (now := time.monotonic() - t0) < seconds:
+        while pending and now >= pending[0][0]:
+            os.write(fd, pending.pop(0)[1])
+        r, _, _ = select.select([fd], [], [], poll)
+        if r:
+            try:
+                data = os.read(fd, 65536)
+            except OSError:
+                break
+            if not data:
+                break
+            if answer_cursor and b"\x1b[6n" in data:
+                os.write(fd, b"\x1b[1;1R")
+            writes.append((time.monotonic() - t0, data))
+    os.kill(pid, signal.SIGTERM)
+    os.waitpid(pid, 0)
+    return writes
+
+
 def start_report(writes: list[tuple[float, bytes]]) -> None:
     buckets: dict[int, list[bytes]] = {}
     for t, data in writes:
@@ -85,33 +129,11 @@ def main():
     a = ap.parse_args()
     seconds = a.seconds if a.seconds is not None else (2.5 if a.start else 20)
     cmd = a.cmd[1:] if a.cmd[:1] == ["--"] else a.cmd
-    env = dict(os.environ, TERM="xterm-256color", LINES=str(a.rows), COLUMNS=str(a.cols))
-    env.pop("COLORTERM", None)
     keys = sorted(
         (float(t), codecs.decode(k, "unicode_escape").encode())
         for t, _, k in (i.partition(":") for i in a.keys.split(",") if i)
     )
-    pid, fd = pty.fork()
-    if pid == 0:
-        fcntl.ioctl(0, termios.TIOCSWINSZ, struct.pack("HHHH", a.rows, a.cols, 0, 0))
-        os.execvpe(cmd[0], cmd, env)
-    fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", a.rows, a.cols, 0, 0))
-    t0 = time.monotonic()
-    writes: list[tuple[float, bytes]] = []
-    while (now := time.monotonic() - t0) < seconds:
-        while keys and now >= keys[0][0]:
-            os.write(fd, keys.pop(0)[1])
-        r, _, _ = select.select([fd], [], [], 0.01 if a.start else 0.05)
-        if r:
-            try:
-                data = os.read(fd, 65536)
-            except OSError:
-                break
-            if not data:
-                break
-            writes.append((time.monotonic() - t0, data))
-    os.kill(pid, signal.SIGTERM)
-    os.waitpid(pid, 0)
+    writes = capture(cmd, seconds, a.cols, a.rows, keys=keys, poll=0.01 if a.start else 0.05)
     if a.save:
         with open(a.save, "wb") as f:
             f.write(b"".join(data for _, data in writes))
