@@ -252,13 +252,9 @@ class _Recorder:
         self.seen.clear()
 
 
-def test_engines_made_later_judge_every_tick_in_order(
-    x2_recording: tuple[RecordingHeader, list[Snapshot]],
-) -> None:
-    """The monitor's Hub makes its engines after the first frame: ticks published before
-    (`judge=False`) are judged first, in order, once they are made; nothing is judged twice
-    or skipped, and they are made once."""
-    header, ticks = x2_recording
+def hub_making_engines(header: RecordingHeader) -> tuple[Hub, list[_Recorder], list[str]]:
+    """A Hub that makes its three engines (recorders) when it first judges: the hub, the
+    engines once made, and one entry a made engine."""
     made: list[str] = []
     engines: list[_Recorder] = []
 
@@ -268,6 +264,17 @@ def test_engines_made_later_judge_every_tick_in_order(
 
     hub = Hub(capacity=20, make_engines=make)
     hub.set_info(header.machine)
+    return hub, engines, made
+
+
+def test_engines_made_later_judge_every_tick_in_order(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+) -> None:
+    """The monitor's Hub makes its engines after the first frame: ticks published before
+    (`judge=False`) are judged first, in order, once they are made; nothing is judged twice
+    or skipped, and they are made once."""
+    header, ticks = x2_recording
+    hub, engines, made = hub_making_engines(header)
     seen: list[int] = []
     hub.subscribe(lambda s: seen.append(s.seq))
     hub.publish(ticks[0], judge=False)
@@ -286,15 +293,7 @@ def test_the_first_publish_that_judges_makes_the_engines_and_judges_what_waited(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
 ) -> None:
     header, ticks = x2_recording
-    made: list[str] = []
-    engines: list[_Recorder] = []
-
-    def make() -> Engines:
-        engines.extend([_Recorder(made), _Recorder(made), _Recorder(made)])
-        return Engines(*engines)  # type: ignore[arg-type]
-
-    hub = Hub(capacity=20, make_engines=make)
-    hub.set_info(header.machine)
+    hub, engines, _made = hub_making_engines(header)
     hub.publish(ticks[0], judge=False)
     hub.publish(ticks[1])  # the poller's first tick: makes them, judges tick 1 then tick 2
     assert [e.seen for e in engines] == [[1, 2]] * 3
