@@ -404,3 +404,24 @@ def test_a_gpu_without_processes_is_not_asked_for_per_process_utilization() -> N
     source._slow[0] = source._slow_sample(0, "handle-0")
     assert len(asked) == 1
     assert source._gpu_processes(0, "handle-0")[0].sm_util == 55
+
+
+def test_a_gpu_lost_in_a_one_shot_read_is_left_out_and_the_others_kept() -> None:
+    """`gputui snapshot` reads every GPU's slow values at once (one_shot._read): a GPU that
+    falls off the bus meanwhile is marked lost and has no slow values; the other GPU's are
+    kept, and nothing is raised."""
+    from gputui.telemetry.nvml.one_shot import _read
+
+    counters = Counters()
+
+    def field_values(handle: Any, ids: list[Any]) -> Any:
+        if handle == "handle-1":
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return counters.field_values(handle, ids)
+
+    source = make_source(ScriptedNvmlLib(nvmlDeviceGetFieldValues=field_values), gpus=2)
+    source._slow = {}
+    _read(source, None, {}, {})
+    assert source._lost == {1}
+    assert set(source._slow) == {0}
+    assert "nvlink_rx" in source._slow[0].fields  # GPU 0 read in full

@@ -11,8 +11,8 @@ its GPU instances' windows opened after the reads (they name its instances)."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from gputui.telemetry.model import GpmSample, MachineInfo
 from gputui.telemetry.nvml.gpm import GpmSampler
@@ -22,6 +22,8 @@ from gputui.telemetry.nvml.slow import SlowValues
 
 if TYPE_CHECKING:
     from gputui.telemetry.nvml.source import NvmlSource
+
+T = TypeVar("T")
 
 
 def open_measured(source: NvmlSource, gpm_window: float | None) -> MachineInfo:
@@ -73,12 +75,7 @@ def _read(
 ) -> None:
     gpus = _live(source)
     reads = each_gpu(lambda i, h: source._slow_sample(i, h, gpm=False), gpus)
-    for (i, h), values in zip(gpus, reads, strict=True):
-        if isinstance(values, GpuLost):
-            source._lost.add(i)
-            continue
-        if isinstance(values, BaseException):
-            raise values
+    for i, h, values in _answered(source, gpus, reads):
         assert isinstance(values, SlowValues)
         if gpm_window is not None and i not in first:  # in MIG mode: its instances' windows now
             try:
@@ -98,15 +95,24 @@ def _read(
     window = gpm_window or 0.0
     closing = [(i, h) for i, h in gpus if i in opened and i not in source._lost]
     closed = each_gpu(_closer(source, opened, window), closing)
-    for (i, _), gpm in zip(closing, closed, strict=True):
-        if isinstance(gpm, GpuLost):
-            source._lost.add(i)
-            continue
-        if isinstance(gpm, BaseException):
-            raise gpm
+    for i, _, gpm in _answered(source, closing, closed):
         with source._slow_lock:
             source._slow[i].fields["gpm"] = gpm
     source.slow_passes += 1
+
+
+def _answered(
+    source: NvmlSource, gpus: Sequence[tuple[int, Any]], results: Sequence[T | BaseException]
+) -> Iterator[tuple[int, Any, T]]:
+    """(GPU, handle, result) of each GPU `each_gpu` has an answer from: a GPU that fell off
+    the bus is marked lost and left out; any other failure is raised."""
+    for (i, h), result in zip(gpus, results, strict=True):
+        if isinstance(result, GpuLost):
+            source._lost.add(i)
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            yield i, h, result
 
 
 def _closer(
