@@ -47,6 +47,9 @@
 #       snapshot, /metrics and nvidia-smi captured during it
 #   bench/device.sh topo OUTDIR       2+ GPUs with NVLink: a recording with known peer copies;
 #       topology, NVLink bytes and memory health checked against nvidia-smi (about 1.5 minutes)
+#   bench/device.sh start-trace OUTDIR [ROUNDS]  where one live start spends its time, ROUNDS
+#       (default 4) starts traced by bench/start_trace.py beside the one-line Textual app, an
+#       8 GiB holder on the GPU; OUTDIR/report.txt, and `-X importtime` of the start's imports
 #   bench/device.sh first-frame OUTDIR ROUNDS DIR [DIR...]  the live first frame of one or more
 #       versions of gputui (each DIR holds a `gputui` package, e.g. from `git archive REV gputui`,
 #       named in the results by its last path component), interleaved round by round with
@@ -436,6 +439,28 @@ for name in names[1:]:
 PY
 }
 
+mode_start_trace() {  # where one live start spends its time: bench/start_trace.py, ROUNDS rounds
+rounds=${1:-4}
+if [ -n "$caller_pythonpath" ]; then export PYTHONPATH=$caller_pythonpath; else unset PYTHONPATH; fi
+site=$($py -c 'import site; print(site.getsitepackages()[0])')
+$py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1
+$py -m compileall -q gputui bench "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
+$py bench/load/hold_memory.py --gib 8 --seconds 300 > "$out/hold.log" 2>&1 &
+hold=$!
+for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+$py -P -m gputui --help > /dev/null 2>&1
+pb="$py bench/pty_timeline.py --start --json --seconds 2.5"
+for r in $(seq "$rounds"); do
+  $pb -- $py -P bench/minimal_textual.py | sed 's/^{/{"what": "one-line Textual app", /' >> "$out/minimal.jsonl"
+  PYTHONPATH=$PWD $pb -- $py -P bench/start_trace.py "$out/trace-$r.jsonl" --no-remember > "$out/timeline-$r.json"
+  { echo "== round $r"; $py bench/start_trace.py --report "$out/trace-$r.jsonl" "$out/timeline-$r.json"; } >> "$out/report.txt"
+done
+PYTHONPATH=$PWD $py -P -X importtime -c 'from gputui import cli; import gputui.telemetry.nvml.source, gputui.config, gputui.ui.app, pynvml, psutil' 2> "$out/importtime.txt"
+kill $hold 2>/dev/null; wait
+cat "$out/minimal.jsonl"
+cat "$out/report.txt"
+}
+
 mode_diag_env() {
 set -o pipefail
 SUMMARY="$out/summary.txt"
@@ -816,6 +841,7 @@ case $mode in
   steady) mode_steady "${3:-2}" "${4:-}" ;;
   peers) mode_peers "${3:-3}" ;;
   first-frame) shift 2; mode_first_frame "$@" ;;
+  start-trace) mode_start_trace "${3:-4}" ;;
   diag-env) mode_diag_env ;;
   health) mode_health ;;
   snapshot-gpm) mode_snapshot_gpm ;;

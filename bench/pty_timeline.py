@@ -68,11 +68,13 @@ def capture(
     keys: Sequence[tuple[float, bytes]] = (),
     poll: float = 0.05,
     answer_cursor: bool = False,
+    started: list[float] | None = None,
 ) -> list[tuple[float, bytes]]:
     """Run `cmd` in a COLSxROWS pseudo-terminal as SSH forwards one (TERM=xterm-256color, no
     COLORTERM) for `seconds`, typing `keys` (seconds from the start, bytes) on time; every
     write it made, with its time from the start.  `answer_cursor`: answer a cursor-position
-    query (ESC [6n) as a terminal would, at row 1, column 1."""
+    query (ESC [6n) as a terminal would, at row 1, column 1.  `started`: given a list, its
+    time.monotonic() of the start (the times' zero) is appended to it."""
     env = dict(os.environ, TERM="xterm-256color", LINES=str(rows), COLUMNS=str(cols))
     env.pop("COLORTERM", None)
     pending = sorted(keys)
@@ -82,6 +84,8 @@ def capture(
         os.execvpe(cmd[0], cmd, env)
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
     t0 = time.monotonic()
+    if started is not None:
+        started.append(t0)
     writes: list[tuple[float, bytes]] = []
     while (now := time.monotonic() - t0) < seconds:
         while pending and now >= pending[0][0]:
@@ -133,7 +137,8 @@ def main():
         (float(t), codecs.decode(k, "unicode_escape").encode())
         for t, _, k in (i.partition(":") for i in a.keys.split(",") if i)
     )
-    writes = capture(cmd, seconds, a.cols, a.rows, keys=keys, poll=0.01 if a.start else 0.05)
+    started: list[float] = []
+    writes = capture(cmd, seconds, a.cols, a.rows, keys=keys, poll=0.01 if a.start else 0.05, started=started)
     if a.save:
         with open(a.save, "wb") as f:
             f.write(b"".join(data for _, data in writes))
@@ -150,6 +155,7 @@ def main():
                     "settle_s": settled,
                     "complete_s": complete,
                     "bytes": sum(len(d) for _, d in writes),
+                    "t0_monotonic": started[0],
                 }
             )
         )

@@ -215,7 +215,9 @@ def _run_tui(args: argparse.Namespace) -> int:
         from gputui.telemetry.nvml.source import NvmlSource
 
         live = NvmlSource()
-        live.prefetch()  # NVML opens on a thread while the config, the state and Textual load
+        # NVML opens, and the first sample is taken, in a forked child while the config, the
+        # state and Textual load: on another core, not competing with them for the GIL
+        live.prefetch(in_child=True)
     from gputui.config import load
 
     loaded = load(args.config)
@@ -260,6 +262,8 @@ def _run_tui(args: argparse.Namespace) -> int:
         app.run()
     finally:
         kill_children(CHILD_KILL_WAIT_S)  # a diagnosis or stress run left running: gone with us
+        if live is not None:
+            live.drop_read_ahead()  # (an app that ended before its first frame never took it)
     for error in loaded.errors:  # shown in the TUI too; repeated where it stays readable
         print(f"gputui: config: {error}", file=sys.stderr)
     if state_warning:

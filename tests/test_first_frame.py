@@ -97,7 +97,8 @@ def test_the_no_gpu_explanation_still_scrolls_on_a_small_terminal():
 
 def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp_path):
     """The live monitor's NVML open (tens to hundreds of ms of C calls) overlaps with
-    reading the config, the saved state and importing the app: it starts first."""
+    reading the config, the saved state and importing the app: it starts first, in a
+    forked child (on another core, not competing with them for the GIL)."""
     import gputui.config
     from gputui import cli
     from gputui.telemetry.nvml.source import NvmlSource
@@ -105,13 +106,13 @@ def test_nvml_starts_opening_before_the_config_and_the_app_load(monkeypatch, tmp
 
     order: list[str] = []
     real_load = gputui.config.load
-    monkeypatch.setattr(NvmlSource, "prefetch", lambda self: order.append("nvml"))
+    monkeypatch.setattr(NvmlSource, "prefetch", lambda self, **kw: order.append(f"nvml {kw}"))
     monkeypatch.setattr(gputui.config, "load", lambda *a: (order.append("config"), real_load(*a))[1])
     monkeypatch.setattr(app_module.GpuTuiApp, "run", lambda self, *a, **k: order.append("app"))
     monkeypatch.setenv("GPUTUI_ALLOW_NOTTY", "1")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
     assert cli.main(["--no-remember"]) == 0
-    assert order == ["nvml", "config", "app"]
+    assert order == ["nvml {'in_child': True}", "config", "app"]
 
 
 def test_start_up_is_made_without_the_cyclic_gc_and_frozen_before_the_app_runs(monkeypatch, tmp_path):

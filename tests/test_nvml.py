@@ -9,6 +9,7 @@ codes, and where a value has to come back it returns what the real 2x H200 recor
 from __future__ import annotations
 
 import ctypes
+import os
 import queue
 import socket
 import threading
@@ -760,6 +761,89 @@ def test_take_ready_hands_the_prefetched_facts_and_sample_once_and_never_waits(
         assert source.sample().seq == 2
     finally:
         release.set()
+        source.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
+def test_a_read_ahead_in_a_child_hands_over_its_reading_and_this_process_opens_its_own(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`prefetch(in_child=True)` (the monitor's start): a forked child opens NVML and takes
+    the first sample; `take_ready` hands them over (the recorded GPUs, the busy tick); the
+    poller's `open` then opens NVML in this process (its own handles, the same facts), the
+    child is gone, and the next sample follows the child's."""
+    import gputui.telemetry.nvml.source as nvml_mod
+
+    # (other tests' daemon threads may still run in this process: the child reads only the
+    # scripted NVML, so the fork is made anyway)
+    monkeypatch.setattr(nvml_mod, "can_fork", lambda: True)
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.prefetch(in_child=True)
+        child = source._child
+        assert child is not None and child.pid is not None and source._prefetch is None
+        pid = child.pid
+        assert child.answered(10)
+        ready = source.take_ready()
+        assert ready is not None
+        info, first = ready
+        assert len(info.devices) == 2 and first.seq == 1
+        assert [g.gpu_util for g in first.gpus] == [g.gpu_util for g in ticks[55].gpus]
+        assert source.take_ready() is None  # once
+        assert scripted.lib.calls[("nvmlInit", None)] == 0  # (this process has not opened NVML yet)
+        opened = source.open()
+        assert opened == info and opened is not info  # read here, the same facts
+        assert scripted.lib.calls[("nvmlInit", None)] == 1
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert source.sample().seq == 2
+    finally:
+        source.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
+def test_a_child_that_has_not_answered_at_mount_is_stopped_and_nvml_read_here(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NVML slow to open (a driver without persistence mode): at mount the child has not
+    answered, `take_ready` gives None at once and stops it; the poller's `open` reads NVML
+    in this process, and its first sample is the first."""
+    import gputui.telemetry.nvml.source as nvml_mod
+
+    # (other tests' daemon threads may still run in this process: the child reads only the
+    # scripted NVML, so the fork is made anyway)
+    monkeypatch.setattr(nvml_mod, "can_fork", lambda: True)
+    header, ticks = x2_recording
+    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    real_init = scripted.lib.nvmlInit
+    in_child = [True]
+
+    def slow_init() -> None:
+        if in_child[0]:  # (the child's copy of this flag: the parent's is set False below)
+            time.sleep(30)
+        real_init()
+
+    scripted.lib.nvmlInit = slow_init
+    source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.prefetch(in_child=True)
+        in_child[0] = False
+        assert source._child is not None
+        pid = source._child.pid
+        assert pid is not None
+        t0 = time.monotonic()
+        assert source.take_ready() is None
+        assert time.monotonic() - t0 < 0.5
+        info = source.open()
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+        assert len(info.devices) == 2
+        assert source.sample().seq == 1
+    finally:
         source.close()
 
 

@@ -108,6 +108,72 @@ def test_a_first_tick_delivered_by_the_caller_is_not_taken_again(pollers: list[P
     assert rec.errors.empty()
 
 
+class Opened(ReplaySource):
+    """A recording that says when the poller opens it."""
+
+    def __init__(self) -> None:
+        super().__init__(X2_RECORDING)
+        self.opened = threading.Event()
+
+    def open(self) -> MachineInfo:
+        self.opened.set()
+        return super().open()
+
+
+def test_with_its_first_tick_delivered_the_source_opens_once_the_first_frame_is_up(
+    pollers: list[Poller],
+) -> None:
+    """A live source read ahead in a child opens NVML in this process at `open`: not beside
+    Textual's first layout and paint, but once the app says its first frame is drawn."""
+    source = Opened()
+    rec = Recorder()
+    poller = Poller(source, 30.0, rec.on_snapshot, rec.on_info, rec.on_error, first_delivered=True)
+    pollers.append(poller)
+    poller.start()
+    assert not source.opened.wait(QUIET)
+    poller.first_frame_drawn()
+    assert source.opened.wait(WAIT)
+    assert rec.errors.empty()
+
+
+def test_with_its_first_tick_delivered_and_no_word_of_the_frame_it_opens_an_interval_on(
+    pollers: list[Poller],
+) -> None:
+    source = Opened()
+    source.sample()  # (the tick the caller showed)
+    rec = Recorder()
+    poller = Poller(source, 0.3, rec.on_snapshot, rec.on_info, rec.on_error, first_delivered=True)
+    pollers.append(poller)
+    poller.start()
+    assert source.opened.wait(WAIT)
+    assert rec.next().seq == 2
+    assert rec.infos.empty()
+
+
+def test_facts_found_other_than_those_delivered_are_handed_out(pollers: list[Poller]) -> None:
+    """The child's reading was handed out at mount; `open` here reads the facts anew: the
+    same facts give no info callback, other ones (a GPU gone meanwhile) one."""
+    delivered = ReplaySource(X2_RECORDING).open()
+    same, other = Recorder(), Recorder()
+    for rec, info in ((same, delivered), (other, MachineInfo(delivered.system, delivered.devices[:1]))):
+        poller = Poller(
+            ReplaySource(X2_RECORDING),
+            FAST,
+            rec.on_snapshot,
+            rec.on_info,
+            rec.on_error,
+            first_delivered=True,
+            delivered_info=info,
+        )
+        pollers.append(poller)
+        poller.start()
+        poller.first_frame_drawn()
+        rec.next()
+    assert same.infos.empty()
+    assert other.infos.get(timeout=WAIT) == delivered
+    assert same.errors.empty() and other.errors.empty()
+
+
 class Background(ReplaySource):
     """A recording that leaves work for after the first frame, as the live source does with
     its slow-cadence thread (NvmlSource.start_background)."""

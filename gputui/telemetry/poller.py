@@ -33,11 +33,15 @@ class Poller:
         on_error: Callable[[BaseException], None] | None = None,
         *,
         first_delivered: bool = False,
+        delivered_info: MachineInfo | None = None,
     ) -> None:
         self.source = source
         self._first_delivered = first_delivered
         """The caller already handed out the source's static facts and first snapshot
-        (`source.take_ready`): no info callback, and the first tick is one interval on."""
+        (`source.take_ready`): the source is opened once the first frame is drawn (or one
+        interval on), no info callback unless `open()` found other facts than
+        `delivered_info`, and the first tick is one interval on."""
+        self._delivered_info = delivered_info
         self._interval = _clamp(interval)
         self._on_snapshot = on_snapshot
         self._on_info = on_info
@@ -105,18 +109,22 @@ class Poller:
     # ---- the thread ------------------------------------------------------------------
 
     def _run(self) -> None:
+        started = time.monotonic()
+        if self._first_delivered:
+            self._await_first_frame()
         try:
             info = self.source.open()
         except BaseException as exc:  # a broken recording, say: report, don't die silently
             self._report(exc)
             return
-        if self._on_info is not None and not self._first_delivered:
+        changed = self._delivered_info is not None and info != self._delivered_info
+        if self._on_info is not None and (not self._first_delivered or changed):
             try:
                 self._on_info(info)
             except Exception as exc:  # a consumer's bug must not stop the sampling
                 self._report(exc)
         try:
-            next_due = time.monotonic() + (self._interval if self._first_delivered else 0.0)
+            next_due = started + self._interval if self._first_delivered else time.monotonic()
             while not self._stopping:
                 if self._background == 1:
                     self._background = 2
@@ -151,6 +159,18 @@ class Poller:
                 return  # live data cannot go back
             replay.seek(replay.position - 2)
         self._tick()
+
+    def _await_first_frame(self) -> None:
+        """With the first snapshot already shown: open the source once the app's first
+        frame is on screen (a source read ahead in a child opens NVML in this process then,
+        not beside Textual's first layout and paint), or one interval on, or at stop."""
+        deadline = time.monotonic() + self._interval
+        while self._background == 0 and not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(left)
+            self._wake.clear()
 
     def _tick(self) -> None:
         t0 = time.perf_counter()

@@ -121,7 +121,13 @@ class Feed(BaseApp[int]):
             self._show_snapshot(snap, where())
             self.call_after_refresh(self._judge_first, gen, where())
         self.poller = Poller(
-            source, self.interval, on_snapshot, on_info, on_error, first_delivered=ready is not None
+            source,
+            self.interval,
+            on_snapshot,
+            on_info,
+            on_error,
+            first_delivered=ready is not None,
+            delivered_info=None if ready is None else ready[0],
         )
         self.interval = self.poller.interval  # as clamped
         self.poller.start()

@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from gputui.telemetry.host.procfs import host_sampler
 from gputui.telemetry.metric_types import NvmlRead
@@ -40,6 +40,7 @@ from gputui.telemetry.nvml.query import (
     field_int,
     memory_info,
 )
+from gputui.telemetry.nvml.read_ahead import ChildRead, can_fork
 from gputui.telemetry.nvml.slow import (
     RARE_EVERY,
     NvLinkCounters,
@@ -134,6 +135,10 @@ class NvmlSource:
         self._seq = 0
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
+        self._child: ChildRead | None = None
+        """The read-ahead's child, until its answer is taken or it is stopped (`prefetch`)."""
+        self._reap_later: ChildRead | None = None
+        """A child whose answer was taken (or not) by the UI thread, reaped at `open()`."""
         self._slow_after_frame = False
         """Read ahead for the monitor: the slow thread waits for `start_background`."""
         self._first: Snapshot | None = None
@@ -150,18 +155,28 @@ class NvmlSource:
 
     # ---- static ----------------------------------------------------------------------
 
-    def prefetch(self) -> None:
-        """Start opening NVML and taking the first sample on a thread, e.g. while the UI's
-        modules load (nvmlInit and the static queries are C calls that release the GIL);
-        `take_ready` hands them over, and the next `open()` waits for them.  The read-ahead
-        starts no slow-cadence thread: the next `open()` (the poller's) does, so that its
-        first pass (PCIe reads that hold NVML 20 ms each, GPM, energy) neither delays the
-        first sample nor competes with the UI's imports."""
-        if self._prefetch is not None or self.info is not None:
+    def prefetch(self, *, in_child: bool = False) -> None:
+        """Start opening NVML and taking the first sample while the UI's modules load;
+        `take_ready` hands them over, and the next `open()` waits for them.  On a thread,
+        or with `in_child` in a forked child (read_ahead.py: on another core, not competing
+        with the imports for the GIL; where no child can be made, on a thread).  The
+        read-ahead starts no slow-cadence thread: `start_background` does, once the first
+        frame is drawn, so that its first pass (PCIe reads that hold NVML 20 ms each, GPM,
+        energy) neither delays the first sample nor competes with the UI."""
+        if self._prefetch is not None or self._child is not None or self.info is not None:
             return
         self._slow_after_frame = True
+        if in_child and can_fork():
+            self._child = ChildRead.start(self._read_for_child)
+            if self._child is not None:
+                return
         self._prefetch = threading.Thread(target=self._open_and_sample, name="gputui-nvml-open", daemon=True)
         self._prefetch.start()
+
+    def _read_for_child(self) -> tuple[MachineInfo, Snapshot]:
+        """What the read-ahead's child sends back (in the child: its own NVML session)."""
+        info = self._open()
+        return info, self._sample(ras=False)
 
     def _open_and_sample(self) -> None:
         """The prefetch thread: open, then take the first sample too (its NVML and /proc
@@ -176,19 +191,41 @@ class NvmlSource:
     def take_ready(self) -> tuple[MachineInfo, Snapshot] | None:
         """The static facts and the prefetched first sample, if the prefetch has finished
         and the sample is still fresh; else None (see `source.take_ready`).  Never blocks:
-        the UI thread calls it at mount."""
-        thread = self._prefetch
-        if thread is None or thread.is_alive():
-            return None
-        thread.join()  # (finished: returns at once)
-        self._prefetch = None
-        info, first, self._first = self.info, self._first, None
+        the UI thread calls it at mount.  A child's reading not finished by then is
+        stopped: the poller's `open()` reads NVML in this process."""
+        if self._child is not None:
+            child, self._child = self._child, None
+            self._reap_later = child
+            answer = child.take()
+            if not _is_reading(answer):
+                return None
+            info: MachineInfo | None = answer[0]
+            first: Snapshot | None = answer[1]
+        else:
+            thread = self._prefetch
+            if thread is None or thread.is_alive():
+                return None
+            thread.join()  # (finished: returns at once)
+            self._prefetch = None
+            info, first, self._first = self.info, self._first, None
         if info is None or first is None or time.time() - first.timestamp >= PREFETCHED_MAX_AGE_S:
             return None
         self._seq = max(self._seq, first.seq)  # (this process's own samples follow it)
         return info, first
 
+    def drop_read_ahead(self) -> None:
+        """A read-ahead child still running, or not yet reaped, is stopped now, without
+        waiting (the monitor ends; one the kernel has not let go ends with it)."""
+        for child in (self._child, self._reap_later):
+            if child is not None:
+                child.stop()
+        self._child = self._reap_later = None
+
     def open(self) -> MachineInfo:
+        for child in (self._child, self._reap_later):  # (a child's reading: this process opens its own)
+            if child is not None:
+                child.reap()
+        self._child = self._reap_later = None
         if self._prefetch is not None:
             self._prefetch.join()
             self._prefetch = None
@@ -544,6 +581,10 @@ class NvmlSource:
 
     def close(self) -> None:
         self._stop.set()
+        for child in (self._child, self._reap_later):
+            if child is not None:
+                child.reap()
+        self._child = self._reap_later = None
         if self.ras is not None:
             self.ras.close()
         if self._slow_thread is not None:
@@ -552,3 +593,13 @@ class NvmlSource:
             self.gpm.close()
         if self._nvml is not None:
             self._nvml.shutdown()
+
+
+def _is_reading(answer: object) -> TypeGuard[tuple[MachineInfo, Snapshot]]:
+    """The read-ahead child's answer has the shape it sends: (MachineInfo, Snapshot)."""
+    return (
+        isinstance(answer, tuple)
+        and len(answer) == 2
+        and isinstance(answer[0], MachineInfo)
+        and isinstance(answer[1], Snapshot)
+    )
