@@ -20,7 +20,6 @@ let it go at once): no child of ours is left running.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import pickle
 import select
@@ -61,7 +60,9 @@ class ChildRead:
         """Fork a child that calls `read()` and sends back what it returns; None where a
         child cannot be made (the caller reads in-process instead)."""
         r, w = os.pipe()
-        with contextlib.suppress(OSError, AttributeError):  # (else 64 KiB: a larger answer is not used)
+        with contextlib.suppress(OSError, AttributeError, ImportError):  # (else 64 KiB: larger not used)
+            import fcntl  # (POSIX; F_SETPIPE_SZ: Linux)
+
             fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         try:
             pid = os.fork()
