@@ -255,6 +255,7 @@ def _run_tui(args: argparse.Namespace) -> int:
         serve_session=args.serve_session is not None,
         diag_python=args.diag_python,
         judged_with=judged_with,
+        freeze_start_up=True,  # (the source's own start, after the first frame: frozen too)
     )
     gc.freeze()
     gc.enable()

@@ -132,7 +132,7 @@ def test_start_up_is_made_without_the_cyclic_gc_and_frozen_before_the_app_runs(m
     monkeypatch.setattr(
         app_module.GpuTuiApp,
         "run",
-        lambda self, *a, **k: seen.append((gc.isenabled(), gc.get_freeze_count())),
+        lambda self, *a, **k: seen.append((gc.isenabled(), gc.get_freeze_count(), self.freeze_start_up)),
     )
     monkeypatch.setenv("GPUTUI_ALLOW_NOTTY", "1")
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
@@ -141,12 +141,41 @@ def test_start_up_is_made_without_the_cyclic_gc_and_frozen_before_the_app_runs(m
     finally:
         gc.unfreeze()
     assert seen[0] is False  # the config read with the GC off
-    enabled, count = seen[1]
+    enabled, count, freeze_after_open = seen[1]
     assert enabled and count > 0
+    assert freeze_after_open is True  # (what the source's open makes: frozen too)
     assert gc.isenabled()
     # a start that ends early (a recording that is not there) leaves it on too
     assert cli.main(["--replay", str(tmp_path / "missing.jsonl.gz"), "--no-remember"]) == 2
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_what_the_sources_open_makes_is_frozen_with_start_up_when_start_up_was_frozen():
+    """The live source read ahead in a child opens NVML here after the first frame (pynvml,
+    psutil, the process inspector: long-lived): an app whose start-up was frozen collects
+    and freezes again once its source has opened, on the poller's thread; one made
+    without (a test's, an embedding's) never touches the collector."""
+    import gc
+
+    from gputui.telemetry.recording import ReplaySource
+    from gputui.ui.app import GpuTuiApp
+
+    async def run(freeze: bool) -> tuple[int, int]:
+        gc.unfreeze()
+        source = ReplaySource(H200_X2)
+        app = GpuTuiApp(source=source, interval=0.1, freeze_start_up=freeze, watch_terminal=False)
+        async with app.run_test(size=(120, 40)) as pilot:
+            before = gc.get_freeze_count()
+            while app.poller is None or app.poller.ticks < 2:
+                await pilot.pause(0.05)
+            return before, gc.get_freeze_count()
+
+    try:
+        assert asyncio.run(run(False))[1] == 0
+        before, after = asyncio.run(run(True))
+        assert before == 0 and after > 0
+    finally:
+        gc.unfreeze()
 
 
 class ReadAhead:

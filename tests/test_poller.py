@@ -174,6 +174,32 @@ def test_facts_found_other_than_those_delivered_are_handed_out(pollers: list[Pol
     assert same.errors.empty() and other.errors.empty()
 
 
+def test_on_open_runs_once_on_the_pollers_thread_before_the_first_tick(pollers: list[Poller]) -> None:
+    """The app's hook for what the source's open made (it freezes it with start-up's): after
+    `open`, before any tick, on the poller's thread; a hook that raises is reported and the
+    ticks go on."""
+    for fails in (False, True):
+        rec = Recorder()
+        threads: list[str] = []
+
+        def opened(rec: Recorder = rec, fails: bool = fails, threads: list[str] = threads) -> None:
+            threads.append(threading.current_thread().name)
+            rec.order.append("opened")
+            if fails:
+                raise RuntimeError("the hook broke")
+
+        source = ReplaySource(X2_RECORDING)
+        poller = Poller(source, FAST, rec.on_snapshot, rec.on_info, rec.on_error, on_open=opened)
+        pollers.append(poller)
+        poller.start()
+        rec.seqs(3)
+        assert rec.order[0] == "opened"
+        if not fails:
+            assert rec.order[:3] == ["opened", "info", "snap 1"]
+        assert rec.order.count("opened") == 1 and threads == ["gputui-poller"]
+        assert (rec.errors.qsize() == 1) is fails
+
+
 class Background(ReplaySource):
     """A recording that leaves work for after the first frame, as the live source does with
     its slow-cadence thread (NvmlSource.start_background)."""

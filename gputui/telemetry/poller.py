@@ -34,6 +34,7 @@ class Poller:
         *,
         first_delivered: bool = False,
         delivered_info: MachineInfo | None = None,
+        on_open: Callable[[], None] | None = None,
     ) -> None:
         self.source = source
         self._first_delivered = first_delivered
@@ -42,6 +43,8 @@ class Poller:
         interval on), no info callback unless `open()` found other facts than
         `delivered_info`, and the first tick is one interval on."""
         self._delivered_info = delivered_info
+        self._on_open = on_open
+        """Called on this thread once the source has opened, before its first tick."""
         self._interval = _clamp(interval)
         self._on_snapshot = on_snapshot
         self._on_info = on_info
@@ -117,6 +120,11 @@ class Poller:
         except BaseException as exc:  # a broken recording, say: report, don't die silently
             self._report(exc)
             return
+        if self._on_open is not None:
+            try:
+                self._on_open()
+            except Exception as exc:  # a consumer's bug must not stop the sampling
+                self._report(exc)
         changed = self._delivered_info is not None and info != self._delivered_info
         if self._on_info is not None and (not self._first_delivered or changed):
             try:

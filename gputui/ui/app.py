@@ -103,11 +103,15 @@ class GpuTuiApp(Leaving):
         serve_session: bool = False,
         diag_python: str | None = None,
         judged_with: str | None = None,
+        freeze_start_up: bool = False,
     ) -> None:
         """`judged_with`: the line saying which of a recording's own settings the replay is
-        judged with (`recording_settings.applied`), shown in the banner."""
+        judged with (`recording_settings.applied`), shown in the banner.  `freeze_start_up`:
+        the caller froze what start-up made (`gc.freeze`): what the source's `open` makes
+        after the first frame is frozen too (Feed.freeze_start_up)."""
         super().__init__()
         self.judged_with = judged_with
+        self.freeze_start_up = freeze_start_up
         config = config or Config()
         if saved is not None and saved.sparklines is not None:  # the charts last ticked (C)
             config = replace(config, cards=replace(config.cards, sparklines=saved.sparklines))

@@ -5,6 +5,7 @@ reach it through the app's handlers."""
 
 from __future__ import annotations
 
+import gc
 from typing import TYPE_CHECKING
 
 from textual.widgets import ContentSwitcher
@@ -42,6 +43,10 @@ class Feed(BaseApp[int]):
     interval: float
     info: MachineInfo | None
     snapshot: Snapshot | None
+    freeze_start_up = False
+    """What start-up made was frozen (`gc.freeze`, gputui's command line): what the source's
+    `open` makes on the poller's thread after the first frame (a live source read ahead in a
+    child: pynvml, psutil, the process inspector) is frozen with it (`_source_opened`)."""
 
     @property
     def source(self) -> Source:
@@ -128,6 +133,7 @@ class Feed(BaseApp[int]):
             on_error,
             first_delivered=ready is not None,
             delivered_info=None if ready is None else ready[0],
+            on_open=_freeze_what_open_made if self.freeze_start_up else None,
         )
         self.interval = self.poller.interval  # as clamped
         self.poller.start()
@@ -173,3 +179,13 @@ class Feed(BaseApp[int]):
             else:
                 header.update_lines()
                 self.current_pane().show_snapshot(self.info, snap)
+
+
+def _freeze_what_open_made() -> None:
+    """On the poller's thread, once the source has opened: its garbage collected, what it
+    made frozen with what start-up made.  Long-lived (pynvml's and psutil's modules, the
+    source's handles and inspector), it would otherwise be walked by every full collection
+    for as long as the monitor runs; the collection looks only at what came after start-up's
+    freeze (a few ms), after the first frame."""
+    gc.collect()
+    gc.freeze()
