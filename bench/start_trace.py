@@ -10,7 +10,8 @@ thread's CPU time, and the thread that made it.  Marked: the script's first line
 `site` done), Textual's and gputui's imports, NVML's read-ahead (start, NVML open, first
 sample, its thread's CPU), the config, the app made, `App.run`, the terminal driver started,
 the first snapshot shown, each paint Textual sends (its size), the first frame drawn
-(`first_frame_drawn`), the engines' first judgement.  A measuring tool only: it wraps
+(`first_frame_drawn`), the engines' first judgement; at the fifth snapshot, the objects the
+cyclic GC still walks (those not frozen) and a full collection's cost.  A measuring tool only: it wraps
 private names of Textual and gputui, which nothing in gputui itself does.
 """
 
@@ -167,12 +168,39 @@ def on_config(module: object) -> None:
     wrap(module, "load", after="config loaded")
 
 
+shown = [0]
+
+
+def gc_at_the_fifth_tick(*args: object) -> None:
+    """At the fifth snapshot shown: how many objects the cyclic GC still walks (not frozen)
+    and what a full collection of them costs."""
+    shown[0] += 1
+    if shown[0] == 5:
+        import gc
+
+        c0 = time.perf_counter()
+        gc.collect()
+        TRACE.mark(
+            "gc at the 5th tick",
+            walked=len(gc.get_objects()),
+            frozen=gc.get_freeze_count(),
+            full_collection_ms=round((time.perf_counter() - c0) * 1000, 2),
+        )
+
+
 def on_app(module: object) -> None:
     app = module.GpuTuiApp  # type: ignore[attr-defined]
     wrap(app, "__init__", "app made: begins", "app made")
     wrap(app, "run", "App.run")
     wrap(app, "on_mount", "on_mount", "on_mount done")
     wrap(app, "_show_snapshot", "snapshot shown: begins", "snapshot shown")
+    show = app._show_snapshot
+
+    def show_and_count(self: object, *args: object) -> None:
+        show(self, *args)
+        gc_at_the_fifth_tick()
+
+    app._show_snapshot = show_and_count
     wrap(app, "_judge_first", "engines: first judgement asked")
 
 
