@@ -39,6 +39,7 @@ def test_the_childs_answer_is_handed_over_once_and_the_child_reaped() -> None:
     assert child.take() is None  # once
     child.reap()  # (the kernel may not have let it go the moment its answer ended)
     assert child.pid is None and gone(pid)
+    assert child.status is not None and os.waitstatus_to_exitcode(child.status) in (0, -9)
 
 
 def test_take_never_waits_and_stops_a_child_that_has_not_answered() -> None:
@@ -50,6 +51,7 @@ def test_take_never_waits_and_stops_a_child_that_has_not_answered() -> None:
     assert time.monotonic() - t0 < 0.5
     child.reap()
     assert gone(pid)
+    assert child.status is not None and os.waitstatus_to_exitcode(child.status) == -9  # killed
 
 
 def test_take_after_the_child_answered_gives_the_answer_without_waiting() -> None:

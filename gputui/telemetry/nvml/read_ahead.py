@@ -50,6 +50,8 @@ class ChildRead:
     def __init__(self, pid: int, fd: int) -> None:
         self.pid: int | None = pid
         """The child while it may still run or be unreaped; None once reaped."""
+        self.status: int | None = None
+        """Its wait status once reaped (`os.waitstatus_to_exitcode`: -9 when it was killed)."""
         self._fd: int | None = fd
         self._chunks: list[bytes] = []
         self._size = 0
@@ -115,12 +117,10 @@ class ChildRead:
             self._fd = None
         if self.pid is not None:
             try:
-                if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
-                    self.pid = None
+                if self._reaped(os.waitpid(self.pid, os.WNOHANG)):
                     return
                 os.kill(self.pid, signal.SIGKILL)  # (after EOF: one already exiting)
-                if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
-                    self.pid = None
+                self._reaped(os.waitpid(self.pid, os.WNOHANG))
             except ChildProcessError:
                 self.pid = None  # (reaped elsewhere)
 
@@ -129,9 +129,16 @@ class ChildRead:
         the one closing the source)."""
         self.stop()
         if self.pid is not None:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.pid, 0)
-            self.pid = None
+            try:
+                self._reaped(os.waitpid(self.pid, 0))
+            except ChildProcessError:
+                self.pid = None
+
+    def _reaped(self, waited: tuple[int, int]) -> bool:
+        if waited[0] == 0:
+            return False
+        self.pid, self.status = None, waited[1]
+        return True
 
     def _drain(self) -> None:
         while self._fd is not None and not self._eof:
