@@ -49,7 +49,8 @@
 #       topology, NVLink bytes and memory health checked against nvidia-smi (about 1.5 minutes)
 #   bench/device.sh start-trace OUTDIR [ROUNDS]  where one live start spends its time, ROUNDS
 #       (default 4) starts traced by bench/start_trace.py beside the one-line Textual app, an
-#       8 GiB holder on the GPU; OUTDIR/report.txt, and `-X importtime` of the start's imports
+#       8 GiB holder on the GPU (LOAD=1: the 12 GiB holder and bf16 training job of `all`);
+#       OUTDIR/report.txt, and `-X importtime` of the start's imports
 #   bench/device.sh first-frame OUTDIR ROUNDS DIR [DIR...]  the live first frame of one or more
 #       versions of gputui (each DIR holds a `gputui` package, e.g. from `git archive REV gputui`,
 #       named in the results by its last path component), interleaved round by round with
@@ -445,9 +446,11 @@ if [ -n "$caller_pythonpath" ]; then export PYTHONPATH=$caller_pythonpath; else 
 site=$($py -c 'import site; print(site.getsitepackages()[0])')
 $py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1
 $py -m compileall -q gputui bench "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
-$py bench/load/hold_memory.py --gib 8 --seconds 300 > "$out/hold.log" 2>&1 &
-hold=$!
-for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+if [ -n "${LOAD:-}" ]; then start_load; else  # LOAD=1: under the 12 GiB holder and bf16 training
+  $py bench/load/hold_memory.py --gib 8 --seconds 300 > "$out/hold.log" 2>&1 &
+  hold=$!
+  for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+fi
 $py -P -m gputui --help > /dev/null 2>&1
 pb="$py bench/pty_timeline.py --start --json --seconds 2.5"
 for r in $(seq "$rounds"); do
@@ -456,7 +459,7 @@ for r in $(seq "$rounds"); do
   { echo "== round $r"; $py bench/start_trace.py --report "$out/trace-$r.jsonl" "$out/timeline-$r.json"; } >> "$out/report.txt"
 done
 PYTHONPATH=$PWD $py -P -X importtime -c 'from gputui import cli; import gputui.telemetry.nvml.source, gputui.config, gputui.ui.app, pynvml, psutil' 2> "$out/importtime.txt"
-kill $hold 2>/dev/null; wait
+kill $hold ${train:-} 2>/dev/null; wait
 cat "$out/minimal.jsonl"
 cat "$out/report.txt"
 }
@@ -671,7 +674,7 @@ mode_steady() {
 rounds=$1; base=${2:-}
 need_peers nvtop
 start_load
-pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json"
+pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json --steady-from 5"
 for r in $(seq "$rounds"); do
   for v in now ${base:+base} nvtop minimal; do
     case $v in
@@ -693,7 +696,8 @@ for r in rows:
 for k, rs in by.items():
     def f(key):
         return statistics.median([r[key] for r in rs if r.get(key) is not None] or [float("nan")])
-    print(f"{k:8} steady {f('steady_cpu_pct'):.2f}%  bytes/s {f('bytes_per_s'):.0f}  "
+    print(f"{k:8} steady {f('steady_cpu_pct'):.2f}% (from 5 s {f('late_cpu_pct'):.2f}%)  "
+          f"bytes/s {f('bytes_per_s'):.0f} (from 5 s {f('late_bytes_per_s'):.0f})  "
           f"first byte {f('first_byte_s'):.3f} s  settled {f('settle_s'):.3f} s  rss {f('rss_mb'):.0f} MB")
 PY
 }
@@ -743,7 +747,7 @@ for r in $(seq $q_ff); do
 done
 # 2. steady CPU and bytes: 3 rounds of 15 s
 stamp "steady"
-pb="$py $PTYBENCH --seconds $q_sts --cols 160 --rows 50 --json"
+pb="$py $PTYBENCH --seconds $q_sts --cols 160 --rows 50 --json --steady-from 5"
 for r in $(seq $q_st); do
   for dir in $variants; do
     PYTHONPATH=$dir $pb --screen "$work/screen-gputui-$(name_of "$dir").txt" -- $py -P -m gputui --interval 1 --no-remember 2>> "$log" | tag steady "gputui $(name_of "$dir")" "$r"
@@ -813,13 +817,19 @@ for what in ("gputui now", "gputui base", "nvtop"):
     c, b, rss = med("steady", what, "steady_cpu_pct"), med("steady", what, "bytes_per_s"), med("steady", what, "rss_mb")
     if c is None: continue
     extra = f"  {c / n_cpu:.2f}x nvtop's CPU, {b / n_b:.2f}x its bytes" if n_cpu and n_b and what != "nvtop" else ""
-    line(f"  {what:12s} CPU {c:.2f} %  bytes {b:.0f}/s  RSS {rss:.0f} MB{extra}")
+    lc, lb = med("steady", what, "late_cpu_pct"), med("steady", what, "late_bytes_per_s")
+    late = f"  (from 5 s: CPU {lc:.2f} %, bytes {lb:.0f}/s)" if lc is not None and lb is not None else ""
+    line(f"  {what:12s} CPU {c:.2f} %  bytes {b:.0f}/s  RSS {rss:.0f} MB{extra}{late}")
 c, b = med("steady", "gputui now", "steady_cpu_pct"), med("steady", "gputui now", "bytes_per_s")
 if not (n_cpu and n_b):
     line("  nvtop: NO steady figures (see log.txt): the CPU and bytes targets are not judged")
 elif c and b:
     line(f"  targets: CPU <= 2x nvtop {'met' if c / n_cpu <= 2 else 'NOT met'} ({c / n_cpu:.2f}x); "
          f"bytes <= 1.2x nvtop (4 GPUs) {'met' if b / n_b <= 1.2 else 'NOT met'} ({b / n_b:.2f}x)")
+    lc, ln = med("steady", "gputui now", "late_cpu_pct"), med("steady", "nvtop", "late_cpu_pct")
+    if lc and ln:
+        line(f"  from 5 s on (what the monitor does once, just after its first frame, left out): "
+             f"CPU {lc / ln:.2f}x nvtop's")
 line("== one-shot snapshots: wall, median of 5 interleaved runs")
 for what in ("gputui snapshot --json now", "gputui snapshot --json base", "gputui snapshot csv now", "nvitop -1", "nvidia-smi --query-gpu"):
     w = med("snapshot", what, "wall_s")

@@ -2,7 +2,8 @@
 """Run a terminal program in a pseudo-terminal, as a user over SSH would, and measure what it costs.
 
 (The project's shared tool, ../shared/bench/ptybench.py, copied here so that a device
-machine, which gets this repository only, has it: bench/device.sh uses this copy.)
+machine, which gets this repository only, has it: bench/device.sh uses this copy.  This copy
+adds one option, --steady-from; without it the figures are the shared tool's.)
 
 Usage:
   ptybench.py [--seconds S] [--rows R] [--cols C] [--keys SPEC] [--screen FILE] [--json] -- CMD...
@@ -20,6 +21,9 @@ Reports, for the whole process tree of CMD:
   cpu_s, cpu_pct  user+sys CPU seconds of the tree, and that as percent of one core over the run
   steady_cpu_pct  CPU percent after the first frame only
   rss_mb          peak resident memory of the tree (sampled every 0.25 s)
+  --steady-from S also late_cpu_pct and late_bytes_per_s: CPU percent and bytes per second
+                  from S seconds after the start to the end (work a program leaves for just
+                  after its first frame, once, is then not counted as its steady cost)
 Compare programs in one run on one machine: absolute figures move from machine to machine.
 """
 import argparse
@@ -72,6 +76,7 @@ def main():
     ap.add_argument("--screen")
     ap.add_argument("--save", help="write the raw terminal stream here")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--steady-from", type=float, help="also CPU and bytes from this second on")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     a = ap.parse_args()
     cmd = a.cmd[1:] if a.cmd and a.cmd[0] == "--" else a.cmd
@@ -93,7 +98,8 @@ def main():
     raw = bytearray()
     t0 = time.monotonic()
     first = settle = last_data = cpu_at_settle = None
-    nbytes = bytes_after_settle = peak_rss = 0
+    cpu_at_from = None
+    nbytes = bytes_after_settle = bytes_after_from = peak_rss = 0
     next_sample = t0
     while True:
         now = time.monotonic()
@@ -120,10 +126,14 @@ def main():
                 first = now - t0
             if settle is not None:
                 bytes_after_settle += len(data)
+            if cpu_at_from is not None:
+                bytes_after_from += len(data)
             last_data = now
         if first is not None and settle is None and now - last_data >= 0.3:
             settle = last_data - t0
             cpu_at_settle, _ = tree_usage(proc)
+        if a.steady_from is not None and cpu_at_from is None and now - t0 >= a.steady_from:
+            cpu_at_from, _ = tree_usage(proc)
         if now >= next_sample:
             _, rss = tree_usage(proc)
             peak_rss = max(peak_rss, rss)
@@ -165,6 +175,10 @@ def main():
         "rss_mb": round(peak_rss / 2**20, 1),
         "wall_s": round(wall, 2),
     }
+    if cpu_at_from is not None and wall > a.steady_from:
+        late = wall - a.steady_from
+        res["late_cpu_pct"] = round(100 * (cpu - cpu_at_from) / late, 2)
+        res["late_bytes_per_s"] = round(bytes_after_from / late, 1)
     print(json.dumps(res) if a.json else "\n".join(f"{k}: {v}" for k, v in res.items()))
 
 
