@@ -136,6 +136,25 @@ def test_with_its_first_tick_delivered_the_source_opens_once_the_first_frame_is_
     assert rec.errors.empty()
 
 
+def test_stopped_before_the_first_frame_was_up_it_never_opens_the_source(pollers: list[Poller]) -> None:
+    """Quit at once: the poller stops without opening NVML (tens of ms the exit would wait
+    for) and still closes the source (a read-ahead child is reaped there)."""
+    closed = threading.Event()
+
+    class Closing(Opened):
+        def close(self) -> None:
+            closed.set()
+            super().close()
+
+    source = Closing()
+    rec = Recorder()
+    poller = Poller(source, 30.0, rec.on_snapshot, rec.on_info, rec.on_error, first_delivered=True)
+    poller.start()
+    poller.stop()
+    assert not poller.alive and closed.is_set() and not source.opened.is_set()
+    assert rec.errors.empty()
+
+
 def test_with_its_first_tick_delivered_and_no_word_of_the_frame_it_opens_an_interval_on(
     pollers: list[Poller],
 ) -> None:

@@ -115,6 +115,9 @@ class Poller:
         started = time.monotonic()
         if self._first_delivered:
             self._await_first_frame()
+            if self._stopping:  # (quit before the first frame was up: nothing to open)
+                self._close_source()
+                return
         try:
             info = self.source.open()
         except BaseException as exc:  # a broken recording, say: report, don't die silently
@@ -155,10 +158,13 @@ class Poller:
                 if not self._paused and next_due - time.monotonic() > self._interval:
                     next_due = time.monotonic() + self._interval  # interval was shortened
         finally:
-            try:
-                self.source.close()
-            except Exception as exc:
-                log.debug("closing the source failed: %s", exc)
+            self._close_source()
+
+    def _close_source(self) -> None:
+        try:
+            self.source.close()
+        except Exception as exc:
+            log.debug("closing the source failed: %s", exc)
 
     def _do_step(self, delta: int) -> None:
         if delta < 0:
