@@ -3050,8 +3050,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "read-ahead-take-waits",
         "gputui/telemetry/nvml/read_ahead.py",
-        "        self._drain()\n        return self._finish()\n",
-        "        self.answered(60)\n        return self._finish()\n",
+        "        self._drain()\n        if not self._eof:\n            return None\n",
+        "        self.answered(60)\n        if not self._eof:\n            return None\n",
         ("tests/test_read_ahead.py",),
         "the UI thread waits at mount for a child still reading NVML (a driver without persistence mode)",
     ),

@@ -810,8 +810,9 @@ def test_a_child_that_has_not_answered_at_mount_is_stopped_and_nvml_read_here(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """NVML slow to open (a driver without persistence mode): at mount the child has not
-    answered, `take_ready` gives None at once and stops it; the poller's `open` reads NVML
-    in this process, and its first sample is the first."""
+    answered, `take_ready` gives None at once and leaves it reading (the driver's first
+    open is then shared, not begun again); the poller's `open` reads NVML in this process,
+    then kills and reaps the child; its first sample is the first."""
     import gputui.telemetry.nvml.source as nvml_mod
 
     # (other tests' daemon threads may still run in this process: the child reads only the
@@ -838,9 +839,13 @@ def test_a_child_that_has_not_answered_at_mount_is_stopped_and_nvml_read_here(
         t0 = time.monotonic()
         assert source.take_ready() is None
         assert time.monotonic() - t0 < 0.5
+        os.kill(pid, 0)  # still reading
+        child = source._reap_later
+        assert child is not None
         info = source.open()
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+        assert child.status is not None and os.waitstatus_to_exitcode(child.status) == -9
         assert len(info.devices) == 2
         assert source.sample().seq == 1
     finally:

@@ -42,13 +42,16 @@ def test_the_childs_answer_is_handed_over_once_and_the_child_reaped() -> None:
     assert child.status is not None and os.waitstatus_to_exitcode(child.status) in (0, -9)
 
 
-def test_take_never_waits_and_stops_a_child_that_has_not_answered() -> None:
+def test_take_never_waits_and_reap_kills_a_child_that_has_not_answered() -> None:
     """The UI thread asks at mount: a child still reading NVML (here: sleeping) gives None
-    at once, and is killed; reaped at once or by `reap` (the poller's thread)."""
+    at once and reads on; `reap` (the poller's thread, once its own NVML is open) kills
+    and reaps it."""
     child, pid = start(lambda: time.sleep(30))
     t0 = time.monotonic()
     assert child.take() is None
     assert time.monotonic() - t0 < 0.5
+    os.kill(pid, 0)  # still there
+    assert child.take() is None  # once
     child.reap()
     assert gone(pid)
     assert child.status is not None and os.waitstatus_to_exitcode(child.status) == -9  # killed

@@ -5,16 +5,16 @@ Read on a thread, that reading (pynvml's and psutil's imports, nvmlInit, the sta
 the first sample: 60-105 ms of CPU on an H100, most of it Python) competed with the UI's
 imports for the GIL, and the first frame waited for both.  A child forked once the source is
 made reads it on another core instead and hands it back through a pipe; the monitor takes it
-at mount if it is there, and otherwise never waits for it: the child is stopped and the
-poller reads NVML itself, as it always could.
+at mount if it is there, and otherwise never waits for it: the poller opens NVML itself, as
+it always could, and the child is stopped once that open is done.
 
 The child runs this program's own code (no exec: nothing another user controls, no new
 interpreter), has no terminal (its standard streams are /dev/null), ends within
 CHILD_DEADLINE_S whatever NVML does (SIGALRM), and never runs the parent's exit handlers
 (`os._exit`).  Its answer is pickled by this same code and read from a pipe only the two
-processes hold; at most PIPE_BYTES of it, else it is not used.  The parent kills it if it
-has not answered when asked, and reaps it (on the poller's thread if the kernel has not
-let it go at once): no child of ours is left running.
+processes hold; at most PIPE_BYTES of it, else it is not used.  The parent kills it once
+its own NVML is open if it has not answered by then, and reaps it (on the poller's thread if
+the kernel has not let it go at once): no child of ours is left running.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ class ChildRead:
         self._chunks: list[bytes] = []
         self._size = 0
         self._eof = False
+        self._taken = False
 
     @classmethod
     def start(cls, read: Callable[[], object]) -> ChildRead | None:
@@ -89,9 +90,16 @@ class ChildRead:
         return cls(pid, r)
 
     def take(self) -> object | None:
-        """The child's answer if it has sent it all; else None at once, and the child is
-        stopped (never waited for).  Once: later calls give None."""
+        """The child's answer if it has sent it all; else None at once (never waits).
+        Once: later calls give None.  A child that has not answered is left to go on (its
+        caller `stop`s or `reap`s it: NVML's first open, on a driver without persistence
+        mode, is then shared by the child and whoever opens NVML meanwhile)."""
+        if self._taken:
+            return None
+        self._taken = True
         self._drain()
+        if not self._eof:
+            return None
         return self._finish()
 
     def answered(self, timeout: float) -> bool:

@@ -191,8 +191,8 @@ class NvmlSource:
     def take_ready(self) -> tuple[MachineInfo, Snapshot] | None:
         """The static facts and the prefetched first sample, if the prefetch has finished
         and the sample is still fresh; else None (see `source.take_ready`).  Never blocks:
-        the UI thread calls it at mount.  A child's reading not finished by then is
-        stopped: the poller's `open()` reads NVML in this process."""
+        the UI thread calls it at mount.  A child's reading not finished by then goes on
+        beside the poller's `open()`, which reads NVML in this process and then stops it."""
         if self._child is not None:
             child, self._child = self._child, None
             self._reap_later = child
@@ -222,14 +222,17 @@ class NvmlSource:
         self._child = self._reap_later = None
 
     def open(self) -> MachineInfo:
-        for child in (self._child, self._reap_later):  # (a child's reading: this process opens its own)
-            if child is not None:
-                child.reap()
-        self._child = self._reap_later = None
         if self._prefetch is not None:
             self._prefetch.join()
             self._prefetch = None
         info = self.info if self.info is not None else self._open()
+        # a read-ahead child: its reading was handed out at mount, or it had not answered by
+        # then and read on beside this open (a driver without persistence mode initializes
+        # once for both, not again from the start); this process has its own NVML now
+        for child in (self._child, self._reap_later):
+            if child is not None:
+                child.reap()
+        self._child = self._reap_later = None
         if not self._slow_after_frame:
             self._start_slow()
         return info
