@@ -92,8 +92,8 @@ class ChildRead:
     def take(self) -> object | None:
         """The child's answer if it has sent it all; else None at once (never waits).
         Once: later calls give None.  A child that has not answered is left to go on (its
-        caller `stop`s or `reap`s it: NVML's first open, on a driver without persistence
-        mode, is then shared by the child and whoever opens NVML meanwhile)."""
+        caller `stop`s or `reap`s it: without persistence mode the driver stays loaded while
+        the child holds it, for whoever opens NVML meanwhile)."""
         if self._taken:
             return None
         self._taken = True

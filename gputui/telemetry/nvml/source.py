@@ -227,8 +227,9 @@ class NvmlSource:
             self._prefetch = None
         info = self.info if self.info is not None else self._open()
         # a read-ahead child: its reading was handed out at mount, or it had not answered by
-        # then and read on beside this open (a driver without persistence mode initializes
-        # once for both, not again from the start); this process has its own NVML now
+        # then and read on beside this open (without persistence mode the driver stays
+        # loaded while the child holds it, not unloaded and loaded again); this process has
+        # its own NVML now
         for child in (self._child, self._reap_later):
             if child is not None:
                 child.reap()
