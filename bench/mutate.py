@@ -3082,8 +3082,8 @@ MUTATIONS: list[Mutation] = [
     Mutation(
         "poller-opens-beside-the-first-paint",
         "gputui/telemetry/poller.py",
-        "        if self._first_delivered:\n            self._await_first_frame()\n",
-        "",
+        "            self._await_first_frame()\n",
+        "            pass\n",
         ("tests/test_poller.py",),
         "NVML opened (pynvml and psutil imported) beside Textual's first layout and paint",
     ),
