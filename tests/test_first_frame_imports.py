@@ -116,6 +116,21 @@ NOT_BEFORE_THE_FIRST_FRAME = (
 )
 
 
+CHILD_READS = {
+    "gputui.telemetry.host.cgroup_trust",
+    "gputui.telemetry.host.jobs",
+    "gputui.telemetry.host.processes",
+    "gputui.telemetry.host.proctree",
+    "gputui.telemetry.host.rank",
+    "gputui.telemetry.host.starttime",
+    "gputui.telemetry.host.workers",
+}
+"""The GPU processes' host facts (psutil) and their jobs, the process list's rows: what only
+the reading of a sample imports.  With the read-ahead in a child, this process imports them
+after its first frame.  (With bench's stand-in pynvml, which decodes its recording with
+gputui.telemetry.codec, the codec goes with them: the demo's FIRST_FRAME has it for the
+demo's own recording.)"""
+
 LIVE = {
     # NVML: the source, its queries and static facts (nvml/ needs pynvml, which loads the
     # library only at nvmlInit); the slow cadence's types (a tick merges their values)
@@ -131,30 +146,9 @@ LIVE = {
     "gputui.telemetry.nvml.source",
     "gputui.telemetry.nvml.static",
     "gputui.telemetry.nvml.topology",
-    # the GPU processes' host facts (psutil) and their jobs: the process list's rows
-    "gputui.telemetry.host.cgroup_trust",
-    "gputui.telemetry.host.jobs",
-    "gputui.telemetry.host.processes",
-    "gputui.telemetry.host.proctree",
-    "gputui.telemetry.host.rank",
-    "gputui.telemetry.host.starttime",
-    "gputui.telemetry.host.workers",
-}
-"""What the live monitor imports before its first frame beyond the demo's FIRST_FRAME."""
-
-CHILD_READS = {
-    "gputui.telemetry.host.cgroup_trust",
-    "gputui.telemetry.host.jobs",
-    "gputui.telemetry.host.processes",
-    "gputui.telemetry.host.proctree",
-    "gputui.telemetry.host.rank",
-    "gputui.telemetry.host.starttime",
-    "gputui.telemetry.host.workers",
-}
-"""LIVE's modules that only the reading of a sample imports (psutil's process facts and the
-jobs): with the read-ahead in a child, this process imports them after its first frame.
-(With bench's stand-in pynvml, which decodes its recording with gputui.telemetry.codec, the
-codec goes with them: the demo's FIRST_FRAME has it for the demo's own recording.)"""
+} | CHILD_READS
+"""What the live monitor imports before its first frame beyond the demo's FIRST_FRAME, with
+the read-ahead on a thread."""
 
 REPLAY_ONLY = {"gputui.telemetry.recording", "gputui.recording_settings"}
 """The demo's (a recording, its header's own settings) that the live start does without."""

@@ -764,6 +764,19 @@ def test_take_ready_hands_the_prefetched_facts_and_sample_once_and_never_waits(
         source.close()
 
 
+def forking(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]], monkeypatch: pytest.MonkeyPatch
+) -> RecordedNvml:
+    """The real 2x H200 recording's busy stretch as NVML, for a source that reads ahead in a
+    forked child: the fork is made even where other tests' daemon threads still run in this
+    process (the child reads only the scripted NVML)."""
+    import gputui.telemetry.nvml.source as nvml_mod
+
+    monkeypatch.setattr(nvml_mod, "can_fork", lambda: True)
+    header, ticks = x2_recording
+    return RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
 def test_a_read_ahead_in_a_child_hands_over_its_reading_and_this_process_opens_its_own(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
@@ -773,13 +786,8 @@ def test_a_read_ahead_in_a_child_hands_over_its_reading_and_this_process_opens_i
     the first sample; `take_ready` hands them over (the recorded GPUs, the busy tick); the
     poller's `open` then opens NVML in this process (its own handles, the same facts), the
     child is gone, and the next sample follows the child's."""
-    import gputui.telemetry.nvml.source as nvml_mod
-
-    # (other tests' daemon threads may still run in this process: the child reads only the
-    # scripted NVML, so the fork is made anyway)
-    monkeypatch.setattr(nvml_mod, "can_fork", lambda: True)
-    header, ticks = x2_recording
-    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    _, ticks = x2_recording
+    scripted = forking(x2_recording, monkeypatch)
     source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
     try:
         source.prefetch(in_child=True)
@@ -805,7 +813,7 @@ def test_a_read_ahead_in_a_child_hands_over_its_reading_and_this_process_opens_i
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
-def test_a_child_that_has_not_answered_at_mount_is_stopped_and_nvml_read_here(
+def test_a_child_that_has_not_answered_at_mount_reads_on_beside_this_processes_open(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -813,13 +821,7 @@ def test_a_child_that_has_not_answered_at_mount_is_stopped_and_nvml_read_here(
     answered, `take_ready` gives None at once and leaves it reading (the driver's first
     open is then shared, not begun again); the poller's `open` reads NVML in this process,
     then kills and reaps the child; its first sample is the first."""
-    import gputui.telemetry.nvml.source as nvml_mod
-
-    # (other tests' daemon threads may still run in this process: the child reads only the
-    # scripted NVML, so the fork is made anyway)
-    monkeypatch.setattr(nvml_mod, "can_fork", lambda: True)
-    header, ticks = x2_recording
-    scripted = RecordedNvml(header, ticks[55:60], lost_gpu=-1, lost_from=99)
+    scripted = forking(x2_recording, monkeypatch)
     real_init = scripted.lib.nvmlInit
     in_child = [True]
 
@@ -833,15 +835,14 @@ def test_a_child_that_has_not_answered_at_mount_is_stopped_and_nvml_read_here(
     try:
         source.prefetch(in_child=True)
         in_child[0] = False
-        assert source._child is not None
-        pid = source._child.pid
+        child = source._child
+        assert child is not None
+        pid = child.pid
         assert pid is not None
         t0 = time.monotonic()
         assert source.take_ready() is None
         assert time.monotonic() - t0 < 0.5
         os.kill(pid, 0)  # still reading
-        child = source._reap_later
-        assert child is not None
         info = source.open()
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)

@@ -136,9 +136,8 @@ class NvmlSource:
         self.info: MachineInfo | None = None
         self._prefetch: threading.Thread | None = None
         self._child: ChildRead | None = None
-        """The read-ahead's child, until its answer is taken or it is stopped (`prefetch`)."""
-        self._reap_later: ChildRead | None = None
-        """A child whose answer was taken (or not) by the UI thread, reaped at `open()`."""
+        """The read-ahead's child (`prefetch`): its answer taken once (`take_ready`), the
+        child itself ended at `open()`, `close()` or `drop_read_ahead()`."""
         self._slow_after_frame = False
         """Read ahead for the monitor: the slow thread waits for `start_background`."""
         self._first: Snapshot | None = None
@@ -194,9 +193,7 @@ class NvmlSource:
         the UI thread calls it at mount.  A child's reading not finished by then goes on
         beside the poller's `open()`, which reads NVML in this process and then stops it."""
         if self._child is not None:
-            child, self._child = self._child, None
-            self._reap_later = child
-            answer = child.take()
+            answer = self._child.take()  # (once: None after)
             if not _is_reading(answer):
                 return None
             info: MachineInfo | None = answer[0]
@@ -216,10 +213,17 @@ class NvmlSource:
     def drop_read_ahead(self) -> None:
         """A read-ahead child still running, or not yet reaped, is stopped now, without
         waiting (the monitor ends; one the kernel has not let go ends with it)."""
-        for child in (self._child, self._reap_later):
-            if child is not None:
-                child.stop()
-        self._child = self._reap_later = None
+        self._end_child(wait=False)
+
+    def _end_child(self, *, wait: bool) -> None:
+        """The read-ahead's child stopped (killed if it still reads) and, with `wait`,
+        reaped (a thread that may wait: the poller's, the one closing the source)."""
+        if self._child is not None:
+            if wait:
+                self._child.reap()
+            else:
+                self._child.stop()
+            self._child = None
 
     def open(self) -> MachineInfo:
         if self._prefetch is not None:
@@ -230,10 +234,7 @@ class NvmlSource:
         # then and read on beside this open (without persistence mode the driver stays
         # loaded while the child holds it, not unloaded and loaded again); this process has
         # its own NVML now
-        for child in (self._child, self._reap_later):
-            if child is not None:
-                child.reap()
-        self._child = self._reap_later = None
+        self._end_child(wait=True)
         if not self._slow_after_frame:
             self._start_slow()
         return info
@@ -585,10 +586,7 @@ class NvmlSource:
 
     def close(self) -> None:
         self._stop.set()
-        for child in (self._child, self._reap_later):
-            if child is not None:
-                child.reap()
-        self._child = self._reap_later = None
+        self._end_child(wait=True)
         if self.ras is not None:
             self.ras.close()
         if self._slow_thread is not None:
