@@ -98,6 +98,12 @@ train=$!
 sleep 12
 }
 
+hold_gib() {  # hold_gib GIB SECONDS: a memory holder on GPU 0 (PID in $hold), once NVML lists it
+$py bench/load/hold_memory.py --gib "$1" --seconds "$2" > "$out/hold.log" 2>&1 &
+hold=$!
+for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+}
+
 need_peers() {  # need_peers PEER...: find each program gputui is measured against, or stop here
 # (exit 2, one line a missing peer): a run without a peer prints no figure against it, never
 # empty rows.  nvtop: NVTOP=PATH, else the PATH's, else the folder bench/fetch_nvtop.sh makes
@@ -185,10 +191,8 @@ $py bench/device_report.py stress-summary "$out" 2>&1 | tee "$out/summary.txt"
 }
 
 mode_namespace() {
-$py bench/load/hold_memory.py --gib 4 --seconds 40 > "$out/hold.log" 2>&1 &
-holder=$!
-for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
-echo "holder pid $holder; NVML lists: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader)" | tee "$out/summary.txt"
+hold_gib 4 40
+echo "holder pid $hold; NVML lists: $(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader)" | tee "$out/summary.txt"
 $py -m gputui snapshot --json --processes > "$out/snapshot-host-ns.json"
 unshare --pid --fork --mount-proc $py -m gputui snapshot --json --processes > "$out/snapshot-new-ns.json" 2> "$out/snapshot-new-ns.err"
 unshare --pid --fork --mount-proc $py "$PTYBENCH" --seconds 6 --cols 160 --rows 30 \
@@ -201,7 +205,7 @@ for ns in ("host-ns", "new-ns"):
     print(ns, [(p["pid"], p["visible"], p["process_name"], p["used_gpu_memory"]) for p in d["processes"]])
 PY
 grep -n -i "namespace\|not visible\|--pid=host" "$out/processes-tab-new-ns.txt" | tee -a "$out/summary.txt"
-wait $holder
+wait $hold
 }
 
 mode_xid() {
@@ -379,9 +383,7 @@ $py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log"
 echo "$PWD" > "$site/gputui-repo.pth"
 $py -m compileall -q gputui bench "$@" "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
 need_peers nvitop
-$py bench/load/hold_memory.py --gib 8 --seconds 400 > "$out/hold.log" 2>&1 &
-hold=$!
-for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
+hold_gib 8 400
 $py -m gputui --help > /dev/null 2>&1
 # `python3 -m` puts the current directory first on sys.path, ahead of PYTHONPATH: run from the
 # repo root, every variant would be the working tree's gputui.  -P (Python 3.11+) leaves it
@@ -446,11 +448,7 @@ if [ -n "$caller_pythonpath" ]; then export PYTHONPATH=$caller_pythonpath; else 
 site=$($py -c 'import site; print(site.getsitepackages()[0])')
 $py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1
 $py -m compileall -q gputui bench "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
-if [ -n "${LOAD:-}" ]; then start_load; else  # LOAD=1: under the 12 GiB holder and bf16 training
-  $py bench/load/hold_memory.py --gib 8 --seconds 300 > "$out/hold.log" 2>&1 &
-  hold=$!
-  for _ in $(seq 60); do nvidia-smi --query-compute-apps=pid --format=csv,noheader | grep -q . && break; sleep 0.5; done
-fi
+if [ -n "${LOAD:-}" ]; then start_load; else hold_gib 8 300; fi  # LOAD=1: the training job too
 $py -P -m gputui --help > /dev/null 2>&1
 pb="$py bench/pty_timeline.py --start --json --seconds 2.5"
 for r in $(seq "$rounds"); do
