@@ -27,6 +27,12 @@ def gone(pid: int) -> bool:
     return False
 
 
+def answer(child: ChildRead) -> object | None:
+    """The child's answer once it has sent it all (up to 10 s), or None."""
+    child.answered(10)
+    return child.take()
+
+
 def start(read: object) -> tuple[ChildRead, int]:
     child = ChildRead.start(read)  # type: ignore[arg-type]
     assert child is not None and child.pid is not None
@@ -35,7 +41,7 @@ def start(read: object) -> tuple[ChildRead, int]:
 
 def test_the_childs_answer_is_handed_over_once_and_the_child_reaped() -> None:
     child, pid = start(lambda: ("facts", [1, 2, 3]))
-    assert child.wait(10) == ("facts", [1, 2, 3])
+    assert answer(child) == ("facts", [1, 2, 3])
     assert child.take() is None  # once
     child.reap()  # (the kernel may not have let it go the moment its answer ended)
     assert child.pid is None and gone(pid)
@@ -76,7 +82,7 @@ def test_a_failing_read_gives_nothing_and_prints_nothing(capfd: pytest.CaptureFi
         raise RuntimeError("NVML broke in the child")
 
     child, pid = start(read)
-    assert child.wait(10) is None
+    assert answer(child) is None
     child.reap()
     assert gone(pid)
     out, err = capfd.readouterr()
@@ -94,7 +100,7 @@ def test_the_child_never_runs_the_parents_exit_handlers(tmp_path: Path) -> None:
     atexit.register(handler)
     try:
         child, pid = start(lambda: "answer")
-        assert child.wait(10) == "answer"
+        assert answer(child) == "answer"
         child.reap()
         assert gone(pid)
         assert not marker.exists()
@@ -105,7 +111,7 @@ def test_the_child_never_runs_the_parents_exit_handlers(tmp_path: Path) -> None:
 def test_an_answer_larger_than_the_pipe_is_not_used(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(read_ahead, "PIPE_BYTES", 4096)
     child, pid = start(lambda: "x" * 100_000)
-    assert child.wait(10) is None
+    assert answer(child) is None
     child.reap()
     assert gone(pid)
 
@@ -119,7 +125,7 @@ def test_a_child_killed_mid_answer_gives_nothing() -> None:
         return "never sent"
 
     child, pid = start(read)
-    assert child.wait(10) is None
+    assert answer(child) is None
     child.reap()
     assert gone(pid)
 

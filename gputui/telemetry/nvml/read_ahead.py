@@ -45,7 +45,7 @@ def can_fork() -> bool:
 
 
 class ChildRead:
-    """One reading taken by a forked child (`start`), handed over once by `take` or `wait`."""
+    """One reading taken by a forked child (`start`), handed over once by `take`."""
 
     def __init__(self, pid: int, fd: int) -> None:
         self.pid: int | None = pid
@@ -110,11 +110,6 @@ class ChildRead:
             select.select([self._fd], [], [], left)
             self._drain()
         return self._eof
-
-    def wait(self, timeout: float) -> object | None:
-        """`take`, after waiting up to `timeout` seconds for the answer (see `answered`)."""
-        self.answered(timeout)
-        return self.take()
 
     def stop(self) -> None:
         """Stop the child if it still runs and close the pipe, never waiting: a child the
