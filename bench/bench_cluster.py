@@ -128,7 +128,7 @@ def job_series(jobs: int) -> dict[int, bytes]:
 
     from gputui.export.prometheus import build_families
     from gputui.telemetry.health import HealthEngine
-    from gputui.telemetry.health_report import HealthConfig
+    from gputui.telemetry.health_config import HealthConfig
     from gputui.telemetry.model import Job
     from gputui.telemetry.recording import read_recording
 

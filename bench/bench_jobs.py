@@ -442,7 +442,7 @@ def _evidence_snaps(kind: str) -> list:
 
 
 def engine_cost() -> dict[str, dict[str, float]]:
-    from gputui.telemetry.health_report import HealthConfig
+    from gputui.telemetry.health_config import HealthConfig
 
     result = {}
     for kind in ("computing", "blocked", "evidence"):

@@ -1681,7 +1681,7 @@ MUTATIONS: list[Mutation] = [
     # ---- job health outside the TUI (issue 26) -----------------------------------------
     Mutation(
         "job-stuck-alert-ignores-culprit",
-        "gputui/telemetry/health_report.py",
+        "gputui/telemetry/health_config.py",
         'STUCK_VERDICTS = ("stuck", "culprit", "exited", "mismatch", "all_wait", "stalled", "nccl")',
         'STUCK_VERDICTS = ("stuck",)',
         ("tests/test_job_stuck_alert.py", "tests/test_export_health.py"),

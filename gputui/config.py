@@ -24,7 +24,7 @@ from typing import Any
 from gputui.options import option
 from gputui.palette import DEFAULT_PALETTE, PALETTE_NAMES, THEME_COLORS
 from gputui.telemetry.alert_config import AlertConfig
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.metrics import CARD_CHARTS, CARD_DEFAULT_ITEMS, CARD_ITEMS
 from gputui.telemetry.process_metrics import SORT_KEYS

@@ -14,7 +14,8 @@ from pathlib import Path
 from conftest import FIXTURES
 
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig, HealthReport, JobHealth
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import HealthReport, JobHealth
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.recording import read_recording

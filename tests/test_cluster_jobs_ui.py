@@ -27,7 +27,7 @@ from gputui.cluster.jobs import host_jobs, merge
 from gputui.cluster.model import ClusterState, HostState, LabelMap, build_gpus, split_jobs
 from gputui.export.prometheus import build_families
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.model import Job
 from gputui.telemetry.recording import read_recording
 from gputui.ui.cluster.app import ClusterApp

@@ -19,7 +19,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from gputui.export.prometheus import build_families
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.model import Job, Snapshot
 from gputui.telemetry.recording import read_recording
 

@@ -13,7 +13,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from gputui.export.prometheus import build_families
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.model import Job
 from gputui.telemetry.recording import read_recording
 

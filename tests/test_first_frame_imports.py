@@ -36,8 +36,7 @@ FIRST_FRAME = {
     # themselves are made on the poller's thread once the first frame is up
     "gputui.telemetry.alert_config",
     "gputui.telemetry.hints",  # HintConfig lives there (the hints' room)
-    "gputui.telemetry.health_report",  # HealthConfig lives there (the health room)
-    "gputui.telemetry.job_energy",  # health_report's JobEnergy
+    "gputui.telemetry.health_config",  # HealthConfig and the verdicts' kinds (the health room)
     # the samples: model, metric registry, the recording, the poller and the hub
     "gputui.rules",
     "gputui.rules.clocks",
@@ -110,6 +109,8 @@ NOT_BEFORE_THE_FIRST_FRAME = (
     "gputui.telemetry.nccl",  # NCCL RAS: a snapshot's view is decoded or made when one comes
     "gputui.telemetry.replay_judge",  # a replay's seeks: with the engines, after the frame
     "gputui.telemetry.health",  # the engines' (hints import its spin test where they judge)
+    "gputui.telemetry.health_report",  # the reports: made by the engine, after the frame
+    "gputui.telemetry.job_energy",  # a report's energy
     "gputui.ui.processes.nccl_lines",
     "gputui.ui.processes.pane",
     "gputui.telemetry.host.processes",

@@ -26,7 +26,8 @@ from conftest import DERIVED, H100_GPM, H100_JOB, X8_240
 from gpm_support import ALL, phase_ticks
 
 from gputui.telemetry.health import HealthEngine, idle_power, rank_number, spin_signature
-from gputui.telemetry.health_report import HealthConfig, HealthReport
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.host.processes import ProcessInspector
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import FORMAT_VERSION, RecordingWriter, read_recording

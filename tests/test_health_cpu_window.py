@@ -21,7 +21,8 @@ import pytest
 
 from gputui.config import parse
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig, HealthReport, RankHealth
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import HealthReport, RankHealth
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import read_recording
 

@@ -16,7 +16,7 @@ from conftest import FIXTURES
 
 from gputui.export.health_json import health_block
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.recording import ReplaySource
 

@@ -18,7 +18,8 @@ from matrix_support import CFG as MATRIX_CFG
 from matrix_support import job_in, judge, slot
 
 from gputui.telemetry.health import STACK_KEEP, HealthEngine
-from gputui.telemetry.health_report import HealthConfig, HealthReport, JobVerdict
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import HealthReport, JobVerdict
 from gputui.telemetry.model import GpuProcess, Snapshot
 from gputui.telemetry.recording import read_recording
 from gputui.telemetry.stack_evidence import RankWhere, StackEvidence

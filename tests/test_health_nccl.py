@@ -19,7 +19,8 @@ import pytest
 from conftest import FIXTURES, H100_GPM, gputui
 
 from gputui.telemetry.health import HealthEngine, idle_power, spin_signature
-from gputui.telemetry.health_report import HealthConfig, HealthReport
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import HealthReport
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import read_recording
 

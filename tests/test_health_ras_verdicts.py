@@ -15,7 +15,8 @@ import pytest
 from conftest import FIXTURES
 
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig, JobVerdict
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import JobVerdict
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.nccl.model import NcclComm, NcclCount, NcclRank, NcclView, RasAnswer
 from gputui.telemetry.recording import read_recording

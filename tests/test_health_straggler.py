@@ -11,7 +11,8 @@ from collections.abc import Callable
 import pytest
 from matrix_support import CFG, job_in, judge, slot
 
-from gputui.telemetry.health_report import HealthConfig, JobVerdict
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import JobVerdict
 from gputui.telemetry.model import GpuProcess, GpuSample, Snapshot
 from gputui.telemetry.verdicts.straggler import MIN_ARITH, median
 

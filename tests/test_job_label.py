@@ -16,7 +16,7 @@ from conftest import FIXTURES
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.alerts import job_label as alert_label
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.host.jobs import job_label
 from gputui.telemetry.model import Job, Snapshot
 from gputui.telemetry.recording import read_recording

@@ -11,7 +11,7 @@ from conftest import FIXTURES, gputui
 
 from gputui.telemetry.alert_config import AlertConfig, Switch
 from gputui.telemetry.alerts import AlertEngine, event_json, short_text
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.hints import HintConfig
 from gputui.telemetry.recording import read_recording
 

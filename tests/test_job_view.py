@@ -13,7 +13,7 @@ import pytest
 from conftest import FIXTURES, replay_app, run_to_tick, screen_lines, wait_for
 
 from gputui.config import Config
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.ui.processes.job_view import COLUMNS, JobScreen, job_lines
 
 STOPPED = FIXTURES / "h100-health" / "jobrank-stopped.jsonl.gz"

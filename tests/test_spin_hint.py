@@ -23,7 +23,7 @@ from gputui.export.prometheus import build_families
 from gputui.telemetry.alert_config import AlertConfig, EfficiencyRule
 from gputui.telemetry.alerts import AlertEngine
 from gputui.telemetry.health import HealthEngine, polling_kernel
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.hints import HintConfig, HintEngine, gpu_hints
 from gputui.telemetry.hub import Hub
 from gputui.telemetry.model import GpuSample

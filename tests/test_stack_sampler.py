@@ -20,7 +20,7 @@ from stacks_support import py_spy_children, require_py_spy, start_waiter, write_
 
 from gputui.stacks.sampler import Evidence, StackSampler, for_source
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.host.starttime import start_time
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.recording import RecordingWriter, read_recording

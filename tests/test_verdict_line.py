@@ -8,7 +8,7 @@ import pytest
 
 from gputui.cli import DEMO_JOB_RECORDING, DEMO_JOB_START
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import HealthConfig
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.recording import read_recording
 from gputui.ui.processes.job_view import verdict_lines
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
-from gputui.telemetry.health_report import STUCK_VERDICTS
+from gputui.telemetry.health_config import STUCK_VERDICTS
 
 STUCK = "gputui_job_stuck"
 VERDICT_INFO = "gputui_job_verdict_info"

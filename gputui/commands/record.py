@@ -51,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from gputui.safefile import Refused
     from gputui.stacks.sampler import Evidence, for_source
     from gputui.telemetry.health import HealthEngine
-    from gputui.telemetry.health_report import HealthConfig
+    from gputui.telemetry.health_config import HealthConfig
     from gputui.telemetry.nvml.source import NvmlSource
     from gputui.telemetry.recording import RecordingWriter
     from gputui.untrusted import escaped

@@ -15,14 +15,8 @@ from typing import Any
 from gputui.export.nccl_json import nccl_job, nccl_schema
 from gputui.rules.timestamps import iso_utc
 from gputui.telemetry.health import arithmetic_active
-from gputui.telemetry.health_report import (
-    VERDICT_KINDS,
-    GpuHealth,
-    HealthConfig,
-    HealthReport,
-    JobHealth,
-    RankHealth,
-)
+from gputui.telemetry.health_config import VERDICT_KINDS, HealthConfig
+from gputui.telemetry.health_report import GpuHealth, HealthReport, JobHealth, RankHealth
 from gputui.telemetry.job_energy import JobEnergy
 from gputui.telemetry.model import Snapshot
 from gputui.telemetry.nccl.findings import NOT_ASKED

@@ -33,7 +33,8 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gputui import __version__
 from gputui.export.nccl_prometheus import nccl_families
-from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport, JobHealth, JobVerdict
+from gputui.telemetry.health_config import STUCK_VERDICTS
+from gputui.telemetry.health_report import HealthReport, JobHealth, JobVerdict
 from gputui.telemetry.hints import Hint
 from gputui.telemetry.host.jobs import exporter_labels, trusted
 from gputui.telemetry.metric_types import Export

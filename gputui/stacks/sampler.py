@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from gputui.stacks.dump import Background
     from gputui.stacks.model import StackResult
     from gputui.telemetry.health import HealthEngine
-    from gputui.telemetry.health_report import HealthConfig
+    from gputui.telemetry.health_config import HealthConfig
 
 PER_PASS = 4
 """Processes one pass reads at most (a suspected job's ranks: the ones to place first)."""

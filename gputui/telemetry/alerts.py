@@ -39,7 +39,8 @@ from gputui.telemetry.alert_config import (
     ThresholdRule,
 )
 from gputui.telemetry.health import HealthEngine
-from gputui.telemetry.health_report import STUCK_VERDICTS, HealthConfig, HealthReport, JobHealth
+from gputui.telemetry.health_config import STUCK_VERDICTS, HealthConfig
+from gputui.telemetry.health_report import HealthReport, JobHealth
 from gputui.telemetry.hints import GPM_KINDS, MIB, HintConfig, gpu_hints, idle_holding_memory
 from gputui.telemetry.model import DeviceInfo, GpuProcess, GpuSample, MachineInfo, Snapshot
 

@@ -65,15 +65,8 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from gputui.telemetry.health_report import (
-    WAITING,
-    GpuHealth,
-    HealthConfig,
-    HealthReport,
-    JobHealth,
-    JobVerdict,
-    RankHealth,
-)
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import WAITING, GpuHealth, HealthReport, JobHealth, JobVerdict, RankHealth
 from gputui.telemetry.job_energy import EnergyMeter, hms
 from gputui.telemetry.model import GpmSample, GpuProcess, GpuSample, Snapshot
 from gputui.telemetry.nccl.findings import RasFinding, findings

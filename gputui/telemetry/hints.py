@@ -25,10 +25,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gputui.options import option
-from gputui.telemetry.health_report import HealthConfig, HealthReport
+from gputui.telemetry.health_config import HealthConfig
 from gputui.telemetry.model import GpuSample, Snapshot
+
+if TYPE_CHECKING:
+    from gputui.telemetry.health_report import HealthReport
 
 MIB = 2**20
 

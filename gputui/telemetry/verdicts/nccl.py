@@ -25,7 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gputui.telemetry.health_report import HealthConfig, JobVerdict, RankHealth
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import JobVerdict, RankHealth
 from gputui.telemetry.nccl.findings import RasFinding, is_local
 from gputui.telemetry.nccl.model import NcclView
 from gputui.telemetry.verdicts import words as w

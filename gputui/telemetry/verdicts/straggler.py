@@ -33,7 +33,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gputui.telemetry.health_report import HealthConfig, JobVerdict, RankHealth
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import JobVerdict, RankHealth
 from gputui.telemetry.job_energy import hms
 from gputui.telemetry.model import GpuSample
 from gputui.telemetry.verdicts import words as w

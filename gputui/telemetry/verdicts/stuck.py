@@ -36,7 +36,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from dataclasses import replace
 
-from gputui.telemetry.health_report import HealthConfig, JobVerdict, RankHealth
+from gputui.telemetry.health_config import HealthConfig
+from gputui.telemetry.health_report import JobVerdict, RankHealth
 from gputui.telemetry.job_energy import hms
 from gputui.telemetry.nccl.findings import RasFinding
 from gputui.telemetry.nccl.model import NcclView

@@ -19,7 +19,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Vertical, VerticalScroll
 from textual.screen import ModalScreen
 
-from gputui.telemetry.health_report import STUCK_VERDICTS, HealthReport, JobHealth, RankHealth
+from gputui.telemetry.health_config import STUCK_VERDICTS
 from gputui.telemetry.model import MachineInfo, Snapshot
 from gputui.ui.processes.lines import fmt_mem
 from gputui.ui.render import Line, S, fit
@@ -28,6 +28,7 @@ from gputui.ui.widgets.text import TextLines
 if TYPE_CHECKING:
     from textual.widget import Widget
 
+    from gputui.telemetry.health_report import HealthReport, JobHealth, RankHealth
     from gputui.telemetry.hub import Hub
     from gputui.ui.processes.rows import ProcessRow
 
@@ -159,7 +160,7 @@ def _wrapped(text: str, width: int, first: str, rest: str, style: Style) -> list
     return [[((first if k == 0 else rest) + chunk, style)] for k, chunk in enumerate(chunks)]
 
 
-Section = Callable[[JobHealth, float, int], list[Line]]
+Section = Callable[["JobHealth", float, int], list[Line]]
 """One part of the job view: (the job, the report's time, the width) -> its lines (none: the
 part has nothing to say).  `SECTIONS` lists them in order; a new part is a function added
 there."""
