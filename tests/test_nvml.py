@@ -647,7 +647,7 @@ def test_xid_events_are_counted_per_gpu_while_the_source_runs(
 
 def test_ctypes_handles_of_one_gpu_are_the_same_key() -> None:
     """An event names its GPU with a handle object of its own: matched by address."""
-    from gputui.telemetry.nvml.query import _handle_key
+    from gputui.telemetry.nvml.events import _handle_key
 
     a = ctypes.cast(ctypes.c_void_p(0x1234), pynvml.c_nvmlDevice_t)
     b = ctypes.cast(ctypes.c_void_p(0x1234), pynvml.c_nvmlDevice_t)

@@ -12,11 +12,12 @@ close), and those wake-ups cost an eighth of the live monitor's steady CPU on an
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from gputui.telemetry.nvml.query import _TIMEOUT, Nvml, _handle_key
+from gputui.telemetry.nvml.query import _TIMEOUT, Nvml
 
 XID_EVENT = 0x8
 """nvmlEventTypeXidCriticalError: the driver reported an Xid (a critical error) for the GPU."""
@@ -114,3 +115,11 @@ class XidWatch:
         if event_set is not None:
             with contextlib.suppress(Exception):
                 self._nvml.lib.nvmlEventSetFree(event_set)
+
+
+def _handle_key(handle: Any) -> object:
+    """Something equal for two references to the same NVML device handle (an event names
+    its GPU by a handle object of its own): the pointer's address, for ctypes handles."""
+    if isinstance(handle, ctypes._Pointer | ctypes.c_void_p):
+        return ctypes.cast(handle, ctypes.c_void_p).value
+    return handle

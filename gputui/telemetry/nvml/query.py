@@ -9,7 +9,6 @@ when a GPU has fallen off the bus.  This is the only module that imports pynvml.
 
 from __future__ import annotations
 
-import ctypes
 import threading
 from typing import Any
 
@@ -305,14 +304,6 @@ class Nvml:
         elif code not in (None, _FUNCTION_NOT_FOUND, _NOT_FOUND, _NO_DATA):
             self.note(fn, text)  # (not found / no data: e.g. no process samples yet, normal)
         return value
-
-
-def _handle_key(handle: Any) -> object:
-    """Something equal for two references to the same NVML device handle (an event names
-    its GPU by a handle object of its own): the pointer's address, for ctypes handles."""
-    if isinstance(handle, ctypes._Pointer | ctypes.c_void_p):
-        return ctypes.cast(handle, ctypes.c_void_p).value
-    return handle
 
 
 def field_int(value: Any) -> int | None:

@@ -4,6 +4,11 @@
 tick (here), and runs the expensive queries (PCIe throughput, per-process utilization,
 energy: `slow.py`) on a slower thread of their own so they never stall a tick; Xid events
 are drained after each slow pass (`events.py`).
+
+The monitor imports this module before its first frame (to fork the read-ahead's child); what
+only an open NVML uses (the static facts, the topology, GPM's sampler and the Xid events, with
+ctypes) is imported where NVML is opened or the slow thread starts: on the poller's thread,
+after the first frame, or in the child.
 """
 
 from __future__ import annotations
@@ -26,8 +31,6 @@ from gputui.telemetry.model import (
     SystemInfo,
     Topology,
 )
-from gputui.telemetry.nvml.events import XidWatch
-from gputui.telemetry.nvml.gpm import GpmSampler
 from gputui.telemetry.nvml.query import (
     _ARCHITECTURE_CODES,
     _INVALID_ID,
@@ -50,12 +53,12 @@ from gputui.telemetry.nvml.slow import (
     nvlink_throughput,
     process_utilization,
 )
-from gputui.telemetry.nvml.static import read_device_infos
-from gputui.telemetry.nvml.topology import read_topology
 
 if TYPE_CHECKING:
     from gputui.telemetry.host.processes import ProcessInspector
     from gputui.telemetry.nccl.watch import RasWatch
+    from gputui.telemetry.nvml.events import XidWatch
+    from gputui.telemetry.nvml.gpm import GpmSampler
 
 
 __all__ = [  # with what callers know from here: query's names
@@ -275,6 +278,8 @@ class NvmlSource:
             self._slow[i] = SlowValues()
         if before_static is not None:
             before_static()
+        from gputui.telemetry.nvml.static import read_device_infos
+
         devices = read_device_infos(self._nvml, self._handles, self._static, self._lost)
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
@@ -286,6 +291,9 @@ class NvmlSource:
         on an open NVML with `slow=True`."""
         if not self._slow_enabled or self._slow_thread is not None or self._nvml is None:
             return
+        from gputui.telemetry.nvml.events import XidWatch
+        from gputui.telemetry.nvml.gpm import GpmSampler
+
         self.gpm = GpmSampler(self._nvml)
         self._xid_watch = XidWatch(self._nvml, self._handles, self._lost)
         self._slow_thread = threading.Thread(target=self._slow_loop, name="gputui-nvml-slow", daemon=True)
@@ -303,6 +311,8 @@ class NvmlSource:
         self.want_link_rates()
         if self._nvml is None or not self._handles:
             return None
+        from gputui.telemetry.nvml.topology import read_topology
+
         return read_topology(self._nvml, self._handles, self._lost)
 
     # ---- every tick ------------------------------------------------------------------
