@@ -79,6 +79,11 @@
 #       load: on Hopper or newer a measured GPM window (gpm.unavailable null, gpm.sm_active a
 #       number), or a reason in gpm.unavailable, never every gpm.* null without one; three
 #       runs' wall time (one GPM window: about 1 s more); exit 0 on PASS (about 40 s)
+#   bench/device.sh slow-child OUTDIR [ROUNDS]  the read-ahead's child not answered at mount,
+#       live: each start traced (bench/start_trace.py) with its child stopped (SIGSTOP) for
+#       1.5 s as soon as it is forked; OUTDIR/report.txt says whether gputui killed it, when
+#       the first frame and the first data were drawn, and what was left running (about 10 s
+#       a round, default 2)
 set -u
 mode=${1:?usage: bench/device.sh MODE OUTDIR (the modes are in its header)}
 out=${2:?usage: bench/device.sh MODE OUTDIR}
@@ -459,6 +464,36 @@ done
 PYTHONPATH=$PWD $py -P -X importtime -c 'from gputui import cli; import gputui.telemetry.nvml.source, gputui.config, gputui.ui.app, pynvml, psutil' 2> "$out/importtime.txt"
 kill $hold ${train:-} 2>/dev/null; wait
 cat "$out/minimal.jsonl"
+cat "$out/report.txt"
+}
+
+mode_slow_child() {  # the read-ahead's child stopped as it forks: gputui must go on without it
+rounds=${1:-2}
+site=$($py -c 'import site; print(site.getsitepackages()[0])')
+$py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1
+$py -m compileall -q gputui bench "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
+: > "$out/report.txt"
+for r in $(seq "$rounds"); do
+  PYTHONPATH=$PWD $py bench/pty_timeline.py --start --json --seconds 4 -- \
+    $py -P bench/start_trace.py "$out/trace-$r.jsonl" --no-remember > "$out/timeline-$r.json" &
+  pt=$! st= child=
+  for _ in $(seq 400); do  # the traced start (pty_timeline's child), then its fork
+    st=$(pgrep -P $pt | head -1)
+    [ -n "$st" ] && child=$(pgrep -P "$st" | head -1)
+    [ -n "$child" ] && break
+    sleep 0.002
+  done
+  { echo "== round $r: start $st, read-ahead child ${child:-not seen}"
+    if [ -n "$child" ]; then
+      kill -STOP "$child"; sleep 1.5
+      if kill -CONT "$child" 2> /dev/null; then echo "FAIL: the child was still there 1.5 s on"
+      else echo "the child was gone within 1.5 s (killed and reaped by gputui)"; fi
+    fi
+    wait $pt
+    $py bench/start_trace.py --report "$out/trace-$r.jsonl" "$out/timeline-$r.json" |
+      grep -E "App.run|on_mount |import pynvml|paint 1 sent|first frame drawn|a sample taken|snapshot shown +\$|pty: " | head -12
+    echo "left running: $(pgrep -f "start_trace.py $out" | wc -l)"; } >> "$out/report.txt"
+done
 cat "$out/report.txt"
 }
 
@@ -850,6 +885,7 @@ case $mode in
   peers) mode_peers "${3:-3}" ;;
   first-frame) shift 2; mode_first_frame "$@" ;;
   start-trace) mode_start_trace "${3:-4}" ;;
+  slow-child) mode_slow_child "${3:-2}" ;;
   diag-env) mode_diag_env ;;
   health) mode_health ;;
   snapshot-gpm) mode_snapshot_gpm ;;
