@@ -3048,6 +3048,22 @@ MUTATIONS: list[Mutation] = [
         "a read-ahead child stuck in NVML is left running after the monitor gave up on it",
     ),
     Mutation(
+        "read-ahead-facts-kept-for-another-gpu",
+        "gputui/telemetry/nvml/source.py",
+        "            if uuid != d.uuid:\n                return None\n",
+        "",
+        ("tests/test_nvml.py",),
+        "a GPU replaced between the child's open and this process's is shown with the old GPU's facts",
+    ),
+    Mutation(
+        "read-ahead-facts-read-again",
+        "gputui/telemetry/nvml/source.py",
+        "        devices = self._facts_read_ahead()\n",
+        "        devices = None\n",
+        ("tests/test_nvml.py",),
+        "every static fact read again just after the first frame though the child read them",
+    ),
+    Mutation(
         "read-ahead-take-waits",
         "gputui/telemetry/nvml/read_ahead.py",
         "        self._drain()\n        if not self._eof:\n            return None\n",

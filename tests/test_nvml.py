@@ -813,6 +813,62 @@ def test_a_read_ahead_in_a_child_hands_over_its_reading_and_this_process_opens_i
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
+def test_this_processes_open_keeps_the_childs_static_facts_when_the_same_gpus_answer(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child read every GPU's static facts under a second ago (memory affinity alone
+    12 ms a GPU on an H200): the poller's open, just after the first frame, asks each GPU
+    its UUID and, the same GPUs answering, keeps those facts instead of reading them again
+    (no name, no affinity asked here)."""
+    scripted = forking(x2_recording, monkeypatch)
+    source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.prefetch(in_child=True)
+        assert source._child is not None and source._child.answered(10)
+        ready = source.take_ready()
+        assert ready is not None
+        opened = source.open()
+        assert opened == ready[0]
+        for i in range(2):
+            assert scripted.lib.calls[("nvmlDeviceGetUUID", f"handle-{i}")] == 1
+            assert scripted.lib.calls[("nvmlDeviceGetName", f"handle-{i}")] == 0
+    finally:
+        source.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
+def test_another_gpu_at_this_processes_open_has_its_static_facts_read_anew(
+    x2_recording: tuple[RecordingHeader, list[Snapshot]],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A GPU that is not the one the child saw (its UUID differs: replaced, or the indices
+    reordered between the two opens): every static fact is read here, and the open's facts
+    are the new ones (the poller hands them out)."""
+    header, _ = x2_recording
+    scripted = forking(x2_recording, monkeypatch)
+    devices = header.machine.devices
+    in_child = [True]
+    scripted.lib.nvmlDeviceGetUUID = scripted.lib._scripted(  # type: ignore[attr-defined]
+        "nvmlDeviceGetUUID",
+        lambda h: devices[RecordedNvml._index(h)].uuid if in_child[0] or h == "handle-0" else "GPU-another",
+    )
+    source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
+    try:
+        source.prefetch(in_child=True)
+        in_child[0] = False
+        assert source._child is not None and source._child.answered(10)
+        ready = source.take_ready()
+        assert ready is not None and ready[0].devices[1].uuid == devices[1].uuid
+        opened = source.open()
+        assert opened != ready[0]
+        assert [d.uuid for d in opened.devices] == [devices[0].uuid, "GPU-another"]
+        assert scripted.lib.calls[("nvmlDeviceGetName", "handle-1")] == 1
+    finally:
+        source.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
 def test_a_child_that_has_not_answered_at_mount_reads_on_beside_this_processes_open(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
     monkeypatch: pytest.MonkeyPatch,

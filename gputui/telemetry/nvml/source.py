@@ -141,6 +141,9 @@ class NvmlSource:
         self._child: ChildRead | None = None
         """The read-ahead's child (`prefetch`): its answer taken once (`take_ready`), the
         child itself ended at `open()`, `close()` or `drop_read_ahead()`."""
+        self._child_facts: MachineInfo | None = None
+        """The child's static facts, once taken: `open()` keeps them for the GPUs that answer
+        with the same UUIDs, not reading every fact again just after the first frame."""
         self._slow_after_frame = False
         """Read ahead for the monitor: the slow thread waits for `start_background`."""
         self._first: Snapshot | None = None
@@ -201,6 +204,7 @@ class NvmlSource:
                 return None
             info: MachineInfo | None = answer[0]
             first: Snapshot | None = answer[1]
+            self._child_facts = info
         else:
             thread = self._prefetch
             if thread is None or thread.is_alive():
@@ -278,13 +282,34 @@ class NvmlSource:
             self._slow[i] = SlowValues()
         if before_static is not None:
             before_static()
-        from gputui.telemetry.nvml.static import read_device_infos
+        devices = self._facts_read_ahead()
+        if devices is None:
+            from gputui.telemetry.nvml.static import read_device_infos
 
-        devices = read_device_infos(self._nvml, self._handles, self._static, self._lost)
+            devices = read_device_infos(self._nvml, self._handles, self._static, self._lost)
         self._devices = tuple(devices)
         self._mig_enabled = {d.index for d in devices if d.mig_mode}
         self.info = MachineInfo(system, self._devices)
         return self.info
+
+    def _facts_read_ahead(self) -> list[DeviceInfo] | None:
+        """The read-ahead child's static facts, if this process's NVML answers with the same
+        GPUs at the same indices (each asked its UUID: microseconds, against the
+        milliseconds some static facts cost a GPU); None: read them here."""
+        known, self._child_facts = self._child_facts, None
+        nv = self._nvml
+        if known is None or nv is None or len(known.devices) != len(self._handles):
+            return None
+        for i, (h, d) in enumerate(zip(self._handles, known.devices, strict=True)):
+            if h is None or d.uuid is None or d.index != i:
+                return None
+            try:
+                uuid = _text(nv.query("nvmlDeviceGetUUID", h, device=i))
+            except GpuLost:
+                return None
+            if uuid != d.uuid:
+                return None
+        return list(known.devices)
 
     def _start_slow(self) -> None:
         """The slow-cadence thread (PCIe, energy, per-process utilization, GPM, Xids), once,
