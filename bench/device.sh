@@ -705,6 +705,9 @@ mode_steady() {
 # interleaved, ROUNDS rounds of 20 s at 160x50 and 1 Hz with a 12 GiB holder and a bf16
 # training job on GPU 0; each gputui as `python3 -P` with its own PYTHONPATH.
 rounds=$1; base=${2:-}
+site=$($py -c 'import site; print(site.getsitepackages()[0])')
+$py -m pip install -q --no-index --no-deps --upgrade .whl/*.whl > "$out/pip.log" 2>&1  # (a fresh machine has no Textual)
+$py -m compileall -q gputui bench ${base:+"$base"} "$site/pynvml.py" "$site/psutil" > /dev/null 2>&1
 need_peers nvtop
 start_load
 pb="$py $PTYBENCH --seconds 20 --cols 160 --rows 50 --json --steady-from 5"
