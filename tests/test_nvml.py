@@ -812,6 +812,19 @@ def test_a_read_ahead_in_a_child_hands_over_its_reading_and_this_process_opens_i
         source.close()
 
 
+def taken_from_child(source: NvmlSource, in_child: list[bool] | None = None) -> tuple[MachineInfo, Snapshot]:
+    """`prefetch(in_child=True)`, the child's whole answer awaited, then taken as the app's
+    mount takes it; `in_child` (a scripted NVML's flag) is set False in this process once
+    the child is forked."""
+    source.prefetch(in_child=True)
+    if in_child is not None:
+        in_child[0] = False
+    assert source._child is not None and source._child.answered(10)
+    ready = source.take_ready()
+    assert ready is not None
+    return ready
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no os.fork on this system")
 def test_this_processes_open_keeps_the_childs_static_facts_when_the_same_gpus_answer(
     x2_recording: tuple[RecordingHeader, list[Snapshot]],
@@ -824,10 +837,7 @@ def test_this_processes_open_keeps_the_childs_static_facts_when_the_same_gpus_an
     scripted = forking(x2_recording, monkeypatch)
     source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
     try:
-        source.prefetch(in_child=True)
-        assert source._child is not None and source._child.answered(10)
-        ready = source.take_ready()
-        assert ready is not None
+        ready = taken_from_child(source)
         opened = source.open()
         assert opened == ready[0]
         for i in range(2):
@@ -855,11 +865,8 @@ def test_another_gpu_at_this_processes_open_has_its_static_facts_read_anew(
     )
     source = NvmlSource(slow=False, nvml=Nvml(lib=scripted.lib))
     try:
-        source.prefetch(in_child=True)
-        in_child[0] = False
-        assert source._child is not None and source._child.answered(10)
-        ready = source.take_ready()
-        assert ready is not None and ready[0].devices[1].uuid == devices[1].uuid
+        ready = taken_from_child(source, in_child)
+        assert ready[0].devices[1].uuid == devices[1].uuid
         opened = source.open()
         assert opened != ready[0]
         assert [d.uuid for d in opened.devices] == [devices[0].uuid, "GPU-another"]
